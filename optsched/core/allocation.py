@@ -1,0 +1,122 @@
+"""Where a job runs: per-node shares of GPUs, CPUs and host memory, and a job's allocation
+(placement + execution plan)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from optsched.core.checks import require_int, require_keys, require_name, require_number
+from optsched.core.errors import ValidationError
+from optsched.core.plan import ExecutionPlan
+
+
+@dataclass(frozen=True)
+class NodeShare:
+    """Resources a job holds on one node."""
+
+    gpus: int
+    cpus: int = 0
+    mem_gib: float = 0.0
+
+    def __post_init__(self) -> None:
+        require_int("NodeShare", "gpus", self.gpus, 0)
+        require_int("NodeShare", "cpus", self.cpus, 0)
+        require_number("NodeShare", "mem_gib", self.mem_gib, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpus": self.gpus, "cpus": self.cpus, "mem_gb": self.mem_gib}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "NodeShare":
+        require_keys("NodeShare", data, ("gpus",), ("cpus", "mem_gb"))
+        return cls(gpus=data["gpus"], cpus=data.get("cpus", 0), mem_gib=data.get("mem_gb", 0.0))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Per-node shares, kept sorted by node name so equal placements compare equal.
+
+    JSON form: ``{node: {"gpus": g, "cpus": c, "mem_gb": m}}``.
+    """
+
+    shares: tuple[tuple[str, NodeShare], ...]
+
+    def __post_init__(self) -> None:
+        items = tuple(sorted(self.shares, key=lambda kv: kv[0]))
+        seen: set[str] = set()
+        for name, share in items:
+            require_name("Placement node", name)
+            if name in seen:
+                raise ValidationError(f"Placement: node {name!r} appears twice")
+            if not isinstance(share, NodeShare):
+                raise ValidationError(f"Placement: share on node {name!r} must be a NodeShare")
+            seen.add(name)
+        object.__setattr__(self, "shares", items)
+
+    @classmethod
+    def of(cls, mapping: Mapping[str, NodeShare]) -> "Placement":
+        return cls(tuple(mapping.items()))
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(s.gpus for _, s in self.shares)
+
+    @property
+    def total_cpus(self) -> int:
+        return sum(s.cpus for _, s in self.shares)
+
+    @property
+    def total_mem_gib(self) -> float:
+        return sum(s.mem_gib for _, s in self.shares)
+
+    @property
+    def gpus_per_node(self) -> tuple[int, ...]:
+        """GPU counts of the nodes with at least one GPU, largest first (the perf model's view)."""
+        return tuple(sorted((s.gpus for _, s in self.shares if s.gpus > 0), reverse=True))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: share.to_dict() for name, share in self.shares}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Placement":
+        if not isinstance(data, dict):
+            raise ValidationError(f"Placement: expected a JSON object {{node: share}}, got {type(data).__name__}")
+        return cls(tuple((k, NodeShare.from_dict(v)) for k, v in data.items()))
+
+
+def parse_placement_code(code: str) -> tuple[int, ...]:
+    """``"224"`` -> ``(4, 2, 2)``: GPUs per node of a measurement row, one digit per node, sorted
+    largest first (the order of digits carries no meaning)."""
+    text = str(code).strip()
+    if not text or not text.isdigit():
+        raise ValidationError(f"placement code {code!r}: expected one digit (1-9) per node, e.g. '224'")
+    gpus = tuple(int(c) for c in text)
+    if 0 in gpus:
+        raise ValidationError(f"placement code {code!r}: a node in a placement holds at least one GPU")
+    return tuple(sorted(gpus, reverse=True))
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A job's execution plan and placement."""
+
+    job: str
+    plan: ExecutionPlan
+    placement: Placement
+
+    def __post_init__(self) -> None:
+        require_name("Allocation job", self.job)
+        if self.plan.num_gpus != self.placement.total_gpus:
+            raise ValidationError(
+                f"allocation of job {self.job!r}: plan {self.plan.label} uses {self.plan.num_gpus} GPUs "
+                f"but the placement holds {self.placement.total_gpus}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "plan": self.plan.to_dict(), "placement": self.placement.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Allocation":
+        require_keys("Allocation", data, ("job", "plan", "placement"))
+        return cls(job=data["job"], plan=ExecutionPlan.from_dict(data["plan"]),
+                   placement=Placement.from_dict(data["placement"]))

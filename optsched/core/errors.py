@@ -1,0 +1,41 @@
+"""Exceptions raised by optsched.
+
+Every error names the offending item (job, node, model, plan, row) and the rule it broke, so that a
+caller can act on it without reading a traceback from deep inside the library.
+"""
+
+from __future__ import annotations
+
+
+class OptschedError(Exception):
+    """Base class of every error optsched raises on purpose."""
+
+
+class ValidationError(OptschedError, ValueError):
+    """A value object (cluster, model, plan, job, round file, CSV row) breaks one of its rules."""
+
+
+class UnknownNameError(ValidationError, KeyError):
+    """A name (model, GPU type, cluster, policy) is not in the catalogue it was looked up in."""
+
+    def __init__(self, kind: str, name: str, known: list[str] | tuple[str, ...]) -> None:
+        self.kind = kind
+        self.name = name
+        self.known = tuple(sorted(known))
+        super().__init__(f"unknown {kind} {name!r}; known {kind}s: {', '.join(self.known)}")
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0])
+
+
+class PlanInfeasibleError(ValidationError):
+    """An execution plan cannot run on the given resources (memory, divisibility, placement)."""
+
+
+class InfeasibleError(OptschedError):
+    """A scheduling round has no feasible decision; ``reasons`` names the jobs/nodes and rules."""
+
+    def __init__(self, message: str, reasons: tuple[str, ...] = ()) -> None:
+        self.reasons = tuple(reasons)
+        full = message if not reasons else message + ":\n  - " + "\n  - ".join(reasons)
+        super().__init__(full)

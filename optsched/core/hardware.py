@@ -1,0 +1,169 @@
+"""Hardware vocabulary: GPU types, nodes and clusters.
+
+Bandwidths are in GB/s (10^9 bytes per second) and memory in GiB. A cluster has one intra-node
+bandwidth (NVLink), one inter-node bandwidth (RDMA) and one host-device bandwidth (PCIe); a GPU type
+may override the intra-node bandwidth (e.g. PCIe-only cards such as A10/T4) so that heterogeneous
+clusters (Crius) are described by the same objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from optsched.core.checks import require_int, require_keys, require_name, require_number
+from optsched.core.errors import UnknownNameError, ValidationError
+
+
+@dataclass(frozen=True)
+class GPUType:
+    """A GPU model: memory (GiB), dense fp16/bf16 tensor peak (TFLOPs) and, optionally, its own
+    intra-node GPU-to-GPU bandwidth (GB/s) when it differs from the cluster's."""
+
+    name: str
+    memory_gib: float
+    peak_tflops: float
+    intra_node_gbps: float | None = None
+
+    def __post_init__(self) -> None:
+        require_name("GPUType", self.name)
+        owner = f"GPUType {self.name!r}"
+        require_number(owner, "memory_gib", self.memory_gib, 0.0, strict=True)
+        require_number(owner, "peak_tflops", self.peak_tflops, 0.0, strict=True)
+        if self.intra_node_gbps is not None:
+            require_number(owner, "intra_node_gbps", self.intra_node_gbps, 0.0, strict=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "memory_gib": self.memory_gib,
+                             "peak_tflops": self.peak_tflops}
+        if self.intra_node_gbps is not None:
+            d["intra_node_gbps"] = self.intra_node_gbps
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "GPUType":
+        require_keys("GPUType", data, ("name", "memory_gib", "peak_tflops"), ("intra_node_gbps",))
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A server: ``num_gpus`` GPUs of one type, ``num_cpus`` CPU cores, ``memory_gib`` host memory."""
+
+    name: str
+    gpu_type: str
+    num_gpus: int
+    num_cpus: int
+    memory_gib: float
+
+    def __post_init__(self) -> None:
+        require_name("Node", self.name)
+        owner = f"node {self.name!r}"
+        require_name(owner + " gpu_type", self.gpu_type)
+        require_int(owner, "num_gpus", self.num_gpus, 0)
+        require_int(owner, "num_cpus", self.num_cpus, 0)
+        require_number(owner, "memory_gib", self.memory_gib, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "gpu_type": self.gpu_type, "num_gpus": self.num_gpus,
+                "num_cpus": self.num_cpus, "memory_gib": self.memory_gib}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Node":
+        require_keys("Node", data, ("name", "gpu_type", "num_gpus", "num_cpus", "memory_gib"))
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A set of nodes with the bandwidths the performance models need.
+
+    ``gpu_types`` holds every GPU type a node refers to; node names are unique.
+    """
+
+    name: str
+    nodes: tuple[Node, ...]
+    gpu_types: tuple[GPUType, ...]
+    intra_node_gbps: float
+    inter_node_gbps: float
+    pcie_gbps: float
+    _types: dict[str, GPUType] = field(init=False, repr=False, compare=False)
+    _nodes: dict[str, Node] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        require_name("Cluster", self.name)
+        owner = f"cluster {self.name!r}"
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "gpu_types", tuple(self.gpu_types))
+        for f in ("intra_node_gbps", "inter_node_gbps", "pcie_gbps"):
+            require_number(owner, f, getattr(self, f), 0.0, strict=True)
+        if not self.nodes:
+            raise ValidationError(f"{owner}: needs at least one node")
+        types: dict[str, GPUType] = {}
+        for g in self.gpu_types:
+            if not isinstance(g, GPUType):
+                raise ValidationError(f"{owner}: gpu_types must hold GPUType objects, got {g!r}")
+            if g.name in types:
+                raise ValidationError(f"{owner}: GPU type {g.name!r} listed twice")
+            types[g.name] = g
+        nodes: dict[str, Node] = {}
+        for n in self.nodes:
+            if not isinstance(n, Node):
+                raise ValidationError(f"{owner}: nodes must hold Node objects, got {n!r}")
+            if n.name in nodes:
+                raise ValidationError(f"{owner}: node name {n.name!r} used twice")
+            if n.gpu_type not in types:
+                raise ValidationError(
+                    f"{owner}: node {n.name!r} has GPU type {n.gpu_type!r}, which is not among the "
+                    f"cluster's gpu_types ({', '.join(types) or 'none'})")
+            nodes[n.name] = n
+        object.__setattr__(self, "_types", types)
+        object.__setattr__(self, "_nodes", nodes)
+
+    # -- look-ups -------------------------------------------------------------------------------
+    def gpu_type(self, name: str) -> GPUType:
+        try:
+            return self._types[name]
+        except KeyError:
+            raise UnknownNameError("GPU type", name, list(self._types)) from None
+
+    def node(self, name: str) -> Node:
+        try:
+            return self._nodes[name]
+        except KeyError:
+            raise UnknownNameError("node", name, list(self._nodes)) from None
+
+    def intra_bandwidth(self, gpu_type: str) -> float:
+        """GB/s between two GPUs of ``gpu_type`` in the same node."""
+        g = self.gpu_type(gpu_type)
+        return g.intra_node_gbps if g.intra_node_gbps is not None else self.intra_node_gbps
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.num_gpus for n in self.nodes)
+
+    def nodes_of_type(self, gpu_type: str) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.gpu_type == gpu_type)
+
+    @property
+    def max_gpus_per_node(self) -> int:
+        return max(n.num_gpus for n in self.nodes)
+
+    # -- JSON -----------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "intra_node_gbps": self.intra_node_gbps,
+                "inter_node_gbps": self.inter_node_gbps, "pcie_gbps": self.pcie_gbps,
+                "gpu_types": [g.to_dict() for g in self.gpu_types],
+                "nodes": [n.to_dict() for n in self.nodes]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Cluster":
+        require_keys("Cluster", data, ("name", "nodes", "gpu_types", "intra_node_gbps",
+                                       "inter_node_gbps", "pcie_gbps"))
+        if not isinstance(data["nodes"], list) or not isinstance(data["gpu_types"], list):
+            raise ValidationError("Cluster: 'nodes' and 'gpu_types' must be JSON arrays")
+        return cls(name=data["name"],
+                   nodes=tuple(Node.from_dict(n) for n in data["nodes"]),
+                   gpu_types=tuple(GPUType.from_dict(g) for g in data["gpu_types"]),
+                   intra_node_gbps=data["intra_node_gbps"], inter_node_gbps=data["inter_node_gbps"],
+                   pcie_gbps=data["pcie_gbps"])

@@ -1,0 +1,99 @@
+"""Jobs: what a user submitted and how far it has come (Rubick Sec. 3, Lyra Sec. 3.3, Crius Sec. 4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from optsched.core.checks import require_int, require_keys, require_name, require_number
+from optsched.core.errors import ValidationError
+from optsched.core.plan import ExecutionPlan
+
+
+@dataclass(frozen=True)
+class Job:
+    """A training job.
+
+    * ``model``: name of a :class:`~optsched.core.model.ModelSpec` in the catalogue in use;
+    * ``tenant`` and ``guaranteed``: a guaranteed job consumes its tenant's quota and is promised at
+      least the throughput of its requested resources and plan (Rubick's performance guarantee);
+      best-effort jobs may get nothing or be preempted;
+    * ``requested_gpus/cpus/mem_gib`` and ``requested_plan``: the user's request (plan ``None``
+      means "any plan the scheduler likes"; the guarantee then uses the best plan on the request);
+    * ``min_gpus``/``max_gpus``: the elastic range (Lyra); defaults to 1..requested for best-effort
+      scaling, the scheduler may ignore it for non-elastic policies;
+    * ``total_iterations``/``completed_iterations``: the work, in iterations of the global batch;
+    * ``submit_time`` and ``deadline`` in seconds of simulated time; ``gpu_type`` pins a GPU type.
+    """
+
+    name: str
+    model: str
+    requested_gpus: int
+    total_iterations: int
+    requested_cpus: int = 0
+    requested_mem_gib: float = 0.0
+    requested_plan: ExecutionPlan | None = None
+    tenant: str = "default"
+    guaranteed: bool = False
+    submit_time: float = 0.0
+    completed_iterations: float = 0.0
+    min_gpus: int = 1
+    max_gpus: int | None = None
+    deadline: float | None = None
+    gpu_type: str | None = None
+
+    def __post_init__(self) -> None:
+        require_name("Job", self.name)
+        owner = f"job {self.name!r}"
+        require_name(owner + " model", self.model)
+        require_name(owner + " tenant", self.tenant)
+        require_int(owner, "requested_gpus", self.requested_gpus, 1)
+        require_int(owner, "requested_cpus", self.requested_cpus, 0)
+        require_number(owner, "requested_mem_gib", self.requested_mem_gib, 0.0)
+        require_int(owner, "total_iterations", self.total_iterations, 1)
+        require_number(owner, "completed_iterations", self.completed_iterations, 0.0)
+        require_number(owner, "submit_time", self.submit_time, 0.0)
+        require_int(owner, "min_gpus", self.min_gpus, 1)
+        if not isinstance(self.guaranteed, bool):
+            raise ValidationError(f"{owner}: guaranteed must be true or false")
+        if self.max_gpus is not None:
+            require_int(owner, "max_gpus", self.max_gpus, self.min_gpus)
+        if self.deadline is not None:
+            require_number(owner, "deadline", self.deadline, 0.0)
+        if self.completed_iterations > self.total_iterations:
+            raise ValidationError(
+                f"{owner}: completed_iterations {self.completed_iterations} exceeds total_iterations "
+                f"{self.total_iterations}")
+        if self.requested_plan is not None and self.requested_plan.num_gpus != self.requested_gpus:
+            raise ValidationError(
+                f"{owner}: requested plan {self.requested_plan.label} uses {self.requested_plan.num_gpus} "
+                f"GPUs but the job requests {self.requested_gpus}")
+
+    @property
+    def remaining_iterations(self) -> float:
+        return self.total_iterations - self.completed_iterations
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "name": self.name, "model": self.model, "requested_gpus": self.requested_gpus,
+            "total_iterations": self.total_iterations, "requested_cpus": self.requested_cpus,
+            "requested_mem_gib": self.requested_mem_gib, "tenant": self.tenant,
+            "guaranteed": self.guaranteed, "submit_time": self.submit_time,
+            "completed_iterations": self.completed_iterations, "min_gpus": self.min_gpus}
+        if self.requested_plan is not None:
+            d["requested_plan"] = self.requested_plan.to_dict()
+        for f in ("max_gpus", "deadline", "gpu_type"):
+            if getattr(self, f) is not None:
+                d[f] = getattr(self, f)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Job":
+        require_keys("Job", data, ("name", "model", "requested_gpus", "total_iterations"),
+                     ("requested_cpus", "requested_mem_gib", "requested_plan", "tenant", "guaranteed",
+                      "submit_time", "completed_iterations", "min_gpus", "max_gpus", "deadline",
+                      "gpu_type"))
+        kwargs = dict(data)
+        if kwargs.get("requested_plan") is not None:
+            kwargs["requested_plan"] = ExecutionPlan.from_dict(kwargs["requested_plan"])
+        return cls(**kwargs)
