@@ -44,7 +44,7 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (
 
 #: Effective (achieved all-reduce bus) bandwidths of the A800 cluster, GB/s: NVLink within a node,
 #: RDMA between nodes, host-device PCIe 4.0 x16.
-A800_EFFECTIVE_BANDWIDTH = {"intra_node_gbps": 150.0, "inter_node_gbps": 12.0, "pcie_gbps": 20.0}
+A800_EFFECTIVE_BANDWIDTH = {"intra_node_gbps": 150.0, "inter_node_gbps": 80.0, "pcie_gbps": 20.0}
 
 
 def a800_cluster(num_nodes: int = 8, gpus_per_node: int = 8, name: str | None = None) -> Cluster:

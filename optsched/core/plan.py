@@ -138,17 +138,35 @@ def check_plan_for_model(plan: ExecutionPlan, model: ModelSpec) -> None:
 DEFAULT_GA_STEPS = 2
 
 
+#: PP micro-batches assumed for a measurement row with a ``PTD`` code (the files do not record them)
+DEFAULT_PP_MICRO_BATCHES = 1
+
+
+def offload_runs_with_gc(model: ModelSpec) -> bool:
+    """Whether a measured ``zero-offload`` row of ``model`` ran with GC: Rubick Table 2 lists
+    "ZeRO-Offload+GC" for the models of >= 1B parameters (T5, GPT-2, LLaMA) and plain ZeRO-Offload
+    for the smaller ones."""
+    return model.num_params >= 1_000_000_000
+
+
 def parse_plan_code(code: str, num_gpus: int, global_batch: int,
-                    ga_steps: int = DEFAULT_GA_STEPS) -> ExecutionPlan:
+                    ga_steps: int = DEFAULT_GA_STEPS,
+                    pp_micro_batches: int = DEFAULT_PP_MICRO_BATCHES,
+                    offload_gc: bool = False) -> ExecutionPlan:
     """Turn a measurement plan code into an :class:`ExecutionPlan` on ``num_gpus`` GPUs.
 
-    * ``dp``, ``gc``, ``zero-dp``, ``zero-offload``: data parallelism over all GPUs (dp = num_gpus).
+    * ``dp``, ``gc``, ``zero-dp``, ``zero-offload``: data parallelism over all GPUs (dp = num_gpus);
+      ``zero-offload`` turns on gradient checkpointing when ``offload_gc`` is true (Rubick Table 2
+      runs "ZeRO-Offload+GC" for models of 1B parameters and more; the files do not record GC, see
+      :func:`offload_runs_with_gc`).
     * ``ga``: DP with ``ga_steps`` accumulation steps (default 2, the smallest real accumulation);
       when the per-GPU batch b/dp is not divisible by it, the largest divisor of b/dp not above
       ``ga_steps`` is used (1 when b/dp = 1, which is then plain DP).
     * three digits ``PTD``: PP, TP, DP sizes; their product must equal ``num_gpus``. PP runs with
-      the most micro-batches the batch allows, m = b/dp (micro-batch size 1, the usual 1F1B setting
-      for large models, which also minimises the pipeline bubble in Appendix A's T_fwd).
+      ``pp_micro_batches`` micro-batches, default 1: the Rubick measurements are consistent with
+      one micro-batch only (GPT-2 ``151``..``651`` all take ~1.05 s, T5 ``411`` on four nodes is
+      3.2x slower than ``141`` on one, which Appendix A's T_fwd gives for m = 1 and not for m = b/dp).
+      The plan enumerator also offers m = b/dp, the usual 1F1B setting.
     """
     if not isinstance(code, str) or not code.strip():
         raise ValidationError(f"plan code must be a non-empty string, got {code!r}")
@@ -168,7 +186,7 @@ def parse_plan_code(code: str, num_gpus: int, global_batch: int,
             return ExecutionPlan(dp=d, gc=True)
         if code == "dp":
             return ExecutionPlan(dp=d)
-        return ExecutionPlan(dp=d, zero=ZeroMode(code))
+        return ExecutionPlan(dp=d, zero=ZeroMode(code), gc=offload_gc and code == "zero-offload")
     if len(code) == 3 and code.isdigit():
         p, t, d = (int(c) for c in code)
         if 0 in (p, t, d):
@@ -180,8 +198,7 @@ def parse_plan_code(code: str, num_gpus: int, global_batch: int,
         if global_batch % d:
             raise ValidationError(
                 f"plan code {code!r}: global batch {global_batch} is not divisible by dp={d}")
-        m = global_batch // d if p > 1 else 1
-        return ExecutionPlan(dp=d, tp=t, pp=p, micro_batches=m)
+        return ExecutionPlan(dp=d, tp=t, pp=p, micro_batches=pp_micro_batches)
     raise ValidationError(
         f"unknown plan code {code!r}: expected dp, ga, gc, zero-dp, zero-offload or three digits "
         f"PTD (PP, TP, DP sizes)")

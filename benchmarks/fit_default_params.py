@@ -1,0 +1,58 @@
+"""Fit the built-in default parameters (optsched/perf/defaults.py) on the public Rubick measurements.
+
+Reads ../shared/data/morphling/placements/*.csv (skips cleanly when absent), fits every catalogue
+model on the A800 8x8 cluster and prints the ``DEFAULT_PARAMS`` entries to paste, plus a CSV of the
+fit quality under benchmarks/out/.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from optsched.core import MODELS, ZeroMode, get_cluster
+from optsched.perf.defaults import prior_performance_model
+from optsched.perf.fitting import _free_names, fit_params
+from optsched.perf.measurements import read_placements_csv
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "morphling" / "placements"
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def rows_for_defaults(name: str, rows: list) -> list:
+    """ViT: single-node and ZeRO-Offload rows only (see optsched/perf/defaults.py)."""
+    if name != "vit":
+        return rows
+    return [r for r in rows if len(r.gpus_per_node) == 1 or r.plan.zero is ZeroMode.OFFLOAD]
+
+
+def main() -> int:
+    if not DATA.is_dir():
+        sys.stderr.write(f"skipped: measurement data not found at {DATA}\n")
+        return 0
+    cluster = get_cluster("a800-8x8")
+    OUT.mkdir(exist_ok=True)
+    lines, table = [], []
+    for name, model in MODELS.items():
+        rows = rows_for_defaults(name, read_placements_csv(DATA / f"{name}.csv", model))
+        base = prior_performance_model(model, cluster, "A800")
+        configs = [(r.plan, r.gpus_per_node, r.cpus_per_gpu) for r in rows]
+        y = np.array([r.iter_time for r in rows])
+        params, err = fit_params(base.features(configs), y, _free_names(configs, False), base.params,
+                                 seed=0, starts=12, min_fwd_s=base.min_fwd_s)
+        args = ", ".join(f"{k}={v:.6g}" for k, v in params.to_dict().items())
+        lines.append(f'    "{name}": PerfParams({args}),  # RMSLE {err:.3f} on {len(rows)} rows')
+        table.append({"model": name, "rows": len(rows), "rmsle": round(err, 4), **params.to_dict()})
+    sys.stdout.write("\n".join(lines) + "\n")
+    with (OUT / "default_params.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(table[0]))
+        w.writeheader()
+        w.writerows(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,316 @@
+"""Command-line interface: ``optsched <subcommand> ...``.
+
+Subcommands (one ``_cmd_*`` handler each, registered in :func:`build_parser`):
+
+* ``fit``     fit the 7-parameter iteration-time model to a placements CSV and write its JSON;
+* ``predict`` predict the iteration time of every row of a placements CSV with a params JSON;
+* ``curves``  print a model's GPU or CPU sensitivity curve on a built-in cluster.
+
+Every :class:`~optsched.core.errors.OptschedError` and every usage error ends with one line
+``optsched: error: <message>`` on stderr and exit code 2, never a traceback. Results go to stdout
+(this module is the only place in the package that writes there, through :func:`_out`); progress
+goes to the ``optsched`` logger (``-v`` shows it).
+
+Adding a subcommand: write ``_add_<name>(sub)`` that creates its subparser and calls
+``p.set_defaults(handler=_cmd_<name>)``, write ``_cmd_<name>(args) -> int``, and append
+``_add_<name>`` to ``_SUBCOMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from optsched.core.catalog import get_cluster, get_gpu_type, get_model
+from optsched.core.errors import OptschedError, ValidationError
+from optsched.core.hardware import Cluster
+from optsched.core.jsonio import read_json
+from optsched.core.plan import ZeroMode
+from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit
+from optsched.perf.measurements import Measurement, measured_times, read_placements_csv
+from optsched.perf.performance_model import PerformanceModel
+
+log = logging.getLogger("optsched.cli")
+
+PROG = "optsched"
+DEFAULT_CLUSTER = "a800-8x8"
+DEFAULT_GPU_TYPE = "A800"
+
+
+# -- output helpers ------------------------------------------------------------------------------
+def _out(text: str) -> None:
+    """Write ``text`` (a newline is added when missing) to stdout."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+
+
+def _one_line(message: str) -> str:
+    """Fold a multi-line error (e.g. InfeasibleError's reasons) into one line."""
+    lines = [ln.strip() for ln in str(message).splitlines() if ln.strip()]
+    if not lines:
+        return "unknown error"
+    head, rest = lines[0], [ln[2:] if ln.startswith("- ") else ln for ln in lines[1:]]
+    return head + (" " + "; ".join(rest) if rest else "")
+
+
+def _write_text(path: str | Path, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(f"{path}: cannot write file ({exc.strerror or exc})") from None
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in (header, *rows)]
+    return "\n".join(lines) + "\n"
+
+
+def _placement_code(gpus_per_node: Sequence[int]) -> str:
+    """``(4, 2, 2)`` -> ``"422"`` (the measurement files' code); ``"10+2"`` when a count exceeds 9."""
+    counts = [int(g) for g in gpus_per_node]
+    return "".join(map(str, counts)) if all(g <= 9 for g in counts) else "+".join(map(str, counts))
+
+
+# -- shared resolution ---------------------------------------------------------------------------
+def _cluster(name: str) -> Cluster:
+    return get_cluster(name)
+
+
+def _load_params(path: str | Path) -> PerformanceModel:
+    return PerformanceModel.from_dict(read_json(path))
+
+
+def _configs(rows: Sequence[Measurement]) -> list[tuple[Any, tuple[int, ...], float]]:
+    return [(r.plan, r.gpus_per_node, r.cpus_per_gpu) for r in rows]
+
+
+def sample_rows(rows: Sequence[Measurement], n: int, seed: int) -> list[Measurement]:
+    """Draw ``n`` rows reproducibly with ``numpy.random.default_rng(seed)``, in file order.
+
+    At least ``MIN_OFFLOAD_SAMPLES`` (3) of them use ZeRO-Offload when the file has that many (all of
+    them when it has fewer): the paper's rule for identifying the offload-only parameters. The rest
+    is drawn uniformly from the remaining rows."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValidationError(f"--samples must be a positive integer, got {n!r}")
+    if n > len(rows):
+        raise ValidationError(f"--samples {n} exceeds the {len(rows)} rows of the file")
+    rng = np.random.default_rng(seed)
+    offload = [i for i, r in enumerate(rows) if r.plan.zero is ZeroMode.OFFLOAD]
+    k = min(MIN_OFFLOAD_SAMPLES, len(offload), n)
+    chosen = set(int(i) for i in rng.choice(offload, size=k, replace=False)) if k else set()
+    rest = [i for i in range(len(rows)) if i not in chosen]
+    chosen.update(int(i) for i in rng.choice(rest, size=n - k, replace=False))
+    return [rows[i] for i in sorted(chosen)]
+
+
+# -- fit -----------------------------------------------------------------------------------------
+def _add_fit(sub: Any) -> None:
+    p = sub.add_parser("fit", help="fit the iteration-time model to measured rows",
+                       description="Fit Morphling's 7-parameter iteration-time model to a placements CSV "
+                                   "(columns exec_plan,placement,iter_time) and write the params JSON.")
+    p.add_argument("--placements", required=True, metavar="CSV", help="measured rows")
+    p.add_argument("--model", required=True, metavar="NAME", help="catalogue model name, e.g. bert")
+    p.add_argument("--samples", type=int, metavar="N", help="fit on N rows drawn at random (default: all)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the row draw and the fit (0)")
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="NAME",
+                   help=f"built-in cluster giving the bandwidths ({DEFAULT_CLUSTER})")
+    p.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, metavar="T", help=f"GPU type ({DEFAULT_GPU_TYPE})")
+    p.add_argument("--starts", type=int, default=8, metavar="K", help="optimizer starts (8)")
+    p.add_argument("--out", required=True, metavar="PARAMS.json", help="where to write the fitted model")
+    p.set_defaults(handler=_cmd_fit)
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from optsched.perf.defaults import prior_performance_model
+
+    model = get_model(args.model)
+    cluster = _cluster(args.cluster)
+    get_gpu_type(args.gpu_type)
+    if args.starts < 1:
+        raise ValidationError(f"--starts must be >= 1, got {args.starts}")
+    rows = read_placements_csv(args.placements, model, require_iter_time=True)
+    used = rows if args.samples is None else sample_rows(rows, args.samples, args.seed)
+    _err(f"{PROG} fit: using {len(used)} of {len(rows)} rows: {', '.join(str(r.row) for r in used)}")
+    base = prior_performance_model(model, cluster, args.gpu_type)
+    fitted = fit(base, _configs(used), measured_times(used), seed=args.seed, starts=args.starts)
+    _write_text(args.out, json.dumps(fitted.to_dict(), indent=2) + "\n")
+    n_off = sum(1 for r in used if r.plan.zero is ZeroMode.OFFLOAD)
+    _out(f"fitted {model.name} on {args.gpu_type} ({cluster.name}): {len(used)} of {len(rows)} rows "
+         f"({n_off} ZeRO-Offload), RMSLE {fitted.rmsle:.4f}")
+    identified = set(fitted.identified)
+    body = [(n, f"{v:.6g}", "fitted" if n in identified else "prior")
+            for n, v in fitted.params.to_dict().items()]
+    _out(_table(("parameter", "value", "source"), body))
+    _out(f"identified: {', '.join(fitted.identified) or 'none'}")
+    _out(f"wrote {args.out}")
+    return 0
+
+
+# -- predict -------------------------------------------------------------------------------------
+def _add_predict(sub: Any) -> None:
+    p = sub.add_parser("predict", help="predict iteration times of plans on placements",
+                       description="Predict the iteration time and throughput of every exec_plan,placement "
+                                   "row of a CSV with a fitted params JSON (other columns are ignored).")
+    p.add_argument("--params", required=True, metavar="PARAMS.json", help="output of `optsched fit`")
+    p.add_argument("--placements", required=True, metavar="CSV", help="rows with exec_plan,placement")
+    p.add_argument("--out", required=True, metavar="OUT.csv", help="where to write the predictions")
+    p.set_defaults(handler=_cmd_predict)
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    perf = _load_params(args.params)
+    rows = read_placements_csv(args.placements, perf.model, require_iter_time=False)
+    times = perf.iteration_times(_configs(rows))
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(("exec_plan", "placement", "predicted_iter_time", "predicted_throughput", "plan"))
+    for r, t in zip(rows, times):
+        writer.writerow((r.exec_plan, r.placement, f"{float(t):.6g}",
+                         f"{perf.model.global_batch / float(t):.6g}", r.plan.label))
+    _write_text(args.out, buf.getvalue())
+    _out(f"predicted {len(rows)} rows of {perf.model.name} with {args.params}; wrote {args.out}")
+    return 0
+
+
+# -- curves --------------------------------------------------------------------------------------
+def _add_curves(sub: Any) -> None:
+    p = sub.add_parser("curves", help="print a model's GPU or CPU sensitivity curve",
+                       description="Best throughput of a model as a function of its GPUs (or CPUs) on a "
+                                   "built-in cluster, with the best plan at each amount.")
+    p.add_argument("--model", required=True, metavar="NAME", help="catalogue model name")
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="NAME", help=f"built-in cluster ({DEFAULT_CLUSTER})")
+    p.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, metavar="T", help=f"GPU type ({DEFAULT_GPU_TYPE})")
+    p.add_argument("--cpus-per-gpu", type=int, default=8, metavar="C", help="CPU cores per GPU on the GPU curve (8)")
+    p.add_argument("--max-gpus", type=int, metavar="N",
+                   help="GPU curve: largest amount (default: the cluster's GPUs of that type); "
+                        "CPU curve: the job's GPUs (default: one node)")
+    p.add_argument("--resource", choices=("gpu", "cpu"), default="gpu", help="curve to print (gpu)")
+    p.add_argument("--params", metavar="PARAMS.json", help="fitted model (default: built-in parameters)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(handler=_cmd_curves)
+
+
+def _cmd_curves(args: argparse.Namespace) -> int:
+    from optsched.perf.defaults import default_performance_model
+    from optsched.perf.sensitivity import cpu_curve, gpu_curve, packed_placement
+
+    get_model(args.model)  # unknown model -> UnknownNameError
+    cluster = _cluster(args.cluster)
+    gpu_type = cluster.gpu_type(args.gpu_type)  # unknown type on this cluster -> UnknownNameError
+    nodes = cluster.nodes_of_type(args.gpu_type)
+    if not nodes:
+        raise ValidationError(f"cluster {cluster.name!r} has no {args.gpu_type} nodes")
+    if args.params:
+        perf = _load_params(args.params)
+        if perf.model.name != args.model:
+            raise ValidationError(f"{args.params} is a model of {perf.model.name!r}, not of {args.model!r}")
+    else:
+        perf = default_performance_model(args.model, cluster, args.gpu_type)
+    per_node = max(n.num_gpus for n in nodes)
+    host_mem = min(n.memory_gib for n in nodes)
+    total = sum(n.num_gpus for n in nodes)
+    if args.cpus_per_gpu < 1:
+        raise ValidationError(f"--cpus-per-gpu must be >= 1, got {args.cpus_per_gpu}")
+    if args.resource == "gpu":
+        max_gpus = total if args.max_gpus is None else args.max_gpus
+        if not 1 <= max_gpus <= total:
+            raise ValidationError(f"--max-gpus must be between 1 and the {total} {args.gpu_type} GPUs of "
+                                  f"cluster {cluster.name!r}, got {max_gpus}")
+        curve = gpu_curve(perf, max_gpus, per_node, args.cpus_per_gpu, gpu_type, host_mem)
+        what = f"{max_gpus} GPUs, {args.cpus_per_gpu} CPUs per GPU"
+    else:
+        gpus = per_node if args.max_gpus is None else args.max_gpus
+        if not 1 <= gpus <= total:
+            raise ValidationError(f"--max-gpus must be between 1 and {total}, got {gpus}")
+        placement = packed_placement(gpus, per_node)
+        max_cpus = min(n.num_cpus for n in nodes) * len(placement)
+        curve = cpu_curve(perf, placement, max_cpus, gpu_type, host_mem)
+        what = f"placement {_placement_code(placement)}, up to {max_cpus} CPUs"
+    points = list(curve.points)
+    if args.json:
+        doc = {"model": perf.model.name, "cluster": cluster.name, "gpu_type": args.gpu_type,
+               "resource": args.resource, "unit": "samples/s",
+               "points": [{"amount": pt.amount, "throughput": pt.throughput,
+                           "slope": curve.slope(pt.amount) if i + 1 < len(points) else None,
+                           "plan": pt.plan.label if pt.plan is not None else None,
+                           "gpus_per_node": list(pt.gpus_per_node), "cpus": pt.cpus}
+                          for i, pt in enumerate(points)]}
+        _out(json.dumps(doc, indent=2))
+        return 0
+    unit = "GPUs" if args.resource == "gpu" else "CPUs"
+    _out(f"# {perf.model.name} {args.resource} curve on {cluster.name} ({args.gpu_type}; {what})")
+    body = []
+    for i, pt in enumerate(points):
+        slope = f"{curve.slope(pt.amount):.4g}" if i + 1 < len(points) else "-"
+        plan = pt.plan.label if pt.plan is not None else "(none fits)"
+        body.append((str(pt.amount), f"{pt.throughput:.4g}", slope, plan,
+                     f"{_placement_code(pt.gpus_per_node)} / {pt.cpus} CPUs"))
+    _out(_table((unit, "samples/s", "slope", "best plan", "placement"), body))
+    return 0
+
+
+# -- parser and entry point ----------------------------------------------------------------------
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raise on usage errors instead of exiting, so :func:`main` reports them like any other."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(self.format_usage(), message)
+
+
+_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_fit, _add_predict, _add_curves)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Optimization engine for deep-learning GPU-cluster scheduling.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO) to stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in _SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as exc:
+        usage, message = exc.args
+        _err(usage.rstrip("\n"))
+        _err(f"{PROG}: error: {_one_line(message)}")
+        return 2
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("optsched")
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if args.verbose else logging.WARNING)
+    try:
+        return int(args.handler(args))
+    except OptschedError as exc:
+        _err(f"{PROG}: error: {_one_line(str(exc))}")
+        return 2
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Performance models: plans, memory, iteration time, fitting, sensitivity curves, coefficient tables."""

@@ -1,0 +1,342 @@
+"""The coefficient table: every candidate configuration of every job with its predicted throughput and
+resource needs, the only channel through which a formulation sees the performance model (DESIGN.md:
+"A formulation takes a RoundProblem plus a CoefficientTable and never calls the performance model
+itself"). A user with measured throughputs builds the same table by hand or with
+:meth:`CoefficientTable.from_dict`.
+
+:func:`build_coefficient_table` follows Rubick's reading of a job (Sec. 4-5): a configuration is a GPU
+count on a packed placement (:func:`~optsched.perf.sensitivity.packed_placement`), a CPU count and an
+execution plan; the plan is part of the decision (Sec. 3, "execution planning as a new scheduling
+dimension"), memory is allocated per the chosen plan's estimate (Algorithm 1, ``AllocMem``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from optsched.core.checks import require_int, require_keys, require_name
+from optsched.core.errors import UnknownNameError, ValidationError
+from optsched.core.hardware import Cluster
+from optsched.core.plan import ExecutionPlan
+from optsched.perf.memory import estimate_memory
+from optsched.perf.performance_model import PerformanceModel
+from optsched.perf.plans import enumerate_plans
+from optsched.perf.sensitivity import packed_placement
+
+#: Host memory (GiB) one GPU worker needs besides its offloaded model states: the data-loader
+#: processes and their prefetch queues, pinned host staging buffers for host-device copies, the Python
+#: process and framework. An assumption (no paper gives it), of the order the public A800 cluster's
+#: 200 GiB per GPU leaves ample room for; a config's host memory is
+#: ``gpus * (HOST_BASE_GIB_PER_GPU + estimate_memory(model, plan).host_gib_per_gpu)``.
+HOST_BASE_GIB_PER_GPU: float = 8.0
+
+FORMAT = "optsched.coefficients/1"
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, copy=True)
+    a.flags.writeable = False
+    return a
+
+
+def _int_array(field: str, values: Any, k: int | None) -> np.ndarray:
+    try:
+        a = np.asarray(values)
+    except Exception:  # pragma: no cover - numpy raises many kinds
+        raise ValidationError(f"CoefficientTable: {field} must be an array of integers") from None
+    if a.ndim != 1 or (k is not None and a.shape[0] != k):
+        raise ValidationError(f"CoefficientTable: {field} must have shape ({k},), got {a.shape}")
+    if a.size and a.dtype.kind not in "iu":
+        if a.dtype.kind == "f" and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
+            a = a.astype(np.int64)
+        else:
+            raise ValidationError(f"CoefficientTable: {field} must hold integers, got dtype {a.dtype}")
+    return a.astype(np.int64)
+
+
+def _float_array(field: str, values: Any, k: int) -> np.ndarray:
+    try:
+        a = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValidationError(f"CoefficientTable: {field} must be an array of numbers") from None
+    if a.ndim != 1 or a.shape[0] != k:
+        raise ValidationError(f"CoefficientTable: {field} must have shape ({k},), got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValidationError(f"CoefficientTable: {field} must be finite")
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class CoefficientTable:
+    """K candidate configurations of the jobs of a round, one row per configuration.
+
+    ``job_index[k]`` indexes ``jobs``; ``plans[k]`` runs on ``gpus_per_node[k]`` (GPUs on each node
+    used, largest first) of type ``gpu_type[k]`` with ``gpus[k]`` GPUs, ``cpus[k]`` CPUs and
+    ``mem_gib[k]`` GiB of host memory in total, at ``throughput[k]`` samples/s. Arrays are read-only;
+    construction checks every shape and rule and raises ``ValidationError`` naming the field and row.
+    A job may have no row (nothing fits); :meth:`configs_of` then returns an empty array."""
+
+    jobs: tuple[str, ...]
+    job_index: np.ndarray
+    plans: tuple[ExecutionPlan, ...]
+    gpus_per_node: tuple[tuple[int, ...], ...]
+    gpu_type: tuple[str, ...]
+    gpus: np.ndarray
+    cpus: np.ndarray
+    mem_gib: np.ndarray
+    throughput: np.ndarray
+
+    def __post_init__(self) -> None:
+        jobs = tuple(self.jobs)
+        seen: set[str] = set()
+        for name in jobs:
+            require_name("CoefficientTable job", name)
+            if name in seen:
+                raise ValidationError(f"CoefficientTable: jobs: job {name!r} listed twice")
+            seen.add(name)
+        plans = tuple(self.plans)
+        k = len(plans)
+        for i, p in enumerate(plans):
+            if not isinstance(p, ExecutionPlan):
+                raise ValidationError(f"CoefficientTable: plans[{i}] must be an ExecutionPlan, got {p!r}")
+        if isinstance(self.gpus_per_node, (str, bytes)) or len(self.gpus_per_node) != k:
+            raise ValidationError(
+                f"CoefficientTable: gpus_per_node must have {k} entries (one per plan), got "
+                f"{len(self.gpus_per_node) if not isinstance(self.gpus_per_node, (str, bytes)) else '?'}")
+        placements = []
+        for i, pl in enumerate(self.gpus_per_node):
+            if isinstance(pl, (str, bytes)) or not isinstance(pl, Sequence) or not pl:
+                raise ValidationError(f"CoefficientTable: gpus_per_node[{i}] must be a non-empty list of GPU counts")
+            for n in pl:
+                require_int(f"CoefficientTable gpus_per_node[{i}]", "GPU count", n, 1)
+            placements.append(tuple(int(n) for n in pl))
+        types = tuple(self.gpu_type)
+        if len(types) != k:
+            raise ValidationError(f"CoefficientTable: gpu_type must have {k} entries, got {len(types)}")
+        for i, t in enumerate(types):
+            require_name(f"CoefficientTable gpu_type[{i}]", t)
+        job_index = _int_array("job_index", self.job_index, k)
+        if job_index.size and (job_index.min() < 0 or job_index.max() >= len(jobs)):
+            raise ValidationError(
+                f"CoefficientTable: job_index must lie in 0..{len(jobs) - 1}, got values "
+                f"{int(job_index.min())}..{int(job_index.max())}")
+        gpus = _int_array("gpus", self.gpus, k)
+        cpus = _int_array("cpus", self.cpus, k)
+        mem = _float_array("mem_gib", self.mem_gib, k)
+        thr = _float_array("throughput", self.throughput, k)
+        for i in range(k):
+            if gpus[i] != plans[i].num_gpus or gpus[i] != sum(placements[i]):
+                raise ValidationError(
+                    f"CoefficientTable: row {i}: gpus {int(gpus[i])}, plan {plans[i].label} "
+                    f"({plans[i].num_gpus} GPUs) and gpus_per_node {placements[i]} must agree")
+        if cpus.size and cpus.min() < 0:
+            raise ValidationError(f"CoefficientTable: cpus must be >= 0 (row {int(np.argmin(cpus))})")
+        if mem.size and mem.min() < 0:
+            raise ValidationError(f"CoefficientTable: mem_gib must be >= 0 (row {int(np.argmin(mem))})")
+        if thr.size and thr.min() < 0:
+            raise ValidationError(f"CoefficientTable: throughput must be >= 0 (row {int(np.argmin(thr))})")
+        for name, value in (("jobs", jobs), ("plans", plans), ("gpus_per_node", tuple(placements)),
+                            ("gpu_type", types), ("job_index", _readonly(job_index)), ("gpus", _readonly(gpus)),
+                            ("cpus", _readonly(cpus)), ("mem_gib", _readonly(mem)),
+                            ("throughput", _readonly(thr))):
+            object.__setattr__(self, name, value)
+
+    def __len__(self) -> int:
+        return len(self.plans)
+
+    def configs_of(self, job: str) -> np.ndarray:
+        """Row indices of ``job``'s configurations (ascending); ``UnknownNameError`` for a job not in
+        the table."""
+        try:
+            j = self.jobs.index(job)
+        except ValueError:
+            raise UnknownNameError("job", job, self.jobs) from None
+        return np.flatnonzero(self.job_index == j)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CoefficientTable):
+            return NotImplemented
+        return (self.jobs == other.jobs and self.plans == other.plans
+                and self.gpus_per_node == other.gpus_per_node and self.gpu_type == other.gpu_type
+                and all(np.array_equal(getattr(self, f), getattr(other, f))
+                        for f in ("job_index", "gpus", "cpus", "mem_gib", "throughput")))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # -- JSON -----------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Column-wise JSON object (floats written exactly, so a round trip is lossless)."""
+        return {"format": FORMAT, "jobs": list(self.jobs), "job_index": [int(x) for x in self.job_index],
+                "plans": [p.to_dict() for p in self.plans],
+                "gpus_per_node": [list(pl) for pl in self.gpus_per_node], "gpu_type": list(self.gpu_type),
+                "gpus": [int(x) for x in self.gpus], "cpus": [int(x) for x in self.cpus],
+                "mem_gib": [float(x) for x in self.mem_gib], "throughput": [float(x) for x in self.throughput]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "CoefficientTable":
+        fields = ("jobs", "job_index", "plans", "gpus_per_node", "gpu_type", "gpus", "cpus", "mem_gib",
+                  "throughput")
+        require_keys("CoefficientTable", data, fields, ("format",))
+        if data.get("format", FORMAT) != FORMAT:
+            raise ValidationError(f"CoefficientTable: unsupported format {data['format']!r}, expected {FORMAT}")
+        for f in fields:
+            if not isinstance(data[f], list):
+                raise ValidationError(f"CoefficientTable: {f} must be a JSON array")
+        for i, pl in enumerate(data["gpus_per_node"]):
+            if not isinstance(pl, list):
+                raise ValidationError(f"CoefficientTable: gpus_per_node[{i}] must be a JSON array")
+        return cls(jobs=tuple(data["jobs"]), job_index=np.asarray(data["job_index"]),
+                   plans=tuple(ExecutionPlan.from_dict(p) for p in data["plans"]),
+                   gpus_per_node=tuple(tuple(pl) for pl in data["gpus_per_node"]),
+                   gpu_type=tuple(data["gpu_type"]), gpus=np.asarray(data["gpus"]),
+                   cpus=np.asarray(data["cpus"]), mem_gib=np.asarray(data["mem_gib"], dtype=float),
+                   throughput=np.asarray(data["throughput"], dtype=float))
+
+
+# ---------------------------------------------------------------------------------------------------
+def candidate_gpu_counts(gpus_per_node: int, cap: int) -> tuple[int, ...]:
+    """GPU counts a job is offered: powers of two below a node (1, 2, 4, ...), a whole node, and
+    multiples of a node, up to ``cap`` (8-GPU nodes, cap 32: 1, 2, 4, 8, 16, 24, 32)."""
+    require_int("candidate_gpu_counts", "gpus_per_node", gpus_per_node, 1)
+    require_int("candidate_gpu_counts", "cap", cap, 1)
+    counts = {1 << i for i in range(gpus_per_node.bit_length()) if (1 << i) < gpus_per_node}
+    counts.update(range(gpus_per_node, cap + 1, gpus_per_node))
+    return tuple(sorted(g for g in counts if g <= cap))
+
+
+def pareto_front(throughput: Sequence[float], mem_gib: Sequence[float]) -> list[int]:
+    """Indices of the configurations no other one dominates (throughput >= and memory <=, one strictly),
+    best throughput first; of exact ties the first index is kept. The highest-throughput index (least
+    memory among those) is always first."""
+    order = sorted(range(len(throughput)), key=lambda i: (-throughput[i], mem_gib[i], i))
+    kept: list[int] = []
+    best_mem = math.inf
+    for i in order:
+        if mem_gib[i] < best_mem:
+            kept.append(i)
+            best_mem = mem_gib[i]
+    return kept
+
+
+def _caps(jobs: Sequence[tuple[str, PerformanceModel]], max_gpus: Mapping[str, int] | int | None,
+          total: int) -> dict[str, int]:
+    names = [name for name, _ in jobs]
+    if max_gpus is None:
+        return {n: total for n in names}
+    if isinstance(max_gpus, Mapping):
+        unknown = sorted(set(max_gpus) - set(names))
+        if unknown:
+            raise ValidationError(f"max_gpus names job(s) not in the round: {', '.join(map(str, unknown))}")
+        caps = {}
+        for n in names:
+            cap = max_gpus.get(n, total)
+            require_int(f"max_gpus of job {n!r}", "cap", cap, 1)
+            caps[n] = min(cap, total)
+        return caps
+    require_int("build_coefficient_table", "max_gpus", max_gpus, 1)
+    return {n: min(max_gpus, total) for n in names}
+
+
+def build_coefficient_table(jobs: Sequence[tuple[str, PerformanceModel]], cluster: Cluster, gpu_type: str, *,
+                            max_gpus: Mapping[str, int] | int | None = None,
+                            cpus_per_gpu_options: Sequence[int] = (2, 4, 8, 12)) -> CoefficientTable:
+    """Candidate configurations of each ``(job name, performance model)`` on the ``gpu_type`` nodes of
+    ``cluster``.
+
+    With G the GPUs per node of that type (the largest such node) and the cap ``max_gpus`` (per job from a
+    mapping, jobs missing from it uncapped; or one global int; default and upper limit: every GPU of
+    that type):
+
+    * GPU counts g in :func:`candidate_gpu_counts` (1, 2, 4, ... below G, then G, 2G, ... up to the cap),
+      each on ``packed_placement(g, G)``;
+    * CPUs g * c for each c in ``cpus_per_gpu_options`` not above the node's CPUs per GPU
+      (``num_cpus / num_gpus``, the smallest over the nodes of that type);
+    * plans: :func:`~optsched.perf.plans.enumerate_plans` with the host memory that remains per node
+      after ``HOST_BASE_GIB_PER_GPU`` per worker (smallest node of that type), so that a config's total
+      host memory ``mem_gib = g (HOST_BASE_GIB_PER_GPU + host_gib_per_gpu)`` fits every node; of each
+      (g, CPUs) only the Pareto-optimal plans over (throughput higher, host memory lower) are kept
+      (:func:`pareto_front`), so the fastest plan always is.
+
+    All throughputs of a job come from one vectorised :meth:`PerformanceModel.throughputs` call. Size:
+    |GPU counts| x |CPU options| x Pareto plans rows per job, typically < 100 (an 8x8 cluster gives 11
+    GPU counts x 4 CPU options x 1-2 plans); the solver's model grows linearly with it, so cap
+    ``max_gpus`` on large clusters. Rows are grouped by job (input order), then GPUs, CPUs ascending,
+    throughput descending. A job with no feasible configuration has no row."""
+    nodes = [n for n in cluster.nodes_of_type(gpu_type) if n.num_gpus > 0]
+    gtype = cluster.gpu_type(gpu_type)
+    if not nodes:
+        raise ValidationError(f"cluster {cluster.name!r} has no node with {gpu_type} GPUs")
+    names = [j[0] if isinstance(j, tuple) and len(j) == 2 else None for j in jobs]
+    for entry, name in zip(jobs, names):
+        if name is None or not isinstance(entry[1], PerformanceModel):
+            raise ValidationError(f"jobs must be (name, PerformanceModel) pairs, got {entry!r}")
+        require_name("CoefficientTable job", name)
+        if entry[1].gpu_type != gpu_type:
+            raise ValidationError(
+                f"job {name!r}: its performance model is fitted on {entry[1].gpu_type} GPUs, not {gpu_type}")
+    if len(set(names)) != len(names):
+        raise ValidationError("build_coefficient_table: job names must be unique")
+    options = sorted(set(cpus_per_gpu_options))
+    for c in options:
+        require_int("cpus_per_gpu_options", "option", c, 1)
+    per_node = max(n.num_gpus for n in nodes)
+    total = sum(n.num_gpus for n in nodes)
+    cpu_cap = min(n.num_cpus / n.num_gpus for n in nodes)
+    host_cap = min(n.memory_gib for n in nodes)
+    cpu_options = [c for c in options if c <= cpu_cap + 1e-9]
+    if not cpu_options:
+        raise ValidationError(
+            f"no CPU option of {tuple(options)} per GPU fits the {gpu_type} nodes of {cluster.name!r}, which "
+            f"have {cpu_cap:g} CPUs per GPU")
+    caps = _caps(jobs, max_gpus, total)
+
+    job_index: list[int] = []
+    plans: list[ExecutionPlan] = []
+    placements: list[tuple[int, ...]] = []
+    gpus: list[int] = []
+    cpus: list[int] = []
+    mem: list[float] = []
+    thr: list[float] = []
+    for j, (name, perf) in enumerate(jobs):
+        configs: list[tuple[ExecutionPlan, tuple[int, ...], float]] = []
+        groups: list[tuple[int, int, tuple[int, ...], list[tuple[ExecutionPlan, float]]]] = []
+        for g in candidate_gpu_counts(per_node, caps[name]):
+            pl = packed_placement(g, per_node)
+            host_left = tuple(host_cap - n * HOST_BASE_GIB_PER_GPU for n in pl)
+            if min(host_left) < 0:
+                continue
+            cand = [(p, g * (HOST_BASE_GIB_PER_GPU + estimate_memory(perf.model, p).host_gib_per_gpu))
+                    for p in enumerate_plans(perf.model, pl, gtype, host_left)]
+            for c in cpu_options:
+                if cand:
+                    groups.append((g, g * c, pl, cand))
+                    configs.extend((p, pl, float(c)) for p, _ in cand)
+        if not configs:
+            continue
+        predicted = perf.throughputs(configs)
+        start = 0
+        for g, n_cpus, pl, cand in groups:
+            t = predicted[start:start + len(cand)]
+            start += len(cand)
+            for i in pareto_front(list(t), [m for _, m in cand]):
+                if not t[i] > 0:
+                    continue
+                job_index.append(j)
+                plans.append(cand[i][0])
+                placements.append(pl)
+                gpus.append(g)
+                cpus.append(n_cpus)
+                mem.append(cand[i][1])
+                thr.append(float(t[i]))
+    return CoefficientTable(jobs=tuple(names), job_index=np.array(job_index, dtype=np.int64), plans=tuple(plans),
+                            gpus_per_node=tuple(placements), gpu_type=(gpu_type,) * len(plans),
+                            gpus=np.array(gpus, dtype=np.int64), cpus=np.array(cpus, dtype=np.int64),
+                            mem_gib=np.array(mem, dtype=float), throughput=np.array(thr, dtype=float))
+
+
+__all__ = ["HOST_BASE_GIB_PER_GPU", "CoefficientTable", "build_coefficient_table", "candidate_gpu_counts",
+           "pareto_front"]

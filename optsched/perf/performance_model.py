@@ -1,0 +1,96 @@
+"""A fitted performance model of one model type on one GPU type: the object every consumer of
+predictions (sensitivity curves, coefficient tables, the simulator's ground truth) holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from optsched.core.checks import require_keys
+from optsched.core.errors import ValidationError
+from optsched.core.model import ModelSpec
+from optsched.core.plan import ExecutionPlan
+from optsched.perf.iteration_time import (Bandwidths, IterationBreakdown, PerfParams, PlanFeatures,
+                                          breakdown, plan_features, predict_iteration_time)
+
+#: one prediction request: (plan, GPUs per node, CPU cores per GPU)
+Config = tuple[ExecutionPlan, tuple[int, ...], float]
+
+
+@dataclass(frozen=True)
+class PerformanceModel:
+    """Morphling's Eq. 1 with fitted parameters for ``model`` on ``gpu_type`` GPUs.
+
+    ``rmsle``/``n_samples``/``identified`` describe the fit that produced ``params`` (``identified``
+    lists the parameters the samples could determine; the others kept their prior values).
+    """
+
+    model: ModelSpec
+    gpu_type: str
+    bandwidths: Bandwidths
+    params: PerfParams
+    rmsle: float | None = None
+    n_samples: int = 0
+    identified: tuple[str, ...] = ()
+    peak_tflops: float | None = None
+
+    @property
+    def min_fwd_s(self) -> float:
+        """Physical lower bound of ``fwd_s``: the forward FLOPs of one sample at the GPU's peak
+        (model FLOPs utilisation <= 100%); 0 when the peak is unknown."""
+        if self.peak_tflops is None:
+            return 0.0
+        return self.model.forward_flops_per_sample / (self.peak_tflops * 1e12)
+
+    def features(self, configs: Sequence[Config]) -> PlanFeatures:
+        if not configs:
+            raise ValidationError("no configurations to predict")
+        return PlanFeatures.concat([plan_features(self.model, p, g, c, self.bandwidths) for p, g, c in configs])
+
+    def iteration_times(self, configs: Sequence[Config]) -> np.ndarray:
+        """T_iter in seconds for every configuration (vectorised Eq. 1)."""
+        return predict_iteration_time(self.features(configs), self.params)
+
+    def throughputs(self, configs: Sequence[Config]) -> np.ndarray:
+        """Samples per second, b / T_iter."""
+        return self.model.global_batch / self.iteration_times(configs)
+
+    def iteration_time(self, plan: ExecutionPlan, gpus_per_node: Sequence[int], cpus_per_gpu: float) -> float:
+        return float(self.iteration_times([(plan, tuple(gpus_per_node), cpus_per_gpu)])[0])
+
+    def throughput(self, plan: ExecutionPlan, gpus_per_node: Sequence[int], cpus_per_gpu: float) -> float:
+        return float(self.throughputs([(plan, tuple(gpus_per_node), cpus_per_gpu)])[0])
+
+    def breakdown(self, plan: ExecutionPlan, gpus_per_node: Sequence[int], cpus_per_gpu: float) -> IterationBreakdown:
+        return breakdown(self.features([(plan, tuple(gpus_per_node), cpus_per_gpu)]), self.params)
+
+    def with_params(self, params: PerfParams, **meta: Any) -> "PerformanceModel":
+        return PerformanceModel(self.model, self.gpu_type, self.bandwidths, params,
+                                meta.get("rmsle", self.rmsle), meta.get("n_samples", self.n_samples),
+                                tuple(meta.get("identified", self.identified)), self.peak_tflops)
+
+    # -- JSON -----------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        bw = self.bandwidths
+        return {"format": "optsched.perf-params/1", "model": self.model.to_dict(), "gpu_type": self.gpu_type,
+                "peak_tflops": self.peak_tflops, "bandwidths": {"intra_gbps": bw.intra_gbps, "inter_gbps": bw.inter_gbps,
+                               "pcie_gbps": bw.pcie_gbps, "gpus_per_node": bw.gpus_per_node},
+                "params": self.params.to_dict(),
+                "fit": {"rmsle": self.rmsle, "n_samples": self.n_samples, "identified": list(self.identified)}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "PerformanceModel":
+        require_keys("perf params file", data, ("format", "model", "gpu_type", "bandwidths", "params"),
+                     ("fit", "peak_tflops"))
+        if data["format"] != "optsched.perf-params/1":
+            raise ValidationError(f"perf params file: unsupported format {data['format']!r}")
+        bw = data["bandwidths"]
+        require_keys("perf params file: bandwidths", bw, ("intra_gbps", "inter_gbps", "pcie_gbps", "gpus_per_node"))
+        fit = data.get("fit") or {}
+        return cls(ModelSpec.from_dict(data["model"]), str(data["gpu_type"]),
+                   Bandwidths(float(bw["intra_gbps"]), float(bw["inter_gbps"]), float(bw["pcie_gbps"]),
+                              int(bw["gpus_per_node"])),
+                   PerfParams.from_dict(data["params"]), fit.get("rmsle"), int(fit.get("n_samples", 0)),
+                   tuple(fit.get("identified", ())), data.get("peak_tflops"))

@@ -1,0 +1,111 @@
+"""Reading placements CSVs (optsched.perf.measurements): valid files and every malformed-row rule.
+
+All files are written by the tests into tmp_path (the shared measurements are never copied)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optsched.core import ValidationError, ZeroMode, get_model
+from optsched.perf.measurements import measured_times, read_placements_csv
+
+BERT = get_model("bert")
+HEADER = "exec_plan,placement,iter_time,forward,overlap_sync,optimize\n"
+
+
+def write(tmp_path: Path, text: str, name: str = "rows.csv", encoding: str = "utf-8") -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding=encoding)
+    return p
+
+
+def rejected(path: Path, *, require_iter_time: bool = True) -> str:
+    with pytest.raises(ValidationError) as info:
+        read_placements_csv(path, BERT, require_iter_time=require_iter_time)
+    return str(info.value)
+
+
+def test_valid_file_parses_plans_placements_and_times(tmp_path):
+    p = write(tmp_path, HEADER + "ga,11,0.44,118.6,288.1,25.4\n"
+                                 "zero-offload,2222,0.9,1,2,3\n"
+                                 "142,8,0.3,0,1,2\n")
+    rows = read_placements_csv(p, BERT)
+    assert [r.row for r in rows] == [1, 2, 3]
+    assert rows[0].gpus_per_node == (1, 1) and rows[0].plan.dp == 2 and rows[0].plan.family == "ga"
+    assert rows[1].plan.zero is ZeroMode.OFFLOAD and rows[1].gpus_per_node == (2, 2, 2, 2)
+    assert (rows[2].plan.pp, rows[2].plan.tp, rows[2].plan.dp) == (1, 4, 2)
+    assert measured_times(rows) == [0.44, 0.9, 0.3]
+    assert dict(rows[0].extra)["forward"] == "118.6"
+
+
+def test_bad_plan_code_names_row(tmp_path):
+    msg = rejected(write(tmp_path, HEADER + "ga,1,0.5,0,0,0\nxyz,1,0.4,0,0,0\n"))
+    assert "row 2" in msg and "xyz" in msg
+
+
+def test_plan_placement_gpu_mismatch_names_row(tmp_path):
+    msg = rejected(write(tmp_path, HEADER + "248,44,0.5,0,0,0\n"))
+    assert "row 1" in msg and "248" in msg and "64" in msg and "8" in msg
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "nan", "inf", ""])
+def test_bad_iter_time_names_row(tmp_path, value):
+    msg = rejected(write(tmp_path, HEADER + "ga,1,0.5,0,0,0\ngc,2," + value + ",0,0,0\n"))
+    assert "row 2" in msg and "iter_time" in msg
+
+
+@pytest.mark.parametrize("placement", ["10", "1a", "a", "", "4-4"])
+def test_bad_placement_names_row(tmp_path, placement):
+    msg = rejected(write(tmp_path, HEADER + f"ga,{placement},0.5,0,0,0\n"))
+    assert "row 1" in msg and "placement" in msg
+
+
+@pytest.mark.parametrize("header,missing", [("exec_plan,iter_time\nga,0.5\n", "placement"),
+                                             ("placement,iter_time\n1,0.5\n", "exec_plan"),
+                                             ("exec_plan,placement\nga,1\n", "iter_time")])
+def test_missing_column(tmp_path, header, missing):
+    msg = rejected(write(tmp_path, header))
+    assert "missing column" in msg and missing in msg
+
+
+def test_extra_field_names_row(tmp_path):
+    msg = rejected(write(tmp_path, "exec_plan,placement,iter_time\nga,1,0.5\ngc,1,0.5,7\n"))
+    assert "row 2" in msg and "more fields" in msg
+
+
+def test_two_column_file_valid_without_iter_time(tmp_path):
+    p = write(tmp_path, "exec_plan,placement\nga,1\nzero-dp,44\n211,2\n")
+    rows = read_placements_csv(p, BERT, require_iter_time=False)
+    assert [(r.exec_plan, r.placement) for r in rows] == [("ga", "1"), ("zero-dp", "44"), ("211", "2")]
+    assert all(r.iter_time is None for r in rows)
+    with pytest.raises(ValidationError, match="no iter_time"):
+        measured_times(rows)
+
+
+def test_blank_lines_skipped(tmp_path):
+    p = write(tmp_path, HEADER + "\nga,1,0.5,0,0,0\n\n\ngc,2,0.4,0,0,0\n\n")
+    rows = read_placements_csv(p, BERT)
+    assert [r.exec_plan for r in rows] == ["ga", "gc"]
+    # a bad row after blank lines is named by its data-row number
+    msg = rejected(write(tmp_path, HEADER + "\nga,1,0.5,0,0,0\n\nxyz,2,0.4,0,0,0\n", name="bad.csv"))
+    assert "row 2" in msg
+
+
+def test_utf8_bom_accepted(tmp_path):
+    p = write(tmp_path, HEADER + "ga,1,0.5,0,0,0\n", encoding="utf-8-sig")
+    assert p.read_bytes().startswith(b"\xef\xbb\xbf")
+    rows = read_placements_csv(p, BERT)
+    assert rows[0].iter_time == 0.5
+
+
+def test_header_only_and_missing_file(tmp_path):
+    assert "no data rows" in rejected(write(tmp_path, HEADER))
+    assert "cannot read" in rejected(tmp_path / "absent.csv")
+
+
+def test_batch_not_divisible_names_row(tmp_path):
+    # bert's global batch is 32: plain DP over 3 GPUs cannot split it
+    msg = rejected(write(tmp_path, HEADER + "ga,3,0.5,0,0,0\n"))
+    assert "row 1" in msg and "divisible" in msg
