@@ -35,7 +35,7 @@ from optsched.core.hardware import Cluster
 from optsched.core.jsonio import read_json
 from optsched.core.plan import ZeroMode
 from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit
-from optsched.perf.measurements import Measurement, measured_times, read_placements_csv
+from optsched.perf.measurements import Measurement, measured_times, read_placements_csv, sample_measurements
 from optsched.perf.performance_model import PerformanceModel
 
 log = logging.getLogger("optsched.cli")
@@ -97,22 +97,14 @@ def _configs(rows: Sequence[Measurement]) -> list[tuple[Any, tuple[int, ...], fl
 
 
 def sample_rows(rows: Sequence[Measurement], n: int, seed: int) -> list[Measurement]:
-    """Draw ``n`` rows reproducibly with ``numpy.random.default_rng(seed)``, in file order.
-
-    At least ``MIN_OFFLOAD_SAMPLES`` (3) of them use ZeRO-Offload when the file has that many (all of
-    them when it has fewer): the paper's rule for identifying the offload-only parameters. The rest
-    is drawn uniformly from the remaining rows."""
+    """Draw ``n`` rows reproducibly with ``numpy.random.default_rng(seed)``, in file order, by
+    :func:`optsched.perf.measurements.sample_measurements` (at least three ZeRO-Offload rows when
+    the file has them, the rest spread over the plan families)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValidationError(f"--samples must be a positive integer, got {n!r}")
     if n > len(rows):
         raise ValidationError(f"--samples {n} exceeds the {len(rows)} rows of the file")
-    rng = np.random.default_rng(seed)
-    offload = [i for i, r in enumerate(rows) if r.plan.zero is ZeroMode.OFFLOAD]
-    k = min(MIN_OFFLOAD_SAMPLES, len(offload), n)
-    chosen = set(int(i) for i in rng.choice(offload, size=k, replace=False)) if k else set()
-    rest = [i for i in range(len(rows)) if i not in chosen]
-    chosen.update(int(i) for i in rng.choice(rest, size=n - k, replace=False))
-    return [rows[i] for i in sorted(chosen)]
+    return sample_measurements(rows, n, np.random.default_rng(seed), min_offload=MIN_OFFLOAD_SAMPLES)
 
 
 # -- fit -----------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def _parse_row(p: Path, i: int, raw: dict[str, str | None], model: ModelSpec,
         raise ValidationError(f"{where}: {exc}") from None
     it_text = (raw.get("iter_time") or "").strip()
     iter_time: float | None = None
-    if it_text or require_iter_time:
+    if require_iter_time:  # prediction never reads the measured columns
         try:
             iter_time = float(it_text)
         except ValueError:
