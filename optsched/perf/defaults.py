@@ -25,10 +25,10 @@ REFERENCE_GPU = "A800"
 
 #: fitted on the A800 8x8 cluster (see module docstring); pasted output of fit_default_params.py
 DEFAULT_PARAMS: dict[str, PerfParams] = {
-    "vit": PerfParams(k_bwd=1.27813, k_sync=85.4314, k_opt=4.37801e-21, k_opt_off=16.8121, k_off=1, k_swap=2.67135, k_const=0.049038, fwd_s=0.000597237),  # RMSLE 0.142 on 21 rows
-    "roberta": PerfParams(k_bwd=1.22093, k_sync=1.5991, k_opt=3.83322e-32, k_opt_off=13.2175, k_off=1, k_swap=3.43996, k_const=0.141172, fwd_s=0.00617584),  # RMSLE 0.119 on 89 rows
-    "bert": PerfParams(k_bwd=0.798148, k_sync=1, k_opt=4.9147e-18, k_opt_off=12.0491, k_off=1, k_swap=66.7198, k_const=0.125088, fwd_s=0.00809027),  # RMSLE 0.089 on 53 rows
-    "t5": PerfParams(k_bwd=5, k_sync=9.45922, k_opt=1.92663e-24, k_opt_off=3.23182, k_off=1, k_swap=2.27548, k_const=0.434085, fwd_s=0.0130222),  # RMSLE 0.239 on 66 rows
+    "vit": PerfParams(k_bwd=1.27813, k_sync=85.4314, k_opt=0, k_opt_off=16.8121, k_off=1, k_swap=2.67135, k_const=0.049038, fwd_s=0.000597237),  # RMSLE 0.142 on 21 rows
+    "roberta": PerfParams(k_bwd=1.22093, k_sync=1.5991, k_opt=0, k_opt_off=13.2175, k_off=1, k_swap=3.43996, k_const=0.141172, fwd_s=0.00617584),  # RMSLE 0.119 on 89 rows
+    "bert": PerfParams(k_bwd=0.798148, k_sync=1, k_opt=0, k_opt_off=12.0491, k_off=1, k_swap=66.7198, k_const=0.125088, fwd_s=0.00809027),  # RMSLE 0.089 on 53 rows
+    "t5": PerfParams(k_bwd=5, k_sync=9.45922, k_opt=0, k_opt_off=3.23182, k_off=1, k_swap=2.27548, k_const=0.434085, fwd_s=0.0130222),  # RMSLE 0.239 on 66 rows
     "gpt2": PerfParams(k_bwd=1.16469, k_sync=1.39505, k_opt=0.0252769, k_opt_off=8.97369, k_off=1, k_swap=78.8059, k_const=0.404038, fwd_s=0.0727983),  # RMSLE 0.096 on 47 rows
     "llama7": PerfParams(k_bwd=0.543779, k_sync=1, k_opt=0.111136, k_opt_off=58.3048, k_off=1, k_swap=74.9179, k_const=0.213751, fwd_s=0.601637),  # RMSLE 0.073 on 31 rows
     "llama30": PerfParams(k_bwd=0.500061, k_sync=1, k_opt=0.0761153, k_opt_off=1, k_off=2, k_swap=2, k_const=0.473527, fwd_s=2.72308),  # RMSLE 0.062 on 6 rows

@@ -87,6 +87,7 @@ def fit_params(features: PlanFeatures, measured: np.ndarray, free: Sequence[str]
         if res.cost < best_cost:
             best_x, best_cost = res.x, res.cost
     assert best_x is not None
+    best_x = np.where(best_x - lo < 1e-9 * (1.0 + np.abs(lo)), lo, best_x)  # snap to the bound it sits on
     params = full(best_x)
     return params, rmsle(predict_iteration_time(features, params), y)
 
