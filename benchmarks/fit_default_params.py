@@ -15,7 +15,7 @@ import numpy as np
 
 from optsched.core import MODELS, ZeroMode, get_cluster
 from optsched.perf.defaults import prior_performance_model
-from optsched.perf.fitting import _free_names, fit_params
+from optsched.perf.fitting import fit
 from optsched.perf.measurements import read_placements_csv
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "morphling" / "placements"
@@ -41,8 +41,8 @@ def main() -> int:
         base = prior_performance_model(model, cluster, "A800")
         configs = [(r.plan, r.gpus_per_node, r.cpus_per_gpu) for r in rows]
         y = np.array([r.iter_time for r in rows])
-        params, err = fit_params(base.features(configs), y, _free_names(configs, False), base.params,
-                                 seed=0, starts=12, min_fwd_s=base.min_fwd_s)
+        fitted = fit(base, configs, y, seed=0, starts=12, min_samples=1)
+        params, err = fitted.params, fitted.rmsle
         args = ", ".join(f"{k}={v:.6g}" for k, v in params.to_dict().items())
         lines.append(f'    "{name}": PerfParams({args}),  # RMSLE {err:.3f} on {len(rows)} rows')
         table.append({"model": name, "rows": len(rows), "rmsle": round(err, 4), **params.to_dict()})

@@ -22,7 +22,7 @@ import numpy as np
 
 from optsched.core import MODELS, PLAN_FAMILIES, get_cluster
 from optsched.perf.defaults import prior_performance_model
-from optsched.perf.fitting import _free_names, fit, fit_params
+from optsched.perf.fitting import fit
 from optsched.perf.measurements import read_placements_csv, sample_measurements
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "morphling" / "placements"
@@ -56,9 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         configs = [(r.plan, r.gpus_per_node, r.cpus_per_gpu) for r in rows]
         # in-sample: fit on every row
         y = np.array([r.iter_time for r in rows])
-        params, _ = fit_params(base.features(configs), y, _free_names(configs, False), base.params,
-                               seed=0, starts=args.starts, min_fwd_s=base.min_fwd_s)
-        pred_all = base.with_params(params).iteration_times(configs)
+        pred_all = fit(base, configs, y, seed=0, starts=args.starts, min_samples=1).iteration_times(configs)
         ins = family_errors(rows, pred_all)
         # held out: fit on samples, predict the rest
         per_seed: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -68,12 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             sample = sample_measurements(rows, n, rng)
             held = [r for r in rows if r not in sample]
             s_cfg = [(r.plan, r.gpus_per_node, r.cpus_per_gpu) for r in sample]
-            try:
-                fitted = fit(base, s_cfg, [r.iter_time for r in sample], seed=seed, starts=args.starts)
-            except Exception:  # fewer than 7 rows (llama30): fit the same way without the rule
-                p, _ = fit_params(base.features(s_cfg), np.array([r.iter_time for r in sample]),
-                                  _free_names(s_cfg, False), base.params, seed, args.starts, base.min_fwd_s)
-                fitted = base.with_params(p)
+            fitted = fit(base, s_cfg, [r.iter_time for r in sample], seed=seed, starts=args.starts,
+                         min_samples=1)  # llama30 has only 6 rows: fit on the 5 it can spare
             pred = fitted.iteration_times([(r.plan, r.gpus_per_node, r.cpus_per_gpu) for r in held])
             for fam, e in family_errors(held, pred).items():
                 per_seed[fam].append((float(np.mean(e)), float(np.max(e))))

@@ -93,17 +93,19 @@ def fit_params(features: PlanFeatures, measured: np.ndarray, free: Sequence[str]
 
 
 def fit(base: PerformanceModel, configs: Sequence[Config], measured: Sequence[float], *,
-        fwd_s: float | None = None, seed: int = 0, starts: int = 8) -> PerformanceModel:
+        fwd_s: float | None = None, seed: int = 0, starts: int = 8,
+        min_samples: int = MIN_SAMPLES) -> PerformanceModel:
     """Fit ``base``'s parameters to measured iteration times (seconds) of ``configs``.
 
-    Raises ``ValidationError`` with fewer than seven samples. Returns a new model carrying the
+    Raises ``ValidationError`` with fewer than ``min_samples`` samples (the paper's seven; a
+    benchmark replaying a file with fewer rows, e.g. LLaMA-30B's six, may lower it). Returns a new model carrying the
     fitted parameters, the RMSLE on the samples and which parameters were identified.
     """
     if len(configs) != len(measured):
         raise ValidationError(f"{len(configs)} configurations but {len(measured)} measurements")
-    if len(configs) < MIN_SAMPLES:
+    if len(configs) < min_samples:
         raise ValidationError(
-            f"fitting the 7-parameter model of {base.model.name!r} needs at least {MIN_SAMPLES} samples, "
+            f"fitting the 7-parameter model of {base.model.name!r} needs at least {min_samples} samples, "
             f"got {len(configs)}")
     prior = base.params if fwd_s is None else base.params.replace(fwd_s=fwd_s)
     if prior.fwd_s < base.min_fwd_s:
