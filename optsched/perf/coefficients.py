@@ -78,7 +78,12 @@ class CoefficientTable:
     used, largest first) of type ``gpu_type[k]`` with ``gpus[k]`` GPUs, ``cpus[k]`` CPUs and
     ``mem_gib[k]`` GiB of host memory in total, at ``throughput[k]`` samples/s. Arrays are read-only;
     construction checks every shape and rule and raises ``ValidationError`` naming the field and row.
-    A job may have no row (nothing fits); :meth:`configs_of` then returns an empty array."""
+    A job may have no row (nothing fits); :meth:`configs_of` then returns an empty array.
+
+    Two optional per-job arrays serve scheduling rounds: ``reference_throughput[j]`` is the
+    throughput of job j's requested resources and plan (the normaliser of Rubick's objective and the
+    target of its performance guarantee, > 0), ``current_row[j]`` the row describing job j's running
+    configuration (-1 for a queued job)."""
 
     jobs: tuple[str, ...]
     job_index: np.ndarray
@@ -89,6 +94,8 @@ class CoefficientTable:
     cpus: np.ndarray
     mem_gib: np.ndarray
     throughput: np.ndarray
+    reference_throughput: np.ndarray | None = None
+    current_row: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         jobs = tuple(self.jobs)
@@ -139,6 +146,21 @@ class CoefficientTable:
             raise ValidationError(f"CoefficientTable: mem_gib must be >= 0 (row {int(np.argmin(mem))})")
         if thr.size and thr.min() < 0:
             raise ValidationError(f"CoefficientTable: throughput must be >= 0 (row {int(np.argmin(thr))})")
+        ref = self.reference_throughput
+        if ref is not None:
+            ref = _float_array("reference_throughput", ref, len(jobs))
+            if ref.size and ref.min() <= 0:
+                raise ValidationError(
+                    f"CoefficientTable: reference_throughput of job {jobs[int(np.argmin(ref))]!r} must be > 0")
+            object.__setattr__(self, "reference_throughput", _readonly(ref))
+        cur = self.current_row
+        if cur is not None:
+            cur = _int_array("current_row", cur, len(jobs))
+            for j, r in enumerate(cur):
+                if r < -1 or r >= k or (r >= 0 and job_index[r] != j):
+                    raise ValidationError(
+                        f"CoefficientTable: current_row of job {jobs[j]!r} must be -1 or one of its rows, got {int(r)}")
+            object.__setattr__(self, "current_row", _readonly(cur))
         for name, value in (("jobs", jobs), ("plans", plans), ("gpus_per_node", tuple(placements)),
                             ("gpu_type", types), ("job_index", _readonly(job_index)), ("gpus", _readonly(gpus)),
                             ("cpus", _readonly(cpus)), ("mem_gib", _readonly(mem)),
@@ -163,7 +185,10 @@ class CoefficientTable:
         return (self.jobs == other.jobs and self.plans == other.plans
                 and self.gpus_per_node == other.gpus_per_node and self.gpu_type == other.gpu_type
                 and all(np.array_equal(getattr(self, f), getattr(other, f))
-                        for f in ("job_index", "gpus", "cpus", "mem_gib", "throughput")))
+                        for f in ("job_index", "gpus", "cpus", "mem_gib", "throughput"))
+                and all((getattr(self, f) is None) == (getattr(other, f) is None)
+                        and (getattr(self, f) is None or np.array_equal(getattr(self, f), getattr(other, f)))
+                        for f in ("reference_throughput", "current_row")))
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -174,13 +199,16 @@ class CoefficientTable:
                 "plans": [p.to_dict() for p in self.plans],
                 "gpus_per_node": [list(pl) for pl in self.gpus_per_node], "gpu_type": list(self.gpu_type),
                 "gpus": [int(x) for x in self.gpus], "cpus": [int(x) for x in self.cpus],
-                "mem_gib": [float(x) for x in self.mem_gib], "throughput": [float(x) for x in self.throughput]}
+                "mem_gib": [float(x) for x in self.mem_gib], "throughput": [float(x) for x in self.throughput],
+                **({} if self.reference_throughput is None else
+                   {"reference_throughput": [float(x) for x in self.reference_throughput]}),
+                **({} if self.current_row is None else {"current_row": [int(x) for x in self.current_row]})}
 
     @classmethod
     def from_dict(cls, data: Any) -> "CoefficientTable":
         fields = ("jobs", "job_index", "plans", "gpus_per_node", "gpu_type", "gpus", "cpus", "mem_gib",
                   "throughput")
-        require_keys("CoefficientTable", data, fields, ("format",))
+        require_keys("CoefficientTable", data, fields, ("format", "reference_throughput", "current_row"))
         if data.get("format", FORMAT) != FORMAT:
             raise ValidationError(f"CoefficientTable: unsupported format {data['format']!r}, expected {FORMAT}")
         for f in fields:
@@ -194,7 +222,10 @@ class CoefficientTable:
                    gpus_per_node=tuple(tuple(pl) for pl in data["gpus_per_node"]),
                    gpu_type=tuple(data["gpu_type"]), gpus=np.asarray(data["gpus"]),
                    cpus=np.asarray(data["cpus"]), mem_gib=np.asarray(data["mem_gib"], dtype=float),
-                   throughput=np.asarray(data["throughput"], dtype=float))
+                   throughput=np.asarray(data["throughput"], dtype=float),
+                   reference_throughput=(None if data.get("reference_throughput") is None
+                                         else np.asarray(data["reference_throughput"], dtype=float)),
+                   current_row=None if data.get("current_row") is None else np.asarray(data["current_row"]))
 
 
 # ---------------------------------------------------------------------------------------------------

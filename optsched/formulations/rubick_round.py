@@ -1,0 +1,393 @@
+"""The Rubick round as an exact CP-SAT model (Rubick Sec. 3 and 5; the heuristic it must never lose
+to is :mod:`optsched.heuristics.rubick`).
+
+Given a :class:`~optsched.core.round.RoundProblem` and its coefficient table (rows = candidate
+configurations: plan, GPUs per node, CPUs, memory, throughput), choose at most one row per job and
+map the row's per-node parts onto distinct nodes:
+
+* ``y[k]`` (bool): row k is chosen. ``sum_k y[k] <= 1`` per job; ``= 1`` over the rows reaching the
+  reference throughput for a *protected* guaranteed job (performance guarantee); no row for a
+  guaranteed job waiting for quota (admission in :func:`~optsched.scheduling.rubick_eval.admit`
+  fixes which guaranteed jobs the quotas cover, so the quota constraint is decided before the model).
+* ``x[k, s, n]`` (bool): a part of s GPUs of row k lies on node n; ``sum_n x[k,s,n] = mult_k(s) y[k]``
+  and at most one part of a row per node. Only nodes of the row's GPU type with room for the part
+  alone get a variable. TP groups stay inside a node because a row's parts are the shapes the
+  performance model validated (TP never spans a part).
+* A running job's current row has no ``x``: it can only be kept where it runs, with its exact shares
+  (``keep = y[current]``); moving it means choosing another row.
+* Node capacities: GPUs, CPUs and memory (memory in MiB, part demands rounded up and capacities down,
+  so a model-feasible answer is feasible).
+* Objective: ``max sum_k (thr_k / ref_j) y[k] - reconfig_penalty (running jobs not kept) -
+  preempt_penalty (running jobs not running)``, weights scaled by 10^6 to integers (the reported
+  objective is recomputed in floating point by :func:`~optsched.scheduling.rubick_eval.objective`).
+
+**Encodings.** ``per-node`` is the model above: ``|rows| + sum_k |parts_k| x |eligible nodes|``
+variables and ``|jobs| + |rows| + 3 |nodes|`` constraints (8x8 GPUs, 40 jobs: about 5,000 variables).
+When the per-node variables exceed ``max_node_vars`` the ``aggregated`` encoding is used: nodes with
+the same GPU type and free resources form a class, ``z[k, s, C]`` counts parts per class, class
+capacities are summed and at most ``|C|`` parts larger than half a node's free GPUs go to a class. It
+is a relaxation (every per-node solution maps onto it), so its CP-SAT bound is a valid upper bound on
+the round; its solution is mapped to nodes by best-fit decreasing (:func:`_repair`), which may lose a
+little, and the reported gap is against the relaxation's bound. Size: ``|rows| + sum_k |parts_k| x
+|classes|`` variables.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from optsched.core.errors import ValidationError
+from optsched.core.round import RoundProblem
+from optsched.formulations.solution import ModelSize, Solution
+from optsched.perf.coefficients import CoefficientTable
+from optsched.scheduling.rubick_eval import Admission, Choice, admit, objective, part_share, reaches_guarantee
+
+log = logging.getLogger(__name__)
+
+SCALE = 1_000_000
+MIB = 1024
+#: above this many per-node part variables the aggregated encoding is used
+DEFAULT_MAX_NODE_VARS = 60_000
+
+
+@dataclass
+class _Nodes:
+    names: list[str]
+    types: list[str]
+    gpus: np.ndarray
+    cpus: np.ndarray
+    mem: np.ndarray  # MiB, floored
+
+
+def _nodes(problem: RoundProblem) -> _Nodes:
+    names, types, g, c, m = [], [], [], [], []
+    for n in problem.cluster.nodes:
+        f = problem.free(n.name)
+        names.append(n.name)
+        types.append(n.gpu_type)
+        g.append(f.gpus)
+        c.append(f.cpus)
+        m.append(math.floor(f.mem_gib * MIB + 1e-6))
+    return _Nodes(names, types, np.array(g), np.array(c), np.array(m))
+
+
+def _mib_up(gib: float) -> int:
+    return math.ceil(gib * MIB - 1e-6)
+
+
+@dataclass
+class RubickRoundModel:
+    """A built model: the CP-SAT model and the maps from variables back to rows and nodes."""
+
+    problem: RoundProblem
+    table: CoefficientTable
+    admission: Admission
+    encoding: str
+    model: cp_model.CpModel
+    y: dict[int, cp_model.IntVar]
+    parts: dict[tuple[int, int, int], cp_model.IntVar]  # (row, part size, node or class) -> var
+    classes: list[list[int]]  # aggregated: node indices of each class; per-node: [[0], [1], ...]
+    nodes: _Nodes
+    offset: float  # constant part of the objective (-preempt penalty of every running job)
+    n_constraints: int
+
+    @property
+    def size(self) -> ModelSize:
+        return ModelSize(len(self.y) + len(self.parts), self.n_constraints, self.encoding)
+
+
+def allowed_rows(table: CoefficientTable, admission: Admission) -> dict[int, np.ndarray]:
+    """Rows each job may choose: none while waiting for quota, rows reaching the guarantee when
+    protected, every row otherwise."""
+    out: dict[int, np.ndarray] = {}
+    for j, name in enumerate(table.jobs):
+        rows = table.configs_of(name)
+        if name in admission.waiting:
+            rows = rows[:0]
+        elif name in admission.protected and rows.size:
+            rows = rows[reaches_guarantee(table, rows)]
+        out[j] = rows
+    return out
+
+
+def _eligible(nodes: _Nodes, gtype: str, s: int, cpus: int, mem: int) -> np.ndarray:
+    ok = (nodes.gpus >= s) & (nodes.cpus >= cpus) & (nodes.mem >= mem)
+    return np.flatnonzero(ok & (np.array(nodes.types) == gtype))
+
+
+def build(problem: RoundProblem, table: CoefficientTable, *, admission: Admission | None = None,
+          max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None) -> RubickRoundModel:
+    """Build the CP-SAT model (module docstring). ``encoding`` forces "per-node" or "aggregated";
+    by default per-node unless it would need more than ``max_node_vars`` part variables."""
+    admission = admission or admit(problem, table)
+    nodes = _nodes(problem)
+    rows_of = allowed_rows(table, admission)
+    cur_rows = {int(table.current_row[j]) for j in range(len(table.jobs)) if table.current_row[j] >= 0}
+
+    # per row: its parts and their per-node demand
+    demand: dict[int, list[tuple[int, int, int, int]]] = {}  # row -> [(size, mult, cpus, mem MiB)]
+    n_node_vars = 0
+    for j, rows in rows_of.items():
+        for k in rows:
+            k = int(k)
+            if k in cur_rows:
+                continue
+            d = []
+            for s, mult in sorted(Counter(table.gpus_per_node[k]).items(), reverse=True):
+                cpus, mem = part_share(table, k, s)
+                d.append((s, mult, cpus, _mib_up(mem)))
+                n_node_vars += len(_eligible(nodes, table.gpu_type[k], s, cpus, _mib_up(mem)))
+            demand[k] = d
+    if encoding is None:
+        encoding = "per-node" if n_node_vars <= max_node_vars else "aggregated"
+    if encoding not in ("per-node", "aggregated"):
+        raise ValidationError(f"unknown encoding {encoding!r}; known: aggregated, per-node")
+
+    if encoding == "per-node":
+        classes = [[i] for i in range(len(nodes.names))]
+    else:
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for i in range(len(nodes.names)):
+            groups[(nodes.types[i], int(nodes.gpus[i]), int(nodes.cpus[i]), int(nodes.mem[i]))].append(i)
+        classes = [groups[key] for key in sorted(groups)]
+    cls_type = [nodes.types[c[0]] for c in classes]
+    cls_g = np.array([nodes.gpus[c[0]] for c in classes])
+    cls_c = np.array([nodes.cpus[c[0]] for c in classes])
+    cls_m = np.array([nodes.mem[c[0]] for c in classes])
+    cls_n = np.array([len(c) for c in classes])
+    class_of = {i: ci for ci, c in enumerate(classes) for i in c}
+
+    m = cp_model.CpModel()
+    y: dict[int, cp_model.IntVar] = {}
+    parts: dict[tuple[int, int, int], cp_model.IntVar] = {}
+    n_cons = 0
+    obj_terms: list[tuple[cp_model.IntVar, int]] = []
+    offset = 0.0
+    use_g: list[list] = [[] for _ in classes]
+    use_c: list[list] = [[] for _ in classes]
+    use_m: list[list] = [[] for _ in classes]
+    big: list[list] = [[] for _ in classes]
+    for j, rows in rows_of.items():
+        name = table.jobs[j]
+        ref = float(table.reference_throughput[j])
+        cur = int(table.current_row[j])
+        running = cur >= 0
+        ys = []
+        for k in rows:
+            k = int(k)
+            v = m.new_bool_var(f"y{k}")
+            y[k] = v
+            ys.append(v)
+            w = float(table.throughput[k]) / ref
+            if running:
+                w += problem.preempt_penalty - (0.0 if k == cur else problem.reconfig_penalty)
+            obj_terms.append((v, round(w * SCALE)))
+            if k == cur:
+                alloc = problem.current(name)
+                assert alloc is not None
+                for node, share in alloc.placement.shares:
+                    ci = class_of[nodes.names.index(node)]
+                    use_g[ci].append((v, share.gpus))
+                    use_c[ci].append((v, share.cpus))
+                    use_m[ci].append((v, _mib_up(share.mem_gib)))
+                    if encoding == "aggregated" and share.gpus * 2 > cls_g[ci]:
+                        big[ci].append((v, 1))
+                continue
+            per_node: dict[int, list] = defaultdict(list)
+            for s, mult, cpus, mem in demand[k]:
+                ok = np.flatnonzero((cls_g >= s) & (cls_c >= cpus) & (cls_m >= mem)
+                                    & (np.array(cls_type) == table.gpu_type[k]))
+                vs = []
+                for ci in ok:
+                    ub = min(mult, int(cls_n[ci]))
+                    p = m.new_int_var(0, ub, f"x{k}_{s}_{ci}") if ub > 1 else m.new_bool_var(f"x{k}_{s}_{ci}")
+                    parts[(k, s, int(ci))] = p
+                    vs.append(p)
+                    per_node[int(ci)].append(p)
+                    use_g[ci].append((p, s))
+                    use_c[ci].append((p, cpus))
+                    use_m[ci].append((p, mem))
+                    if encoding == "aggregated" and s * 2 > cls_g[ci]:
+                        big[ci].append((p, 1))
+                m.add(sum(vs) == mult * v) if vs else m.add(v == 0)
+                n_cons += 1
+            if encoding == "per-node":
+                for ps in per_node.values():
+                    if len(ps) > 1:
+                        m.add(sum(ps) <= 1)
+                        n_cons += 1
+        if running:
+            offset -= problem.preempt_penalty
+        if name in admission.protected:
+            m.add(sum(ys) == 1) if ys else m.add_bool_or([])
+            n_cons += 1
+        elif len(ys) > 1:
+            m.add_at_most_one(ys)
+            n_cons += 1
+    for ci in range(len(classes)):
+        for terms, cap in ((use_g[ci], cls_g[ci] * cls_n[ci]), (use_c[ci], cls_c[ci] * cls_n[ci]),
+                           (use_m[ci], cls_m[ci] * cls_n[ci]), (big[ci], cls_n[ci])):
+            if terms and sum(c for _, c in terms) > cap:
+                m.add(sum(c * v for v, c in terms) <= int(cap))
+                n_cons += 1
+    m.maximize(sum(c * v for v, c in obj_terms))
+    return RubickRoundModel(problem, table, admission, encoding, m, y, parts, classes, nodes, offset, n_cons)
+
+
+def _hint(built: RubickRoundModel, hint: Mapping[str, Choice]) -> None:
+    class_of = {built.nodes.names[i]: ci for ci, c in enumerate(built.classes) for i in c}
+    chosen_rows = {ch[0] for ch in hint.values()}
+    counts: Counter = Counter()
+    for ch in hint.values():
+        for node, g in ch[1]:
+            counts[(ch[0], g, class_of[node])] += 1
+    for k, v in built.y.items():
+        built.model.add_hint(v, 1 if k in chosen_rows else 0)
+    for key, v in built.parts.items():
+        built.model.add_hint(v, counts.get(key, 0))
+
+
+def _choices_per_node(built: RubickRoundModel, solver: cp_model.CpSolver) -> dict[str, Choice]:
+    t = built.table
+    out: dict[str, Choice] = {}
+    placed: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    for (k, s, ci), v in built.parts.items():
+        if solver.value(v):
+            placed[k].append((built.nodes.names[built.classes[ci][0]], s))
+    for k, v in built.y.items():
+        if solver.value(v):
+            j = int(t.job_index[k])
+            name = t.jobs[j]
+            if k == int(t.current_row[j]):
+                alloc = built.problem.current(name)
+                assert alloc is not None
+                out[name] = (k, tuple((n, s.gpus) for n, s in alloc.placement.shares if s.gpus > 0))
+            else:
+                out[name] = (k, tuple(sorted(placed[k])))
+    return out
+
+
+def _repair(built: RubickRoundModel, chosen: Mapping[str, int]) -> dict[str, Choice] | None:
+    """Map an aggregated solution (job -> row) to nodes by best-fit decreasing; a part that does not
+    fit makes its job fall back to its best row that does (or to nothing, unless protected); then
+    jobs left out get their best fitting row. None when a protected job cannot be placed."""
+    p, t, nodes = built.problem, built.table, built.nodes
+    free_g, free_c, free_m = nodes.gpus.astype(np.int64).copy(), nodes.cpus.astype(np.int64).copy(), nodes.mem.astype(np.int64).copy()
+    types = np.array(nodes.types)
+    out: dict[str, Choice] = {}
+    rows_of = allowed_rows(t, built.admission)
+
+    def take(k: int, j: int) -> Choice | None:
+        if k == int(t.current_row[j]):
+            alloc = p.current(t.jobs[j])
+            assert alloc is not None
+            idx = [(nodes.names.index(n), s) for n, s in alloc.placement.shares]
+            if all(free_g[i] >= s.gpus and free_c[i] >= s.cpus and free_m[i] >= _mib_up(s.mem_gib) for i, s in idx):
+                for i, s in idx:
+                    free_g[i] -= s.gpus
+                    free_c[i] -= s.cpus
+                    free_m[i] -= _mib_up(s.mem_gib)
+                return (k, tuple((n, s.gpus) for n, s in alloc.placement.shares if s.gpus > 0))
+            return None
+        used: list[tuple[int, int, int, int]] = []
+        for s in t.gpus_per_node[k]:
+            cpus, mem = part_share(t, k, s)
+            mem = _mib_up(mem)
+            ok = (free_g >= s) & (free_c >= cpus) & (free_m >= mem) & (types == t.gpu_type[k])
+            for i, _, _, _ in used:
+                ok[i] = False
+            cand = np.flatnonzero(ok)
+            if not cand.size:
+                for i, s2, c2, m2 in used:
+                    free_g[i] += s2
+                    free_c[i] += c2
+                    free_m[i] += m2
+                return None
+            i = int(cand[np.argmin(free_g[cand] - s)])  # best fit in GPUs, lowest index on ties
+            free_g[i] -= s
+            free_c[i] -= cpus
+            free_m[i] -= mem
+            used.append((i, s, cpus, mem))
+        return (k, tuple(sorted((nodes.names[i], s) for i, s, _, _ in used)))
+
+    def fallback(j: int) -> Choice | None:
+        rows = sorted((int(k) for k in rows_of[j]), key=lambda k: (-t.throughput[k], t.gpus[k], k))
+        for k in rows:
+            c = take(k, j)
+            if c is not None:
+                return c
+        return None
+
+    order = sorted(chosen.items(), key=lambda kv: (kv[1] != int(t.current_row[t.jobs.index(kv[0])]),
+                                                  kv[0] not in built.admission.protected,
+                                                  -max(t.gpus_per_node[kv[1]]), kv[0]))
+    for name, k in order:
+        j = t.jobs.index(name)
+        c = take(k, j) or fallback(j)
+        if c is None and name in built.admission.protected:
+            return None
+        if c is not None:
+            out[name] = c
+    for j, name in enumerate(t.jobs):  # fill with what is left
+        if name not in out and rows_of[j].size:
+            c = fallback(j)
+            if c is not None:
+                out[name] = c
+    return out
+
+
+def solve(problem: RoundProblem, table: CoefficientTable, *, time_limit: float, seed: int = 0, workers: int = 1,
+          hint: Mapping[str, Choice] | None = None, admission: Admission | None = None,
+          max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None) -> Solution:
+    """Build and solve within ``time_limit`` seconds (building included in the wall time, the solver
+    gets what is left, at least 0.1 s). ``hint`` (e.g. the heuristic's choices) warm-starts CP-SAT.
+    The payload is ``{"choices": {job: Choice}}`` (empty when nothing was found). Status
+    ``infeasible`` means the protected jobs cannot all be placed (proven, on a relaxation in the
+    aggregated encoding)."""
+    if not (isinstance(time_limit, (int, float)) and time_limit > 0):
+        raise ValidationError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    t0 = time.perf_counter()
+    built = build(problem, table, admission=admission, max_node_vars=max_node_vars, encoding=encoding)
+    if hint:
+        _hint(built, hint)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.1, time_limit - (time.perf_counter() - t0))
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    status = solver.solve(built.model)
+    name = solver.status_name(status)
+    bound = solver.best_objective_bound / SCALE + built.offset if name in ("OPTIMAL", "FEASIBLE") else None
+    choices: dict[str, Choice] = {}
+    if name in ("OPTIMAL", "FEASIBLE"):
+        if built.encoding == "per-node":
+            choices = _choices_per_node(built, solver)
+        else:
+            chosen = {table.jobs[int(table.job_index[k])]: k for k, v in built.y.items() if solver.value(v)}
+            repaired = _repair(built, chosen)
+            if repaired is None:  # a protected job did not fit after mapping to nodes
+                return Solution("unknown", None, bound, time.perf_counter() - t0, bool(hint), built.size)
+            choices = repaired
+    wall = time.perf_counter() - t0
+    if name == "INFEASIBLE":
+        return Solution("infeasible", None, None, wall, bool(hint), built.size)
+    if name not in ("OPTIMAL", "FEASIBLE"):
+        return Solution("unknown", None, None, wall, bool(hint), built.size)
+    obj = objective(problem, table, choices)
+    slack = 0.5 * len(table.jobs) / SCALE + 1e-9  # objective weights are rounded to 1/SCALE
+    proven = name == "OPTIMAL" and (built.encoding == "per-node" or obj >= bound - slack)
+    if proven and bound is not None:
+        bound = max(obj, min(bound, obj + 1e-6 * max(1.0, abs(obj))))
+    log.debug("rubick round %s: %s, objective %.6g, bound %s, %.2f s", built.encoding, name, obj, bound, wall)
+    return Solution("optimal" if proven else "feasible", obj, bound, wall, bool(hint), built.size,
+                    {"choices": choices, "solver_status": name})
+
+
+__all__ = ["DEFAULT_MAX_NODE_VARS", "RubickRoundModel", "allowed_rows", "build", "solve"]

@@ -1,0 +1,319 @@
+"""The coefficient table of a Rubick round: every job's candidate configurations (plan, GPUs per
+node, CPUs, memory, predicted throughput), its reference throughput and its running configuration.
+
+This is where a round meets the performance model; the heuristic and the exact formulation read only
+the table this module builds (DESIGN.md, "A formulation takes a RoundProblem plus a CoefficientTable").
+
+Rows of a job (per GPU type it may use: its pinned type, or every type in the cluster):
+
+* the candidates of :func:`~optsched.perf.coefficients.build_coefficient_table` up to the job's GPU
+  cap (computed once per model type, GPU type and cap, then shared by every job of that model type:
+  Rubick Sec. 4.3, "reused across multiple jobs of the same model type");
+* its **request**: the requested plan (or the best enumerated plan when the user gave none) on the
+  packed placement of the requested GPUs with the requested CPUs;
+* for a running job, its **current** configuration (plan, per-node GPUs, held CPUs and memory), so
+  "keep running as is" is always a row (``current_row``).
+
+Choices where the paper is silent:
+
+* **GPU cap.** A job is offered at most ``job.max_gpus`` GPUs when set, else
+  ``max(G, growth x requested)`` GPUs (G = GPUs per node, ``growth`` = 4 by default), never more than
+  the GPUs of that type. Rubick grows jobs along their sensitivity curves; the cap keeps the table
+  (and the exact model) linear in the number of jobs on large clusters.
+* **Requested CPUs.** A job that requests 0 CPUs is taken to request ``min(8, node CPUs per GPU)``
+  per GPU, the CPU share of the Rubick measurements.
+* **Reference throughput** = the throughput of the request row, > 0. A requested plan that cannot
+  run on its request (memory, topology, batch divisibility) is an error naming the job.
+* **Ablations** (Rubick Table 4). ``fixed_plan`` keeps each job's plan (its requested plan, or the
+  best plan of its request when it gave none) and scales only its DP size with the GPU count, the
+  way Sia and Rubick-R scale 3D jobs ("changes the DP size when scaling GPUs"); ``fixed_resources``
+  offers only the requested GPUs (packed) and CPUs, with every enumerated plan. Both together leave
+  the request alone (Rubick-N). The running configuration is offered in every variant.
+* **Dominance.** A row is dropped when another row of the same job and GPU type needs no more GPUs,
+  CPUs or memory and is at least as fast (ties: the earlier row stays); the current row is never
+  dropped. This leaves roughly 10-25 rows per job on the 8x8 cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Mapping
+
+import numpy as np
+
+from dataclasses import replace
+
+from optsched.core.errors import PlanInfeasibleError, ValidationError
+from optsched.core.job import Job
+from optsched.core.plan import ExecutionPlan, check_plan_for_model
+from optsched.core.round import RoundProblem
+from optsched.perf.coefficients import (HOST_BASE_GIB_PER_GPU, CoefficientTable, build_coefficient_table,
+                                        candidate_gpu_counts)
+from optsched.perf.defaults import default_performance_model
+from optsched.perf.memory import estimate_memory, memory_violation
+from optsched.perf.performance_model import PerformanceModel
+from optsched.perf.plans import enumerate_plans, topology_violation
+from optsched.perf.sensitivity import packed_placement
+
+log = logging.getLogger(__name__)
+
+#: default growth factor of the GPU cap (module docstring)
+DEFAULT_GROWTH = 4
+#: CPUs per GPU assumed for a request of 0 CPUs (module docstring)
+DEFAULT_CPUS_PER_GPU = 8
+
+PerfLookup = Callable[[str, str], PerformanceModel]
+
+
+def default_perf_lookup(problem: RoundProblem) -> PerfLookup:
+    """Built-in fitted models (:func:`~optsched.perf.defaults.default_performance_model`), cached per
+    (model, GPU type)."""
+    cache: dict[tuple[str, str], PerformanceModel] = {}
+
+    def lookup(model: str, gpu_type: str) -> PerformanceModel:
+        key = (model, gpu_type)
+        if key not in cache:
+            cache[key] = default_performance_model(model, problem.cluster, gpu_type)
+        return cache[key]
+    return lookup
+
+
+def perf_lookup_from(models: Mapping[tuple[str, str], PerformanceModel] | Mapping[str, PerformanceModel],
+                     problem: RoundProblem) -> PerfLookup:
+    """Look models up in ``models`` (keyed by model name, or by (model name, GPU type)), falling back
+    to the built-in defaults."""
+    fallback = default_perf_lookup(problem)
+
+    def lookup(model: str, gpu_type: str) -> PerformanceModel:
+        for key in ((model, gpu_type), model):
+            pm = models.get(key)  # type: ignore[call-overload]
+            if pm is not None and pm.gpu_type == gpu_type:
+                return pm
+        return fallback(model, gpu_type)
+    return lookup
+
+
+def _gpu_types(problem: RoundProblem, job: Job) -> list[str]:
+    if job.gpu_type is not None:
+        return [job.gpu_type]
+    return sorted({n.gpu_type for n in problem.cluster.nodes if n.num_gpus > 0})
+
+
+def _node_shape(problem: RoundProblem, gpu_type: str) -> tuple[int, int, float, float]:
+    """(GPUs per node, total GPUs, CPUs per GPU, host GiB per node) of the nodes of ``gpu_type``."""
+    nodes = [n for n in problem.cluster.nodes_of_type(gpu_type) if n.num_gpus > 0]
+    per_node = max(n.num_gpus for n in nodes)
+    return (per_node, sum(n.num_gpus for n in nodes), min(n.num_cpus / n.num_gpus for n in nodes),
+            min(n.memory_gib for n in nodes))
+
+
+def job_gpu_cap(job: Job, per_node: int, total: int, growth: int = DEFAULT_GROWTH) -> int:
+    """GPU cap of ``job`` on nodes of ``per_node`` GPUs, ``total`` GPUs of the type (module docstring)."""
+    cap = job.max_gpus if job.max_gpus is not None else max(per_node, growth * job.requested_gpus)
+    return max(1, min(cap, total))
+
+
+def requested_cpus(job: Job, cpus_per_gpu: float) -> int:
+    """The job's requested CPUs, or ``min(8, node CPUs per GPU)`` per GPU when it asked for none."""
+    if job.requested_cpus > 0:
+        return job.requested_cpus
+    return max(job.requested_gpus, int(job.requested_gpus * min(DEFAULT_CPUS_PER_GPU, cpus_per_gpu)))
+
+
+def _request_row(job: Job, perf: PerformanceModel, problem: RoundProblem, gpu_type: str
+                 ) -> tuple[ExecutionPlan, tuple[int, ...], int, float, float] | None:
+    """(plan, shape, cpus, mem, throughput) of the job's request on ``gpu_type``; None when the
+    request does not fit these nodes at all."""
+    per_node, total, cpu_ratio, host_cap = _node_shape(problem, gpu_type)
+    if job.requested_gpus > total:
+        return None
+    shape = packed_placement(job.requested_gpus, per_node)
+    cpus = requested_cpus(job, cpu_ratio)
+    gtype = problem.cluster.gpu_type(gpu_type)
+    host_left = tuple(host_cap - n * HOST_BASE_GIB_PER_GPU for n in shape)
+    if job.requested_plan is not None:
+        plan = job.requested_plan
+        reason = topology_violation(perf.model, plan, shape) or memory_violation(perf.model, plan, gtype, shape, host_left)
+        if reason is not None:
+            raise PlanInfeasibleError(
+                f"job {job.name!r}: requested plan {plan.label} cannot run on its requested {job.requested_gpus} "
+                f"{gpu_type} GPUs {shape}: {reason}")
+        thr = perf.throughput(plan, shape, cpus / job.requested_gpus)
+    else:
+        plans = enumerate_plans(perf.model, shape, gtype, host_left)
+        if not plans:
+            return None
+        t = perf.throughputs([(p, shape, cpus / job.requested_gpus) for p in plans])
+        k = int(np.argmax(t))
+        plan, thr = plans[k], float(t[k])
+    mem = job.requested_gpus * (HOST_BASE_GIB_PER_GPU + estimate_memory(perf.model, plan).host_gib_per_gpu)
+    return plan, shape, cpus, mem, float(thr)
+
+
+def _fixed_plan_rows(job: Job, plan: ExecutionPlan, pm: PerformanceModel, problem: RoundProblem, gpu_type: str,
+                     counts: tuple[int, ...], cpus_per_gpu: tuple[float, ...]
+                     ) -> list[tuple[ExecutionPlan, tuple[int, ...], str, int, int, float, float]]:
+    """``plan`` with its DP size scaled to each GPU count of ``counts`` that its TP x PP divides and on
+    which it runs (batch divisibility, topology, memory), at each CPU share."""
+    per_node, _, _, host_cap = _node_shape(problem, gpu_type)
+    gtype = problem.cluster.gpu_type(gpu_type)
+    configs: list[tuple[ExecutionPlan, tuple[int, ...], float]] = []
+    for g in counts:
+        if g % (plan.tp * plan.pp):
+            continue
+        shape = packed_placement(g, per_node)
+        scaled = replace(plan, dp=g // (plan.tp * plan.pp))
+        try:
+            check_plan_for_model(scaled, pm.model)
+        except ValidationError:
+            continue
+        host_left = tuple(host_cap - n * HOST_BASE_GIB_PER_GPU for n in shape)
+        if min(host_left) < 0 or topology_violation(pm.model, scaled, shape) \
+                or memory_violation(pm.model, scaled, gtype, shape, host_left):
+            continue
+        configs.extend((scaled, shape, c) for c in cpus_per_gpu)
+    if not configs:
+        return []
+    thr = pm.throughputs(configs)
+    return [(p, shape, gpu_type, p.num_gpus, int(round(c * p.num_gpus)),
+             p.num_gpus * (HOST_BASE_GIB_PER_GPU + estimate_memory(pm.model, p).host_gib_per_gpu), float(t))
+            for (p, shape, c), t in zip(configs, thr)]
+
+
+def _fixed_resource_rows(job: Job, pm: PerformanceModel, problem: RoundProblem, gpu_type: str
+                         ) -> list[tuple[ExecutionPlan, tuple[int, ...], str, int, int, float, float]]:
+    """Every enumerated plan on the job's requested GPUs (packed) and CPUs."""
+    per_node, total, cpu_ratio, host_cap = _node_shape(problem, gpu_type)
+    if job.requested_gpus > total:
+        return []
+    shape = packed_placement(job.requested_gpus, per_node)
+    cpus = requested_cpus(job, cpu_ratio)
+    host_left = tuple(host_cap - n * HOST_BASE_GIB_PER_GPU for n in shape)
+    if min(host_left) < 0:
+        return []
+    plans = enumerate_plans(pm.model, shape, problem.cluster.gpu_type(gpu_type), host_left)
+    if not plans:
+        return []
+    thr = pm.throughputs([(p, shape, cpus / job.requested_gpus) for p in plans])
+    return [(p, shape, gpu_type, job.requested_gpus, cpus,
+             job.requested_gpus * (HOST_BASE_GIB_PER_GPU + estimate_memory(pm.model, p).host_gib_per_gpu), float(t))
+            for p, t in zip(plans, thr)]
+
+
+def _dominated(gpus: np.ndarray, cpus: np.ndarray, mem: np.ndarray, thr: np.ndarray, keep: int | None) -> np.ndarray:
+    """Mask of rows dominated by another (module docstring, "Dominance"); row ``keep`` never is."""
+    n = len(thr)
+    out = np.zeros(n, dtype=bool)
+    for i in range(n):
+        if i == keep:
+            continue
+        better = (gpus <= gpus[i]) & (cpus <= cpus[i]) & (mem <= mem[i] + 1e-9) & (thr >= thr[i] - 1e-12)
+        strictly = (gpus < gpus[i]) | (cpus < cpus[i]) | (mem < mem[i] - 1e-9) | (thr > thr[i] + 1e-12)
+        better[i] = False
+        cand = better & (strictly | (np.arange(n) < i))
+        cand &= ~out  # a dominated row cannot dominate (its dominator does instead)
+        out[i] = bool(cand.any())
+    return out
+
+
+def build_round_table(problem: RoundProblem, perf: PerfLookup | None = None, *, growth: int = DEFAULT_GROWTH,
+                      cpus_per_gpu_options: tuple[int, ...] = (2, 4, 8, 12), fixed_plan: bool = False,
+                      fixed_resources: bool = False) -> CoefficientTable:
+    """The :class:`CoefficientTable` of ``problem`` with ``reference_throughput`` and ``current_row``
+    (module docstring). ``perf(model, gpu_type)`` supplies performance models (default: built-in).
+
+    Unknown model names raise ``UnknownNameError``; a job whose request fits no GPU type of the
+    cluster, or whose requested plan cannot run on its request, raises ``PlanInfeasibleError``
+    naming the job. Cost: one vectorised prediction batch per (model type, GPU type, cap) plus two
+    single predictions per job."""
+    perf = perf or default_perf_lookup(problem)
+    shared: dict[tuple[str, str, int], CoefficientTable] = {}
+    cols: dict[str, list] = {f: [] for f in ("job_index", "plans", "gpus_per_node", "gpu_type", "gpus", "cpus",
+                                             "mem_gib", "throughput")}
+    reference: list[float] = []
+    current_row: list[int] = []
+    for j, job in enumerate(problem.jobs):
+        rows: list[tuple[ExecutionPlan, tuple[int, ...], str, int, int, float, float]] = []
+        ref: float | None = None
+        for gpu_type in _gpu_types(problem, job):
+            pm = perf(job.model, gpu_type)
+            per_node, total, _, _ = _node_shape(problem, gpu_type)
+            cap = job_gpu_cap(job, per_node, total, growth)
+            req = _request_row(job, pm, problem, gpu_type)
+            if req is not None:
+                plan, shape, cpus, mem, thr = req
+                ref = thr if ref is None else max(ref, thr)
+                if fixed_plan and not fixed_resources:
+                    cpu_ratio = _node_shape(problem, gpu_type)[2]
+                    shares = tuple(c for c in cpus_per_gpu_options if c <= cpu_ratio + 1e-9) or (cpu_ratio,)
+                    rows.extend(_fixed_plan_rows(job, plan, pm, problem, gpu_type,
+                                                 candidate_gpu_counts(per_node, cap), shares))
+                elif fixed_resources and not fixed_plan:
+                    rows.extend(_fixed_resource_rows(job, pm, problem, gpu_type))
+                rows.append((plan, shape, gpu_type, sum(shape), cpus, mem, thr))
+            if fixed_plan or fixed_resources:
+                continue
+            key = (job.model, gpu_type, cap)
+            if key not in shared:
+                shared[key] = build_coefficient_table([(job.model, pm)], problem.cluster, gpu_type, max_gpus=cap,
+                                                      cpus_per_gpu_options=cpus_per_gpu_options)
+            t = shared[key]
+            rows[:0] = [(t.plans[k], t.gpus_per_node[k], gpu_type, int(t.gpus[k]), int(t.cpus[k]),
+                         float(t.mem_gib[k]), float(t.throughput[k])) for k in range(len(t))]
+        if ref is None:
+            raise PlanInfeasibleError(
+                f"job {job.name!r}: no GPU type of cluster {problem.cluster.name!r} can run its request of "
+                f"{job.requested_gpus} GPUs with any plan of model {job.model!r}")
+        cur_index: int | None = None
+        cur = problem.current(job.name)
+        if cur is not None:
+            node_type = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
+            pm = perf(job.model, node_type)
+            shape = cur.placement.gpus_per_node
+            thr = pm.throughput(cur.plan, shape, max(cur.placement.total_cpus, 1) / cur.plan.num_gpus)
+            row = (cur.plan, shape, node_type, cur.plan.num_gpus, cur.placement.total_cpus,
+                   cur.placement.total_mem_gib, thr)
+            same = [i for i, r in enumerate(rows) if r[:5] == row[:5] and abs(r[5] - row[5]) < 1e-9]
+            if same:
+                cur_index = same[0]
+            else:
+                rows.append(row)
+                cur_index = len(rows) - 1
+        gpus = np.array([r[3] for r in rows])
+        cpus = np.array([r[4] for r in rows])
+        mem = np.array([r[5] for r in rows])
+        thr = np.array([r[6] for r in rows])
+        types = [r[2] for r in rows]
+        drop = np.zeros(len(rows), dtype=bool)
+        for gt in set(types):
+            idx = np.array([i for i, x in enumerate(types) if x == gt])
+            keep = None if cur_index is None or types[cur_index] != gt else int(np.flatnonzero(idx == cur_index)[0])
+            drop[idx] = _dominated(gpus[idx], cpus[idx], mem[idx], thr[idx], keep)
+        current_row.append(-1)
+        for i, r in enumerate(rows):
+            if drop[i]:
+                continue
+            if i == cur_index:
+                current_row[-1] = len(cols["plans"])
+            cols["job_index"].append(j)
+            cols["plans"].append(r[0])
+            cols["gpus_per_node"].append(r[1])
+            cols["gpu_type"].append(r[2])
+            cols["gpus"].append(r[3])
+            cols["cpus"].append(r[4])
+            cols["mem_gib"].append(r[5])
+            cols["throughput"].append(r[6])
+        reference.append(ref)
+    log.debug("round table: %d jobs, %d rows", len(problem.jobs), len(cols["plans"]))
+    return CoefficientTable(jobs=tuple(j.name for j in problem.jobs),
+                            job_index=np.array(cols["job_index"], dtype=np.int64), plans=tuple(cols["plans"]),
+                            gpus_per_node=tuple(cols["gpus_per_node"]), gpu_type=tuple(cols["gpu_type"]),
+                            gpus=np.array(cols["gpus"], dtype=np.int64), cpus=np.array(cols["cpus"], dtype=np.int64),
+                            mem_gib=np.array(cols["mem_gib"], dtype=float),
+                            throughput=np.array(cols["throughput"], dtype=float),
+                            reference_throughput=np.array(reference, dtype=float),
+                            current_row=np.array(current_row, dtype=np.int64))
+
+
+__all__ = ["DEFAULT_GROWTH", "PerfLookup", "build_round_table", "default_perf_lookup", "job_gpu_cap",
+           "perf_lookup_from", "requested_cpus"]
