@@ -2,7 +2,9 @@
 
 Reads ../shared/data/morphling/placements/*.csv (skips cleanly when absent), fits every catalogue
 model on the A800 8x8 cluster and prints the ``DEFAULT_PARAMS`` entries to paste, plus a CSV of the
-fit quality under benchmarks/out/.
+fit quality under benchmarks/out/. fwd_s is fixed to the profiled forward time where the artifact has a
+usable profile (see ``profiled_fwd_s`` in perf_model_accuracy.py; the numbers are printed for
+``PROFILED_FWD_S`` too) and fitted otherwise.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from optsched.core import MODELS, ZeroMode, get_cluster
 from optsched.perf.defaults import prior_performance_model
 from optsched.perf.fitting import fit
 from optsched.perf.measurements import read_placements_csv
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from perf_model_accuracy import profiled_fwd_s  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "morphling" / "placements"
 OUT = Path(__file__).resolve().parent / "out"
@@ -35,17 +40,21 @@ def main() -> int:
         return 0
     cluster = get_cluster("a800-8x8")
     OUT.mkdir(exist_ok=True)
-    lines, table = [], []
+    lines, table, profiled = [], [], {}
     for name, model in MODELS.items():
         rows = rows_for_defaults(name, read_placements_csv(DATA / f"{name}.csv", model))
         base = prior_performance_model(model, cluster, "A800")
         configs = [(r.plan, r.gpus_per_node, r.cpus_per_gpu) for r in rows]
         y = np.array([r.iter_time for r in rows])
-        fitted = fit(base, configs, y, seed=0, starts=12, min_samples=1)
+        fwd_s = profiled_fwd_s(name, model)
+        if fwd_s is not None:
+            profiled[name] = fwd_s
+        fitted = fit(base, configs, y, fwd_s=fwd_s, seed=0, starts=12, min_samples=1)
         params, err = fitted.params, fitted.rmsle
         args = ", ".join(f"{k}={v:.6g}" for k, v in params.to_dict().items())
         lines.append(f'    "{name}": PerfParams({args}),  # RMSLE {err:.3f} on {len(rows)} rows')
         table.append({"model": name, "rows": len(rows), "rmsle": round(err, 4), **params.to_dict()})
+    sys.stdout.write("PROFILED_FWD_S = {" + ", ".join(f'"{k}": {v:.6g}' for k, v in profiled.items()) + "}\n")
     sys.stdout.write("\n".join(lines) + "\n")
     with (OUT / "default_params.csv").open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(table[0]))

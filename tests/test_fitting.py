@@ -110,3 +110,24 @@ def test_default_models_exist_for_the_catalogue_and_scale_with_gpus() -> None:
     assert eight > 2 * one
     with pytest.raises(ValidationError, match="unknown model"):
         default_performance_model("resnet")
+
+
+def test_default_forward_times_are_the_profiled_ones() -> None:
+    # defaults keep fwd_s at the profiled value (not refitted) wherever a profile exists
+    from optsched.perf.defaults import DEFAULT_PARAMS, PROFILED_FWD_S
+    assert set(PROFILED_FWD_S) == {"vit", "roberta", "bert", "t5", "gpt2", "llama7"}
+    for name, fwd in PROFILED_FWD_S.items():
+        assert DEFAULT_PARAMS[name].fwd_s == fwd
+
+
+def test_profiled_forward_times_match_the_shared_profiles() -> None:
+    from pathlib import Path
+
+    from optsched.core import get_model
+    from optsched.perf.defaults import PROFILED_FWD_S
+    from optsched.perf.measurements import read_profile_forward_s
+    root = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "morphling" / "profile"
+    if not root.is_dir():
+        pytest.skip(f"shared profile data not found at {root}")
+    for name, folder in {"bert": "bert", "t5": "t5", "llama7": "llama7b", "vit": "vit"}.items():
+        assert read_profile_forward_s(root / folder, get_model(name)) == pytest.approx(PROFILED_FWD_S[name])

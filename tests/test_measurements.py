@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from optsched.core import ValidationError, ZeroMode, get_model
-from optsched.perf.measurements import measured_times, read_placements_csv
+from optsched.perf.measurements import measured_times, read_placements_csv, read_profile_forward_s
 
 BERT = get_model("bert")
 HEADER = "exec_plan,placement,iter_time,forward,overlap_sync,optimize\n"
@@ -109,3 +109,43 @@ def test_batch_not_divisible_names_row(tmp_path):
     # bert's global batch is 32: plain DP over 3 GPUs cannot split it
     msg = rejected(write(tmp_path, HEADER + "ga,3,0.5,0,0,0\n"))
     assert "row 1" in msg and "divisible" in msg
+
+
+# -- profiled forward time (read_profile_forward_s) ----------------------------------------------
+
+PROFILE_CFG = "\ufeffnodes,gpus,parameter_size,batch_size,seq_hid,num_cpu_threads,zero_type,is_tp,is_pp\n"
+PROFILE_DAT = "\ufeffforward_time,Tcc,Topt,iter_time,strategy\n"
+
+
+def write_profile(tmp_path: Path, cfg_rows: list[str], dat_rows: list[str]) -> Path:
+    d = tmp_path / "profile"
+    d.mkdir()
+    (d / "config.csv").write_text(PROFILE_CFG + "".join(r + "\n" for r in cfg_rows), encoding="utf-8")
+    (d / "data.csv").write_text(PROFILE_DAT + "".join(r + "\n" for r in dat_rows), encoding="utf-8")
+    return d
+
+
+def test_profile_forward_is_the_median_per_sample_time(tmp_path):
+    # BERT, global batch 32: 8 GPUs -> 4 samples/GPU, 40 ms -> 10 ms/sample; 4 GPUs -> 8, 60 ms -> 7.5;
+    # 2 nodes x 1 GPU -> 16 samples, 4 ms (a misrecorded run) -> 0.25 ms. Median: 7.5 ms.
+    d = write_profile(tmp_path, ["1,8,320,1,0,1,0,0,0", "1,4,320,1,0,1,0,0,0", "2,1,320,1,0,4,1,0,0"],
+                      ["40,83,25,157,1100", "60,130,24,225,1100", "4,10,10,30,1111"])
+    assert read_profile_forward_s(d, BERT) == pytest.approx(0.0075)
+
+
+def test_profile_forward_divides_by_the_strategy_forward_multiplier_and_skips_3d(tmp_path):
+    # strategy 2...: the forward pass runs twice -> 80 ms / (2 * 4 samples) = 10 ms; the TP run is skipped
+    d = write_profile(tmp_path, ["1,8,320,1,0,1,0,0,0", "1,8,320,1,0,1,0,1,0"],
+                      ["80,83,25,157,2100", "5,83,25,157,1100"])
+    assert read_profile_forward_s(d, BERT) == pytest.approx(0.010)
+
+
+def test_profile_forward_rejects_unpaired_or_empty_profiles(tmp_path):
+    d = write_profile(tmp_path, ["1,8,320,1,0,1,0,0,0"], ["40,83,25,157,1100", "60,130,24,225,1100"])
+    with pytest.raises(ValidationError, match="config.csv has 1 rows but data.csv has 2"):
+        read_profile_forward_s(d, BERT)
+    (tmp_path / "x").mkdir()
+    d2 = write_profile(tmp_path / "x",
+                       ["1,8,320,1,0,1,0,0,1"], ["40,83,25,157,1100"])
+    with pytest.raises(ValidationError, match="no data-parallel profiling run"):
+        read_profile_forward_s(d2, BERT)

@@ -5,6 +5,10 @@ fitting and optional for prediction; other columns are carried along untouched. 
 codes are those of ``../shared/data/README.md`` (see :func:`optsched.core.parse_plan_code` and
 :func:`optsched.core.parse_placement_code`). Every malformed row raises ``ValidationError`` naming
 the file, the row number (1 = first data row after the header) and the rule.
+
+:func:`read_profile_forward_s` reads the forward time of a model from the profiling runs of the Rubick
+artifact (``profile/<model>/{config,data}.csv``), the quantity Morphling Appendix A.1 takes from a
+profiler instead of fitting it.
 """
 
 from __future__ import annotations
@@ -127,3 +131,58 @@ def sample_measurements(rows: Sequence[Measurement], n: int, rng: "np.random.Gen
     while len(chosen) < n and rest:
         chosen.append(rest.pop())
     return [rows[i] for i in sorted(chosen)]
+
+
+def _read_bom_csv(path: Path) -> list[dict[str, str]]:
+    try:
+        handle = path.open(newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise ValidationError(f"{path}: cannot read file ({exc.strerror or exc})") from None
+    with handle:
+        reader = csv.DictReader(handle)
+        reader.fieldnames = [h.strip() for h in (reader.fieldnames or [])]
+        return [r for r in reader if r and any((v or "").strip() for v in r.values() if isinstance(v, str))]
+
+
+def read_profile_forward_s(directory: str | Path, model: ModelSpec) -> float:
+    """Profiled forward time of one sample through the whole ``model`` on one GPU, seconds: the
+    ``fwd_s`` of :class:`optsched.perf.iteration_time.PerfParams` (Appendix A.1 scales it linearly
+    to the per-GPU micro-batch).
+
+    ``directory`` holds ``config.csv`` (``nodes,gpus,...,is_tp,is_pp``) and ``data.csv``
+    (``forward_time,...,strategy``, forward time in milliseconds), paired line by line (the files
+    start with a UTF-8 BOM). Choices where the paper and the files are silent:
+
+    * every profiling run is data-parallel over ``nodes * gpus`` GPUs, so a GPU processes
+      ``b / (nodes * gpus)`` samples with b the catalogue global batch of ``model`` (the files'
+      ``batch_size`` column reads 1 for most models, which contradicts their iteration times);
+      runs with ``is_tp`` or ``is_pp`` set are skipped;
+    * the first digit of ``strategy`` multiplies the forward pass (README: GC recomputes it), so
+      the per-sample time is ``forward_time / (digit * samples per GPU)``;
+    * the result is the **median** over runs, which ignores an isolated misrecorded run (T5's
+      profile has one 4 ms forward among 54-423 ms ones).
+    """
+    d = Path(directory)
+    cfg = _read_bom_csv(d / "config.csv")
+    dat = _read_bom_csv(d / "data.csv")
+    if len(cfg) != len(dat):
+        raise ValidationError(f"{d}: config.csv has {len(cfg)} rows but data.csv has {len(dat)}")
+    per_sample = []
+    for i, (c, x) in enumerate(zip(cfg, dat), start=1):
+        where = f"{d} row {i}"
+        try:
+            gpus = int(c["nodes"]) * int(c["gpus"])
+            tp_pp = int(c.get("is_tp") or 0) or int(c.get("is_pp") or 0)
+            fwd_ms = float(x["forward_time"])
+            strategy = (x.get("strategy") or "1").strip()
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValidationError(f"{where}: cannot read nodes/gpus/is_tp/is_pp/forward_time ({exc})") from None
+        if tp_pp:
+            continue
+        mult = int(strategy[0]) if strategy[:1].isdigit() and strategy[0] != "0" else 1
+        if gpus < 1 or not math.isfinite(fwd_ms) or fwd_ms <= 0:
+            raise ValidationError(f"{where}: needs >= 1 GPU and a positive forward_time, got {gpus} GPUs, {fwd_ms} ms")
+        per_sample.append(fwd_ms / 1e3 / (mult * model.global_batch / gpus))
+    if not per_sample:
+        raise ValidationError(f"{d}: no data-parallel profiling run to read a forward time from")
+    return float(np.median(per_sample))
