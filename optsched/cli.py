@@ -4,7 +4,9 @@ Subcommands (one ``_cmd_*`` handler each, registered in :func:`build_parser`):
 
 * ``fit``     fit the 7-parameter iteration-time model to a placements CSV and write its JSON;
 * ``predict`` predict the iteration time of every row of a placements CSV with a params JSON;
-* ``curves``  print a model's GPU or CPU sensitivity curve on a built-in cluster.
+* ``curves``  print a model's GPU or CPU sensitivity curve on a built-in cluster;
+* ``solve``   solve a round file (``docs/rounds.md``) and print the decision as JSON;
+* ``gen-round`` write a random but realistic round file.
 
 Every :class:`~optsched.core.errors.OptschedError` and every usage error ends with one line
 ``optsched: error: <message>`` on stderr and exit code 2, never a traceback. Results go to stdout
@@ -253,6 +255,68 @@ def _cmd_curves(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- solve ---------------------------------------------------------------------------------------
+def _add_solve(sub: Any) -> None:
+    from optsched.scheduling.solve import DEFAULT_TIME_LIMIT, POLICIES
+    p = sub.add_parser("solve", help="solve a scheduling round file and print the decision as JSON",
+                       description="Solve one scheduling round (format: docs/rounds.md) and print the decision as JSON.")
+    p.add_argument("round", metavar="ROUND.json", help="round file")
+    p.add_argument("--method", default="exact", choices=sorted(POLICIES),
+                   help="exact (CP-SAT warm-started by the heuristic), heuristic, or an ablation (default: exact)")
+    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="S",
+                   help=f"wall-clock limit in seconds (default {DEFAULT_TIME_LIMIT:g})")
+    p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
+    p.add_argument("--params", action="append", default=[], metavar="PARAMS.json",
+                   help="fitted performance model (from 'optsched fit') replacing the built-in one of its model "
+                        "and GPU type; repeatable")
+    p.add_argument("--out", metavar="FILE", help="write the decision here instead of stdout")
+    p.set_defaults(handler=_cmd_solve)
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    from optsched.core.round import RoundProblem
+    from optsched.scheduling.solve import solve
+    problem = RoundProblem.from_dict(read_json(args.round))
+    models = {}
+    for path in args.params:
+        pm = _load_params(path)
+        models[(pm.model.name, pm.gpu_type)] = pm
+    decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None)
+    text = json.dumps(decision.to_dict(), indent=2) + "\n"
+    if args.out:
+        _write_text(args.out, text)
+    else:
+        _out(text)
+    running = sum(1 for d in decision.jobs if d.allocation is not None)
+    log.info("%s: status %s, objective %.4f, %d of %d jobs run", args.method, decision.status, decision.objective,
+             running, len(decision.jobs))
+    return 0
+
+
+# -- gen-round -----------------------------------------------------------------------------------
+def _add_gen_round(sub: Any) -> None:
+    p = sub.add_parser("gen-round", help="write a random but realistic round file",
+                       description="Generate a reproducible random round on the A800 catalogue cluster shape.")
+    p.add_argument("--kind", default="rubick", choices=["rubick"], help="round kind (default rubick)")
+    p.add_argument("--nodes", type=int, default=8, help="number of nodes (default 8)")
+    p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
+    p.add_argument("--jobs", type=int, default=40, help="number of jobs (default 40)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--out", metavar="FILE", help="write the round here instead of stdout")
+    p.set_defaults(handler=_cmd_gen_round)
+
+
+def _cmd_gen_round(args: argparse.Namespace) -> int:
+    from optsched.scheduling.generate import generate_rubick_round
+    problem = generate_rubick_round(args.nodes, args.gpus_per_node, args.jobs, args.seed)
+    text = json.dumps(problem.to_dict(), indent=2) + "\n"
+    if args.out:
+        _write_text(args.out, text)
+    else:
+        _out(text)
+    return 0
+
+
 # -- parser and entry point ----------------------------------------------------------------------
 class _UsageError(Exception):
     pass
@@ -265,7 +329,7 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(self.format_usage(), message)
 
 
-_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_fit, _add_predict, _add_curves)
+_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_fit, _add_predict, _add_curves, _add_solve, _add_gen_round)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -181,10 +181,12 @@ class RoundProblem:
         cluster_data = data["cluster"]
         if isinstance(cluster_data, str):
             if clusters is None:
-                from optsched.core.catalog import CLUSTERS as clusters  # noqa: N811
-            if cluster_data not in clusters:
+                from optsched.core.catalog import get_cluster
+                cluster = get_cluster(cluster_data)
+            elif cluster_data in clusters:
+                cluster = clusters[cluster_data]
+            else:
                 raise UnknownNameError("cluster", cluster_data, list(clusters))
-            cluster = clusters[cluster_data]
         else:
             cluster = Cluster.from_dict(cluster_data)
         for key, kind in (("jobs", list), ("running", list), ("occupied", dict), ("quotas", dict)):

@@ -38,6 +38,7 @@ Choices where Appendix A is silent (tested in ``tests/test_iteration_time.py``):
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
@@ -167,21 +168,27 @@ def group_node_spread(plan: ExecutionPlan, gpus_per_node: Sequence[int]) -> tupl
     """For the DP, TP and PP groups of ``plan``: 0 when every group lies inside one node, else the
     smallest number of members a spanning group has on one of its nodes (Megatron rank order:
     rank = tp_i + t (dp_i + d pp_i), ranks filled node by node, largest node first)."""
-    gpn = sorted((int(g) for g in gpus_per_node), reverse=True)
-    node = _node_of_rank(gpn)
-    if node.size != plan.num_gpus:
+    gpn = tuple(sorted((int(g) for g in gpus_per_node), reverse=True))
+    if sum(gpn) != plan.num_gpus:
         raise ValidationError(
-            f"plan {plan.label} uses {plan.num_gpus} GPUs but the placement {tuple(gpn)} has {node.size}")
-    grid = node.reshape(plan.pp, plan.dp, plan.tp)
+            f"plan {plan.label} uses {plan.num_gpus} GPUs but the placement {gpn} has {sum(gpn)}")
+    return _group_node_spread(plan.dp, plan.tp, plan.pp, gpn)
+
+
+@lru_cache(maxsize=65536)
+def _group_node_spread(dp: int, tp: int, pp: int, gpn: tuple[int, ...]) -> tuple[int, int, int]:
+    """:func:`group_node_spread` on plain values, cached (the scheduler asks for the same shapes
+    over and over)."""
+    grid = _node_of_rank(gpn).reshape(pp, dp, tp)
 
     def spread(axis: int) -> int:
         groups = np.moveaxis(grid, axis, -1).reshape(-1, grid.shape[axis])
+        spans = groups.min(axis=1) != groups.max(axis=1)
         worst = 0
-        for g in groups:
-            if g[0] != g[-1] or np.any(g != g[0]):
-                counts = np.bincount(g)
-                k = int(counts[counts > 0].min())
-                worst = k if worst == 0 else min(worst, k)
+        for g in groups[spans]:
+            counts = np.bincount(g)
+            k = int(counts[counts > 0].min())
+            worst = k if worst == 0 else min(worst, k)
         return worst
 
     return spread(1), spread(2), spread(0)

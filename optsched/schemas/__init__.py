@@ -1,0 +1,33 @@
+"""JSON Schemas (draft 2020-12) of optsched's file formats, shipped as package data.
+
+* ``round``: a scheduling round, ``optsched.round/1`` (:meth:`optsched.core.round.RoundProblem.from_dict`);
+* ``decision``: the answer to a round, ``optsched.decision/1`` (:meth:`optsched.core.round.Decision.to_dict`).
+
+The schemas document the formats and let other tools validate files; optsched itself validates with
+its own parsers, which also check the rules a schema cannot state (unique job names, node
+capacities, ...; see each schema's ``description``). ``docs/rounds.md`` describes both formats.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from optsched.core.errors import UnknownNameError
+
+#: names accepted by :func:`load_schema`
+SCHEMA_NAMES: tuple[str, ...] = ("decision", "round")
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """The schema ``name`` (``"round"`` or ``"decision"``) as a fresh dict (callers may modify it).
+    Raises ``UnknownNameError`` for another name."""
+    if name not in SCHEMA_NAMES:
+        raise UnknownNameError("schema", str(name), SCHEMA_NAMES)
+    text = resources.files(__name__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+__all__ = ["SCHEMA_NAMES", "load_schema"]
