@@ -281,7 +281,7 @@ def test_item_errors_are_located() -> None:
 def test_job_pinned_to_a_type_the_cluster_lacks() -> None:
     data = round_data()
     data["jobs"][1]["gpu_type"] = "T4"
-    with pytest.raises(UnknownNameError, match="unknown GPU type 'T4'"):
+    with pytest.raises(ValidationError, match=r"job '.*' is pinned to unknown GPU type 'T4'"):
         RoundProblem.from_dict(data)
 
 
@@ -579,3 +579,39 @@ def test_documented_examples_are_valid_and_true() -> None:
         # example when they move by more than this
         assert mine.throughput == pytest.approx(doc_job.throughput, rel=0.05)
         assert mine.normalised == pytest.approx(doc_job.normalised, rel=0.05)
+
+
+# -- rules added after review -----------------------------------------------------------------------
+def test_round_rejects_duplicate_occupied_nodes_and_mixed_gpu_types() -> None:
+    from optsched.core import Allocation, Cluster, ExecutionPlan, GPUType, Job, Node, NodeShare, Placement
+    from optsched.core.catalog import a800_cluster
+    from optsched.core.round import RoundProblem
+    cluster = a800_cluster(2, 8)
+    with pytest.raises(ValidationError, match="more than once"):
+        RoundProblem(cluster, (), occupied=(("n000", NodeShare(1)), ("n000", NodeShare(2))))
+    mixed = Cluster("mixed", (Node("a", "A800", 4, 32, 256.0), Node("b", "T4", 4, 32, 256.0)),
+                    (GPUType("A800", 80.0, 312.0), GPUType("T4", 16.0, 65.0)), 150.0, 80.0, 20.0)
+    job = Job("j", "bert", 2, 10)
+    alloc = Allocation("j", ExecutionPlan(dp=2), Placement.of({"a": NodeShare(1, 4, 8.0), "b": NodeShare(1, 4, 8.0)}))
+    with pytest.raises(ValidationError, match="spans GPU types"):
+        RoundProblem(mixed, (job,), (alloc,))
+    with pytest.raises(ValidationError, match="job 'p' is pinned to unknown GPU type 'V100'"):
+        RoundProblem(cluster, (Job("p", "bert", 1, 10, gpu_type="V100"),))
+    with pytest.raises(ValidationError, match="occupied share of node 'n001'"):
+        RoundProblem.from_dict({"kind": "rubick", "cluster": "a800-8x8", "jobs": [],
+                                "occupied": {"n001": {"gpus": -1}}})
+
+
+def test_decision_from_dict_is_strict() -> None:
+    from optsched.core.round import Decision
+    base = {"kind": "rubick", "method": "exact", "status": "optimal", "objective": 1.0, "jobs": []}
+    assert Decision.from_dict(base).objective == 1.0
+    with pytest.raises(ValidationError, match="bound must be a number"):
+        Decision.from_dict({**base, "bound": "x"})
+    with pytest.raises(ValidationError, match="format"):
+        Decision.from_dict({**base, "format": "other/1"})
+    job = {"job": "a", "action": "wait", "plan": None, "placement": {}, "throughput": 0.0}
+    with pytest.raises(ValidationError, match="twice"):
+        Decision.from_dict({**base, "jobs": [job, job]})
+    with pytest.raises(ValidationError, match="placement without a plan"):
+        Decision.from_dict({**base, "jobs": [{**job, "placement": {"n000": {"gpus": 1}}}]})

@@ -71,8 +71,12 @@ class RoundProblem:
             raise ValidationError("round: cluster must be a Cluster")
         object.__setattr__(self, "jobs", tuple(self.jobs))
         object.__setattr__(self, "running", tuple(self.running))
-        occupied = tuple(sorted(dict(self.occupied).items())) if isinstance(self.occupied, Mapping) \
-            else tuple(sorted(self.occupied))
+        occupied_items = list(self.occupied.items()) if isinstance(self.occupied, Mapping) else list(self.occupied)
+        names = [n for n, _ in occupied_items]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValidationError(f"round: occupied lists node(s) {', '.join(map(repr, dup))} more than once")
+        occupied = tuple(sorted(occupied_items, key=lambda kv: kv[0]))
         quotas = tuple(sorted(dict(self.quotas).items())) if isinstance(self.quotas, Mapping) \
             else tuple(sorted(self.quotas))
         object.__setattr__(self, "occupied", occupied)
@@ -87,7 +91,10 @@ class RoundProblem:
             if j.name in jobs:
                 raise ValidationError(f"round: job name {j.name!r} used twice")
             if j.gpu_type is not None:
-                self.cluster.gpu_type(j.gpu_type)
+                try:
+                    self.cluster.gpu_type(j.gpu_type)
+                except UnknownNameError as e:
+                    raise ValidationError(f"round: job {j.name!r} is pinned to {e}") from None
             jobs[j.name] = j
         for tenant, gpus in quotas:
             require_name("round quota tenant", tenant)
@@ -106,6 +113,10 @@ class RoundProblem:
             if a.job in running:
                 raise ValidationError(f"round: job {a.job!r} has two running allocations")
             job = jobs[a.job]
+            types = {self._node(n, f"running job {a.job!r}").gpu_type for n, sh in a.placement.shares if sh.gpus > 0}
+            if len(types) > 1:
+                raise ValidationError(f"round: running job {a.job!r} spans GPU types {', '.join(sorted(types))}; "
+                                      "a job runs on one GPU type")
             for node_name, share in a.placement.shares:
                 node = self._node(node_name, f"running job {a.job!r}")
                 if job.gpu_type is not None and node.gpu_type != job.gpu_type:
@@ -206,7 +217,12 @@ class RoundProblem:
                 running.append(Allocation.from_dict(a))
             except ValidationError as e:
                 raise ValidationError(f"round: running[{i}]: {e}") from None
-        occupied = {n: NodeShare.from_dict(s) for n, s in data.get("occupied", {}).items()}
+        occupied = {}
+        for n, sh in data.get("occupied", {}).items():
+            try:
+                occupied[n] = NodeShare.from_dict(sh)
+            except ValidationError as e:
+                raise ValidationError(f"round: occupied share of node {n!r}: {e}") from None
         return cls(cluster=cluster, jobs=tuple(jobs), running=tuple(running), occupied=tuple(occupied.items()),
                    quotas=tuple(data.get("quotas", {}).items()),
                    reconfig_penalty=data.get("reconfig_penalty", DEFAULT_RECONFIG_PENALTY),
@@ -258,6 +274,8 @@ class JobDecision:
                      ("protected", "normalised_throughput"))
         from optsched.core.plan import ExecutionPlan
         alloc = None
+        if data["plan"] is None and data["placement"]:
+            raise ValidationError(f"decision of job {data['job']!r}: a placement without a plan")
         if data["plan"] is not None:
             alloc = Allocation(data["job"], ExecutionPlan.from_dict(data["plan"]), Placement.from_dict(data["placement"]))
         return cls(data["job"], alloc, float(data["throughput"]), float(data.get("normalised_throughput", 0.0)),
@@ -307,6 +325,19 @@ class Decision:
     def from_dict(cls, data: Any) -> "Decision":
         require_keys("decision", data, ("kind", "method", "status", "objective", "jobs"),
                      ("format", "bound", "gap", "solve_seconds", "heuristic_objective", "warm_start", "message"))
+        if data.get("format", DECISION_FORMAT) != DECISION_FORMAT:
+            raise ValidationError(f"decision: unsupported format {data['format']!r}, expected {DECISION_FORMAT}")
+        if data["kind"] not in ROUND_KINDS:
+            raise UnknownNameError("round kind", data["kind"], ROUND_KINDS)
+        for key in ("objective", "bound", "gap", "solve_seconds", "heuristic_objective"):
+            v = data.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise ValidationError(f"decision: {key} must be a number or null, got {v!r}")
+        if not isinstance(data["jobs"], list):
+            raise ValidationError("decision: jobs must be a JSON array")
+        names = [d.get("job") if isinstance(d, dict) else None for d in data["jobs"]]
+        if len(set(names)) != len(names):
+            raise ValidationError("decision: a job appears twice")
         return cls(data["kind"], data["method"], data["status"], float(data["objective"]),
                    tuple(JobDecision.from_dict(d) for d in data["jobs"]), data.get("bound"), data.get("gap"),
                    float(data.get("solve_seconds", 0.0)), data.get("heuristic_objective"),
