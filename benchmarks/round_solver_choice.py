@@ -12,10 +12,11 @@ time per solver; writes ``benchmarks/out/round_solver_choice.csv``.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
@@ -23,8 +24,8 @@ from ortools.sat.python import cp_model
 from optsched.formulations import rubick_round
 from optsched.scheduling.generate import generate_rubick_round
 from optsched.scheduling.rubick_table import build_round_table
+from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
-OUT = Path(__file__).resolve().parent / "out"
 CASES = ((8, 40), (8, 80), (160, 400))
 
 
@@ -97,14 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((nodes * 8, jobs, seed, built.encoding, backend, f"{obj:.4f}", f"{bound:.4f}", f"{secs:.2f}", name))
                 sys.stdout.write("  ".join(map(str, rows[-1])) + "\n")
                 sys.stdout.flush()
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    sys.stdout.write("\n" + "\n".join("  ".join(str(c).rjust(w) for c, w in zip(r, widths)) for r in (header, *rows))
-                     + "\n")
-    OUT.mkdir(exist_ok=True)
-    with open(OUT / "round_solver_choice.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
+    emit(header, rows, "round_solver_choice.csv")
     return 0
 
 

@@ -14,16 +14,17 @@ at 1,280 GPUs / 400 jobs within 30 s on 2 cores.
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 from optsched.scheduling.generate import generate_rubick_round
 from optsched.scheduling.solve import RubickExactPolicy, RubickHeuristicPolicy
+from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
-OUT = Path(__file__).resolve().parent / "out"
 CASES = ((8, 20), (8, 40), (8, 80), (160, 200), (160, 400))
 
 
@@ -54,14 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                          variables, f"{e.objective / h.objective:.4f}" if h.objective > 0 else ""))
             sys.stdout.write("  ".join(str(c) for c in rows[-1]) + "\n")
             sys.stdout.flush()
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    sys.stdout.write("\n" + "\n".join("  ".join(str(c).rjust(w) for c, w in zip(r, widths)) for r in (header, *rows))
-                     + "\n")
-    OUT.mkdir(exist_ok=True)
-    with open(OUT / "rubick_round.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
+    emit(header, rows, "rubick_round.csv")
     return 0
 
 

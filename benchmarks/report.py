@@ -1,0 +1,25 @@
+"""Shared output of the benchmark scripts: an aligned table on stdout and the same rows as CSV under
+``benchmarks/out/``."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+from typing import Sequence
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def emit(header: Sequence[str], rows: Sequence[Sequence[object]], csv_name: str) -> Path:
+    """Print ``rows`` under ``header`` right-aligned and write them to ``benchmarks/out/<csv_name>``."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    sys.stdout.write("\n" + "\n".join("  ".join(str(c).rjust(w) for c, w in zip(r, widths))
+                                      for r in (header, *rows)) + "\n")
+    OUT.mkdir(exist_ok=True)
+    path = OUT / csv_name
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
