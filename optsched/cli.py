@@ -73,6 +73,15 @@ def _write_text(path: str | Path, text: str) -> None:
         raise ValidationError(f"{path}: cannot write file ({exc.strerror or exc})") from None
 
 
+def _emit_json(data: Any, path: str | None) -> None:
+    """Write ``data`` as indented JSON to ``path``, or to stdout when no path is given."""
+    text = json.dumps(data, indent=2) + "\n"
+    if path:
+        _write_text(path, text)
+    else:
+        _out(text)
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in (header, *rows)]
@@ -282,11 +291,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         pm = _load_params(path)
         models[(pm.model.name, pm.gpu_type)] = pm
     decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None)
-    text = json.dumps(decision.to_dict(), indent=2) + "\n"
-    if args.out:
-        _write_text(args.out, text)
-    else:
-        _out(text)
+    _emit_json(decision.to_dict(), args.out)
     running = sum(1 for d in decision.jobs if d.allocation is not None)
     log.info("%s: status %s, objective %.4f, %d of %d jobs run", args.method, decision.status, decision.objective,
              running, len(decision.jobs))
@@ -309,11 +314,7 @@ def _add_gen_round(sub: Any) -> None:
 def _cmd_gen_round(args: argparse.Namespace) -> int:
     from optsched.scheduling.generate import generate_rubick_round
     problem = generate_rubick_round(args.nodes, args.gpus_per_node, args.jobs, args.seed)
-    text = json.dumps(problem.to_dict(), indent=2) + "\n"
-    if args.out:
-        _write_text(args.out, text)
-    else:
-        _out(text)
+    _emit_json(problem.to_dict(), args.out)
     return 0
 
 

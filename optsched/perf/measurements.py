@@ -17,7 +17,7 @@ import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, TextIO
 
 import numpy as np
 
@@ -48,11 +48,7 @@ class Measurement:
 def read_placements_csv(path: str | Path, model: ModelSpec, require_iter_time: bool = True) -> list[Measurement]:
     """Read and validate a placements CSV for ``model``."""
     p = Path(path)
-    try:
-        handle = p.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise ValidationError(f"{p}: cannot read file ({exc.strerror or exc})") from None
-    with handle:
+    with _open_csv(p) as handle:
         reader = csv.DictReader(handle)
         header = [h.strip() for h in (reader.fieldnames or [])]
         needed = ["exec_plan", "placement"] + (["iter_time"] if require_iter_time else [])
@@ -133,12 +129,17 @@ def sample_measurements(rows: Sequence[Measurement], n: int, rng: "np.random.Gen
     return [rows[i] for i in sorted(chosen)]
 
 
-def _read_bom_csv(path: Path) -> list[dict[str, str]]:
+def _open_csv(path: Path) -> TextIO:
+    """Open a CSV file (a UTF-8 byte-order mark is skipped); ``ValidationError`` naming the file when
+    it cannot be read."""
     try:
-        handle = path.open(newline="", encoding="utf-8-sig")
+        return path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise ValidationError(f"{path}: cannot read file ({exc.strerror or exc})") from None
-    with handle:
+
+
+def _read_bom_csv(path: Path) -> list[dict[str, str]]:
+    with _open_csv(path) as handle:
         reader = csv.DictReader(handle)
         reader.fieldnames = [h.strip() for h in (reader.fieldnames or [])]
         return [r for r in reader if r and any((v or "").strip() for v in r.values() if isinstance(v, str))]

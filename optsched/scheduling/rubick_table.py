@@ -150,7 +150,7 @@ def _request_row(job: Job, perf: PerformanceModel, problem: RoundProblem, gpu_ty
     return plan, shape, cpus, mem, float(thr)
 
 
-def _fixed_plan_rows(job: Job, plan: ExecutionPlan, pm: PerformanceModel, problem: RoundProblem, gpu_type: str,
+def _fixed_plan_rows(plan: ExecutionPlan, pm: PerformanceModel, problem: RoundProblem, gpu_type: str,
                      counts: tuple[int, ...], cpus_per_gpu: tuple[float, ...]
                      ) -> list[tuple[ExecutionPlan, tuple[int, ...], str, int, int, float, float]]:
     """``plan`` with its DP size scaled to each GPU count of ``counts`` that its TP x PP divides and on
@@ -246,7 +246,7 @@ def build_round_table(problem: RoundProblem, perf: PerfLookup | None = None, *, 
                 if fixed_plan and not fixed_resources:
                     cpu_ratio = _node_shape(problem, gpu_type)[2]
                     shares = tuple(c for c in cpus_per_gpu_options if c <= cpu_ratio + 1e-9) or (cpu_ratio,)
-                    rows.extend(_fixed_plan_rows(job, plan, pm, problem, gpu_type,
+                    rows.extend(_fixed_plan_rows(plan, pm, problem, gpu_type,
                                                  candidate_gpu_counts(per_node, cap), shares))
                 elif fixed_resources and not fixed_plan:
                     rows.extend(_fixed_resource_rows(job, pm, problem, gpu_type))
