@@ -39,11 +39,12 @@ from __future__ import annotations
 import logging
 from typing import Callable, Mapping
 
+from dataclasses import dataclass, field, replace
+
 import numpy as np
 
-from dataclasses import replace
-
 from optsched.core.errors import PlanInfeasibleError, ValidationError
+from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan, check_plan_for_model
 from optsched.core.round import RoundProblem
@@ -63,6 +64,8 @@ DEFAULT_GROWTH = 4
 DEFAULT_CPUS_PER_GPU = 8
 
 PerfLookup = Callable[[str, str], PerformanceModel]
+#: one candidate row: (plan, GPUs per node, GPU type, GPUs, CPUs, host GiB, predicted throughput)
+Row = tuple[ExecutionPlan, tuple[int, ...], str, int, int, float, float]
 
 
 def default_perf_lookup(problem: RoundProblem) -> PerfLookup:
@@ -152,7 +155,7 @@ def _request_row(job: Job, perf: PerformanceModel, problem: RoundProblem, gpu_ty
 
 def _fixed_plan_rows(plan: ExecutionPlan, pm: PerformanceModel, problem: RoundProblem, gpu_type: str,
                      counts: tuple[int, ...], cpus_per_gpu: tuple[float, ...]
-                     ) -> list[tuple[ExecutionPlan, tuple[int, ...], str, int, int, float, float]]:
+                     ) -> list[Row]:
     """``plan`` with its DP size scaled to each GPU count of ``counts`` that its TP x PP divides and on
     which it runs (batch divisibility, topology, memory), at each CPU share."""
     per_node, _, _, host_cap = _node_shape(problem, gpu_type)
@@ -181,7 +184,7 @@ def _fixed_plan_rows(plan: ExecutionPlan, pm: PerformanceModel, problem: RoundPr
 
 
 def _fixed_resource_rows(job: Job, pm: PerformanceModel, problem: RoundProblem, gpu_type: str
-                         ) -> list[tuple[ExecutionPlan, tuple[int, ...], str, int, int, float, float]]:
+                         ) -> list[Row]:
     """Every enumerated plan on the job's requested GPUs (packed) and CPUs."""
     per_node, total, cpu_ratio, host_cap = _node_shape(problem, gpu_type)
     if job.requested_gpus > total:
@@ -216,85 +219,155 @@ def _dominated(gpus: np.ndarray, cpus: np.ndarray, mem: np.ndarray, thr: np.ndar
     return out
 
 
+@dataclass
+class RoundTableCache:
+    """What a round table needs that does not change from one round to the next on the same cluster:
+    the performance-model lookup, the shared candidate tables per (model type, GPU type, cap), and each
+    job's finished block of rows keyed by everything the block depends on (the job's request, the
+    ablation flags and its current configuration). A simulator or a long-running scheduler keeps one
+    per policy so a round costs O(jobs) list work instead of re-running the performance model; the
+    cache resets itself when it sees a different cluster object. Not thread-safe."""
+
+    cluster: Cluster | None = None
+    perf: PerfLookup | None = None
+    shared: dict[tuple, CoefficientTable] = field(default_factory=dict)
+    blocks: dict[tuple, tuple[list[Row], float, int | None]] = field(default_factory=dict)
+
+    def bind(self, problem: RoundProblem, perf: PerfLookup | None) -> PerfLookup:
+        """The lookup to use for ``problem`` (``perf`` or the built-in one), clearing the memo when the
+        cluster changed."""
+        if self.cluster is not problem.cluster:
+            self.cluster = problem.cluster
+            self.perf = None
+            self.shared.clear()
+            self.blocks.clear()
+        if perf is not None:
+            if perf is not self.perf:
+                self.shared.clear()
+                self.blocks.clear()
+                self.perf = perf
+        elif self.perf is None:
+            self.perf = default_perf_lookup(problem)
+        return self.perf
+
+
+def _candidate_rows(problem: RoundProblem, job: Job, perf: PerfLookup, growth: int,
+                    cpus_per_gpu_options: tuple[int, ...], fixed_plan: bool, fixed_resources: bool,
+                    shared: dict[tuple, CoefficientTable]) -> tuple[list[Row], float]:
+    """Every row of ``job`` except its current one, and its reference throughput."""
+    rows: list[Row] = []
+    ref: float | None = None
+    for gpu_type in _gpu_types(problem, job):
+        pm = perf(job.model, gpu_type)
+        per_node, total, _, _ = _node_shape(problem, gpu_type)
+        cap = job_gpu_cap(job, per_node, total, growth)
+        req = _request_row(job, pm, problem, gpu_type)
+        if req is not None:
+            plan, shape, cpus, mem, thr = req
+            ref = thr if ref is None else max(ref, thr)
+            if fixed_plan and not fixed_resources:
+                cpu_ratio = _node_shape(problem, gpu_type)[2]
+                shares = tuple(c for c in cpus_per_gpu_options if c <= cpu_ratio + 1e-9) or (cpu_ratio,)
+                rows.extend(_fixed_plan_rows(plan, pm, problem, gpu_type,
+                                             candidate_gpu_counts(per_node, cap), shares))
+            elif fixed_resources and not fixed_plan:
+                rows.extend(_fixed_resource_rows(job, pm, problem, gpu_type))
+            rows.append((plan, shape, gpu_type, sum(shape), cpus, mem, thr))
+        if fixed_plan or fixed_resources:
+            continue
+        key = (job.model, gpu_type, cap, cpus_per_gpu_options)
+        if key not in shared:
+            shared[key] = build_coefficient_table([(job.model, pm)], problem.cluster, gpu_type, max_gpus=cap,
+                                                  cpus_per_gpu_options=cpus_per_gpu_options)
+        t = shared[key]
+        rows[:0] = [(t.plans[k], t.gpus_per_node[k], gpu_type, int(t.gpus[k]), int(t.cpus[k]),
+                     float(t.mem_gib[k]), float(t.throughput[k])) for k in range(len(t))]
+    if ref is None:
+        raise PlanInfeasibleError(
+            f"job {job.name!r}: no GPU type of cluster {problem.cluster.name!r} can run its request of "
+            f"{job.requested_gpus} GPUs with any plan of model {job.model!r}")
+    return rows, ref
+
+
+def _job_block(problem: RoundProblem, job: Job, perf: PerfLookup, growth: int,
+               cpus_per_gpu_options: tuple[int, ...], fixed_plan: bool, fixed_resources: bool,
+               shared: dict[tuple, CoefficientTable]) -> tuple[list[Row], float, int | None]:
+    """The job's rows after dominance pruning, its reference throughput and the index of its current
+    row (None when queued)."""
+    rows, ref = _candidate_rows(problem, job, perf, growth, cpus_per_gpu_options, fixed_plan, fixed_resources,
+                                shared)
+    rows = list(rows)
+    cur_index: int | None = None
+    cur = problem.current(job.name)
+    if cur is not None:
+        node_type = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
+        pm = perf(job.model, node_type)
+        shape = cur.placement.gpus_per_node
+        thr = pm.throughput(cur.plan, shape, max(cur.placement.total_cpus, 1) / cur.plan.num_gpus)
+        row = (cur.plan, shape, node_type, cur.plan.num_gpus, cur.placement.total_cpus,
+               cur.placement.total_mem_gib, thr)
+        same = [i for i, r in enumerate(rows) if r[:5] == row[:5] and abs(r[5] - row[5]) < 1e-9]
+        if same:
+            cur_index = same[0]
+        else:
+            rows.append(row)
+            cur_index = len(rows) - 1
+    gpus = np.array([r[3] for r in rows])
+    cpus = np.array([r[4] for r in rows])
+    mem = np.array([r[5] for r in rows])
+    thr_arr = np.array([r[6] for r in rows])
+    types = [r[2] for r in rows]
+    drop = np.zeros(len(rows), dtype=bool)
+    for gt in set(types):
+        idx = np.array([i for i, x in enumerate(types) if x == gt])
+        keep = None if cur_index is None or types[cur_index] != gt else int(np.flatnonzero(idx == cur_index)[0])
+        drop[idx] = _dominated(gpus[idx], cpus[idx], mem[idx], thr_arr[idx], keep)
+    kept = [r for i, r in enumerate(rows) if not drop[i]]
+    new_cur = None if cur_index is None else int(np.count_nonzero(~drop[:cur_index]))
+    return kept, ref, new_cur
+
+
+def _block_key(problem: RoundProblem, job: Job, flags: tuple) -> tuple:
+    cur = problem.current(job.name)
+    return (job.name, job.model, job.requested_gpus, job.requested_cpus, job.requested_plan, job.max_gpus,
+            job.gpu_type, flags, None if cur is None else (cur.plan, cur.placement))
+
+
 def build_round_table(problem: RoundProblem, perf: PerfLookup | None = None, *, growth: int = DEFAULT_GROWTH,
                       cpus_per_gpu_options: tuple[int, ...] = (2, 4, 8, 12), fixed_plan: bool = False,
-                      fixed_resources: bool = False) -> CoefficientTable:
+                      fixed_resources: bool = False, cache: RoundTableCache | None = None) -> CoefficientTable:
     """The :class:`CoefficientTable` of ``problem`` with ``reference_throughput`` and ``current_row``
     (module docstring). ``perf(model, gpu_type)`` supplies performance models (default: built-in).
+    ``cache`` (optional) carries work over from earlier rounds (:class:`RoundTableCache`); the table is
+    the same with or without it.
 
     Unknown model names raise ``UnknownNameError``; a job whose request fits no GPU type of the
     cluster, or whose requested plan cannot run on its request, raises ``PlanInfeasibleError``
-    naming the job. Cost: one vectorised prediction batch per (model type, GPU type, cap) plus two
-    single predictions per job."""
-    perf = perf or default_perf_lookup(problem)
-    shared: dict[tuple[str, str, int], CoefficientTable] = {}
+    naming the job. Cost without a cache: one vectorised prediction batch per (model type, GPU type,
+    cap) plus two single predictions per job; with a warm cache, O(rows) list work."""
+    if cache is not None:
+        perf = cache.bind(problem, perf)
+        shared = cache.shared
+    else:
+        perf = perf or default_perf_lookup(problem)
+        shared = {}
+    flags = (growth, tuple(cpus_per_gpu_options), fixed_plan, fixed_resources)
     cols: dict[str, list] = {f: [] for f in ("job_index", "plans", "gpus_per_node", "gpu_type", "gpus", "cpus",
                                              "mem_gib", "throughput")}
     reference: list[float] = []
     current_row: list[int] = []
     for j, job in enumerate(problem.jobs):
-        rows: list[tuple[ExecutionPlan, tuple[int, ...], str, int, int, float, float]] = []
-        ref: float | None = None
-        for gpu_type in _gpu_types(problem, job):
-            pm = perf(job.model, gpu_type)
-            per_node, total, _, _ = _node_shape(problem, gpu_type)
-            cap = job_gpu_cap(job, per_node, total, growth)
-            req = _request_row(job, pm, problem, gpu_type)
-            if req is not None:
-                plan, shape, cpus, mem, thr = req
-                ref = thr if ref is None else max(ref, thr)
-                if fixed_plan and not fixed_resources:
-                    cpu_ratio = _node_shape(problem, gpu_type)[2]
-                    shares = tuple(c for c in cpus_per_gpu_options if c <= cpu_ratio + 1e-9) or (cpu_ratio,)
-                    rows.extend(_fixed_plan_rows(plan, pm, problem, gpu_type,
-                                                 candidate_gpu_counts(per_node, cap), shares))
-                elif fixed_resources and not fixed_plan:
-                    rows.extend(_fixed_resource_rows(job, pm, problem, gpu_type))
-                rows.append((plan, shape, gpu_type, sum(shape), cpus, mem, thr))
-            if fixed_plan or fixed_resources:
-                continue
-            key = (job.model, gpu_type, cap)
-            if key not in shared:
-                shared[key] = build_coefficient_table([(job.model, pm)], problem.cluster, gpu_type, max_gpus=cap,
-                                                      cpus_per_gpu_options=cpus_per_gpu_options)
-            t = shared[key]
-            rows[:0] = [(t.plans[k], t.gpus_per_node[k], gpu_type, int(t.gpus[k]), int(t.cpus[k]),
-                         float(t.mem_gib[k]), float(t.throughput[k])) for k in range(len(t))]
-        if ref is None:
-            raise PlanInfeasibleError(
-                f"job {job.name!r}: no GPU type of cluster {problem.cluster.name!r} can run its request of "
-                f"{job.requested_gpus} GPUs with any plan of model {job.model!r}")
-        cur_index: int | None = None
-        cur = problem.current(job.name)
-        if cur is not None:
-            node_type = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
-            pm = perf(job.model, node_type)
-            shape = cur.placement.gpus_per_node
-            thr = pm.throughput(cur.plan, shape, max(cur.placement.total_cpus, 1) / cur.plan.num_gpus)
-            row = (cur.plan, shape, node_type, cur.plan.num_gpus, cur.placement.total_cpus,
-                   cur.placement.total_mem_gib, thr)
-            same = [i for i, r in enumerate(rows) if r[:5] == row[:5] and abs(r[5] - row[5]) < 1e-9]
-            if same:
-                cur_index = same[0]
-            else:
-                rows.append(row)
-                cur_index = len(rows) - 1
-        gpus = np.array([r[3] for r in rows])
-        cpus = np.array([r[4] for r in rows])
-        mem = np.array([r[5] for r in rows])
-        thr = np.array([r[6] for r in rows])
-        types = [r[2] for r in rows]
-        drop = np.zeros(len(rows), dtype=bool)
-        for gt in set(types):
-            idx = np.array([i for i, x in enumerate(types) if x == gt])
-            keep = None if cur_index is None or types[cur_index] != gt else int(np.flatnonzero(idx == cur_index)[0])
-            drop[idx] = _dominated(gpus[idx], cpus[idx], mem[idx], thr[idx], keep)
-        current_row.append(-1)
-        for i, r in enumerate(rows):
-            if drop[i]:
-                continue
-            if i == cur_index:
-                current_row[-1] = len(cols["plans"])
+        key = _block_key(problem, job, flags) if cache is not None else None
+        block = cache.blocks.get(key) if cache is not None else None
+        if block is None:
+            block = _job_block(problem, job, perf, growth, tuple(cpus_per_gpu_options), fixed_plan, fixed_resources,
+                               shared)
+            if cache is not None:
+                cache.blocks[key] = block
+        rows, ref, cur = block
+        base = len(cols["plans"])
+        current_row.append(-1 if cur is None else base + cur)
+        for r in rows:
             cols["job_index"].append(j)
             cols["plans"].append(r[0])
             cols["gpus_per_node"].append(r[1])
@@ -315,5 +388,5 @@ def build_round_table(problem: RoundProblem, perf: PerfLookup | None = None, *, 
                             current_row=np.array(current_row, dtype=np.int64))
 
 
-__all__ = ["DEFAULT_GROWTH", "PerfLookup", "build_round_table", "default_perf_lookup", "job_gpu_cap",
+__all__ = ["DEFAULT_GROWTH", "PerfLookup", "RoundTableCache", "Row", "build_round_table", "default_perf_lookup", "job_gpu_cap",
            "perf_lookup_from", "requested_cpus"]

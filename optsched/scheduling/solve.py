@@ -28,7 +28,7 @@ from optsched.heuristics import rubick as rubick_heuristic
 from optsched.perf.coefficients import CoefficientTable
 from optsched.perf.performance_model import PerformanceModel
 from optsched.scheduling.rubick_eval import Admission, Choice, admit, objective, to_decision
-from optsched.scheduling.rubick_table import PerfLookup, build_round_table, default_perf_lookup, perf_lookup_from
+from optsched.scheduling.rubick_table import PerfLookup, RoundTableCache, build_round_table, perf_lookup_from
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,11 @@ class RubickHeuristicPolicy:
     fixed_plan: bool = False
     fixed_resources: bool = False
     perf: PerfLookup | None = field(default=None, compare=False)
+    cache: RoundTableCache = field(default_factory=RoundTableCache, compare=False, repr=False)
 
     def table(self, problem: RoundProblem) -> CoefficientTable:
-        return build_round_table(problem, self.perf or default_perf_lookup(problem), fixed_plan=self.fixed_plan,
-                                 fixed_resources=self.fixed_resources)
+        return build_round_table(problem, self.perf, fixed_plan=self.fixed_plan,
+                                 fixed_resources=self.fixed_resources, cache=self.cache)
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
@@ -86,10 +87,11 @@ class RubickExactPolicy:
     seed: int = 0
     workers: int = 1
     perf: PerfLookup | None = field(default=None, compare=False)
+    cache: RoundTableCache = field(default_factory=RoundTableCache, compare=False, repr=False)
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
-        table = build_round_table(problem, self.perf or default_perf_lookup(problem))
+        table = build_round_table(problem, self.perf, cache=self.cache)
         admission = admit(problem, table)
         hint: dict[str, Choice] | None = None
         heuristic_error: InfeasibleError | None = None

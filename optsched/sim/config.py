@@ -1,0 +1,90 @@
+"""Simulator settings and the capacity-change events of a run.
+
+Defaults come from the papers: a reconfiguration costs 78 s (Rubick Sec. 7.3, "the average time spent
+on reconfiguration is 78 seconds"), a preempted job pays 63 s to restart (the restart overhead used
+for the simulator, DESIGN.md / issue text), and a job relaunched by the scheduler saves a checkpoint
+before it exits (Rubick Sec. 6, "When relaunching a job, Rubick instructs the job to save a checkpoint
+before exiting"), so by default no progress is lost.
+
+Choices where the papers are silent (each tested in ``tests/test_sim_engine.py``):
+
+* **Rounds** run at every arrival and completion (``rounds_on_events``) and every
+  ``round_interval_s`` while there is work; events at the same instant share one round.
+  ``min_round_gap_s`` > 0 rate-limits event rounds (a production scheduler's debounce): an event
+  closer than that to the previous round defers the round to ``previous + min_round_gap_s``.
+* **First start** of a job has no overhead; a job started again after a preemption pays
+  ``preempt_restart_s``; a running job whose plan or placement (GPUs, CPUs or memory on any node)
+  changes pays ``reconfig_overhead_s``. During an overhead the job holds its new resources and makes
+  no progress.
+* **Lost progress.** With ``checkpoint_on_preempt`` false, a preempted job keeps only the progress up
+  to its last periodic checkpoint, taken every ``checkpoint_interval_s`` of wall time since its
+  allocation was last applied (a relaunch always starts from a checkpoint); 0 disables periodic
+  checkpoints, so the whole segment is lost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from optsched.core.allocation import NodeShare
+from optsched.core.checks import require_name, require_number
+from optsched.core.errors import ValidationError
+
+#: Rubick Sec. 7.3: average reconfiguration time per job.
+RECONFIG_OVERHEAD_S = 78.0
+#: restart overhead of a preempted job.
+PREEMPT_RESTART_S = 63.0
+#: default periodic round interval.
+ROUND_INTERVAL_S = 300.0
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Settings of one simulation (module docstring). ``max_time_s`` stops the run early (unfinished
+    jobs are reported as such); ``seed`` seeds the policy's solver."""
+
+    round_interval_s: float = ROUND_INTERVAL_S
+    reconfig_overhead_s: float = RECONFIG_OVERHEAD_S
+    preempt_restart_s: float = PREEMPT_RESTART_S
+    checkpoint_on_preempt: bool = True
+    checkpoint_interval_s: float = 1800.0
+    rounds_on_events: bool = True
+    min_round_gap_s: float = 0.0
+    max_time_s: float | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("reconfig_overhead_s", "preempt_restart_s", "checkpoint_interval_s", "min_round_gap_s"):
+            require_number("simulation config", name, getattr(self, name), 0.0)
+        require_number("simulation config", "round_interval_s", self.round_interval_s, 0.0)
+        if not self.round_interval_s > 0 or math.isinf(self.round_interval_s):
+            raise ValidationError(f"simulation config: round_interval_s must be a positive finite number of "
+                                  f"seconds, got {self.round_interval_s!r}")
+        if self.max_time_s is not None:
+            require_number("simulation config", "max_time_s", self.max_time_s, 0.0)
+        for name in ("checkpoint_on_preempt", "rounds_on_events"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValidationError(f"simulation config: {name} must be true or false")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValidationError(f"simulation config: seed must be an integer, got {self.seed!r}")
+
+
+@dataclass(frozen=True)
+class CapacityChange:
+    """From ``time`` on, work outside the simulation holds ``occupied`` on ``node`` (e.g. an inference
+    service taking a loaned server back: Lyra Sec. 3). ``NodeShare(0)`` returns the whole node.
+    Jobs that no longer fit on the node are evicted, latest-started first, and count as preempted."""
+
+    time: float
+    node: str
+    occupied: NodeShare
+
+    def __post_init__(self) -> None:
+        require_number("capacity change", "time", self.time, 0.0)
+        require_name("capacity change node", self.node)
+        if not isinstance(self.occupied, NodeShare):
+            raise ValidationError(f"capacity change of node {self.node!r}: occupied must be a NodeShare")
+
+
+__all__ = ["CapacityChange", "PREEMPT_RESTART_S", "RECONFIG_OVERHEAD_S", "ROUND_INTERVAL_S", "SimConfig"]

@@ -1,0 +1,436 @@
+"""The discrete-event cluster simulator (DESIGN.md, "sim (event loop) -> RoundProblem -> policy ->
+Decision -> sim applies it").
+
+Time jumps from event to event: job arrivals, job completions, periodic round ticks, deferred rounds
+and capacity changes (:class:`~optsched.sim.config.CapacityChange`). Between two events every running
+job advances at the *ground-truth* iteration time of its plan and placement
+(:mod:`optsched.sim.ground_truth`), while the policy decides from its own (fitted) model; the
+simulator only ever calls ``policy.decide(problem)``. Rounds, overheads and lost progress follow
+:mod:`optsched.sim.config`; what is measured follows :mod:`optsched.sim.metrics`.
+
+Every decision is checked before it is applied: each running or queued job of the round must appear
+exactly once, and the allocations must fit every node's free GPUs, CPUs and memory; a policy that
+breaks this raises :class:`SimulationError` naming the round time, the policy and the node. A round
+whose policy reports ``InfeasibleError`` (e.g. guarantees that cannot all be met) keeps the current
+allocations; it is logged and counted in ``failed_rounds``. A ground-truth source that cannot run the
+chosen plan where the policy put it (the policy's model believed it fits) fails that launch: the job
+goes back to the queue, and the event is logged and kept in the result's messages. When jobs are
+queued on an idle cluster with no arrival or capacity change to come and the policy starts nothing
+for :data:`STALL_ROUNDS` rounds in a row, the run stops and says so (the jobs count as unfinished).
+
+Cost per event: O(running jobs) for progress and the next completion, plus one policy call per round.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time as wallclock
+from dataclasses import dataclass, replace
+from typing import Protocol, Sequence
+
+from optsched.core.allocation import Allocation, NodeShare
+from optsched.core.errors import InfeasibleError, OptschedError, PlanInfeasibleError, ValidationError
+from optsched.core.hardware import Cluster
+from optsched.core.job import Job
+from optsched.core.plan import plan_code
+from optsched.core.round import Decision, RoundProblem
+from optsched.perf.sensitivity import packed_placement
+from optsched.sim.config import CapacityChange, SimConfig
+from optsched.sim.metrics import JobRecord, Sample, SimResult
+from optsched.sim.progress import Progress
+
+log = logging.getLogger(__name__)
+
+_EPS = 1e-9
+#: consecutive rounds on an idle cluster with queued jobs and no future events before a run stops
+STALL_ROUNDS = 10
+
+
+class SimulationError(OptschedError):
+    """A policy returned a decision the simulator cannot apply (a broken contract, not bad luck)."""
+
+
+class IterationTimeSource(Protocol):
+    """The part of :class:`~optsched.sim.ground_truth.GroundTruth` the simulator uses."""
+
+    def iteration_time(self, model: str, gpu_type: str, plan: object, gpus_per_node: tuple[int, ...],
+                       cpus_per_gpu: float) -> float: ...
+
+
+class RoundPolicy(Protocol):
+    name: str
+
+    def decide(self, problem: RoundProblem) -> Decision: ...
+
+
+@dataclass
+class _JobState:
+    """Mutable bookkeeping of one job (internal to the engine)."""
+
+    job: Job
+    done: float = 0.0
+    alloc: Allocation | None = None
+    iter_time: float = math.inf
+    pause_until: float = 0.0
+    segment_start: float = 0.0
+    segment_iters: float = 0.0
+    start: float | None = None
+    finish: float | None = None
+    reconfigs: int = 0
+    preempts: int = 0
+    preempted: bool = False
+    gpu_seconds: float = 0.0
+    overhead_s: float = 0.0
+    last_started: float = 0.0
+    ref_thr: float | None = None
+    last_plan: str = ""
+
+    @property
+    def remaining(self) -> float:
+        return self.job.total_iterations - self.done
+
+    def finish_time(self, now: float) -> float:
+        if self.alloc is None or not math.isfinite(self.iter_time):
+            return math.inf
+        return max(now, self.pause_until) + self.remaining * self.iter_time
+
+
+class Simulator:
+    """One run of ``policy`` on ``jobs`` over ``cluster`` with ``ground_truth`` (module docstring).
+
+    ``quotas`` are the tenants' GPU quotas given to every round; ``capacity_changes`` are applied at
+    their times. ``run()`` may be called once."""
+
+    def __init__(self, cluster: Cluster, jobs: Sequence[Job], policy: RoundPolicy, ground_truth: IterationTimeSource,
+                 config: SimConfig = SimConfig(), *, quotas: Sequence[tuple[str, int]] = (),
+                 capacity_changes: Sequence[CapacityChange] = (), trace_name: str = "",
+                 ground_truth_name: str = "") -> None:
+        if not isinstance(cluster, Cluster):
+            raise ValidationError("simulator: cluster must be a Cluster")
+        if not isinstance(config, SimConfig):
+            raise ValidationError("simulator: config must be a SimConfig")
+        names = [j.name for j in jobs]
+        dup = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) != len(names) else []
+        if dup:
+            raise ValidationError(f"simulator: job name(s) {', '.join(map(repr, dup[:5]))} used more than once")
+        node_names = {n.name for n in cluster.nodes}
+        for c in capacity_changes:
+            if c.node not in node_names:
+                raise ValidationError(f"capacity change at {c.time:g} s names node {c.node!r}, which is not in "
+                                      f"cluster {cluster.name!r}")
+        self.cluster = cluster
+        self.policy = policy
+        self.truth = ground_truth
+        self.config = config
+        self.quotas = tuple(quotas)
+        self.trace_name = trace_name
+        self.truth_name = ground_truth_name or type(ground_truth).__name__
+        self._states = {j.name: _JobState(j) for j in sorted(jobs, key=lambda j: (j.submit_time, j.name))}
+        self._arrivals = [s for s in self._states.values()]
+        self._changes = sorted(capacity_changes, key=lambda c: c.time)
+        self._outside: dict[str, NodeShare] = {}
+        self._active: dict[str, _JobState] = {}
+        self._samples: list[Sample] = []
+        self._messages: list[str] = []
+        self._rounds = 0
+        self._failed = 0
+        self._policy_s = 0.0
+        self._ran = False
+
+    # -- the event loop -----------------------------------------------------------------------
+    def run(self, progress: bool = False) -> SimResult:
+        if self._ran:
+            raise SimulationError("a Simulator runs once; build a new one (and a new policy) for another run")
+        self._ran = True
+        t0 = wallclock.perf_counter()
+        cfg = self.config
+        bar = Progress(len(self._states), f"{self.policy.name}", enabled=progress)
+        now = 0.0
+        arr_i = chg_i = 0
+        last_round = -math.inf
+        deferred = math.inf
+        next_tick = math.inf
+        finished = 0
+        idle_rounds = 0
+        while True:
+            t_arr = self._arrivals[arr_i].job.submit_time if arr_i < len(self._arrivals) else math.inf
+            t_chg = self._changes[chg_i].time if chg_i < len(self._changes) else math.inf
+            t_done = min((s.finish_time(now) for s in self._active.values() if s.alloc is not None),
+                         default=math.inf)
+            t_next = min(t_arr, t_chg, t_done, deferred, next_tick)
+            if not math.isfinite(t_next):
+                break
+            if cfg.max_time_s is not None and t_next > cfg.max_time_s:
+                self._advance(now, cfg.max_time_s)
+                now = cfg.max_time_s
+                self._messages.append(f"stopped at max_time_s={cfg.max_time_s:g} with "
+                                      f"{len(self._active) + len(self._arrivals) - arr_i} jobs unfinished")
+                break
+            self._advance(now, t_next)
+            now = t_next
+            event = False
+            for s in list(self._active.values()):
+                if s.alloc is not None and s.remaining <= _EPS * max(1.0, s.job.total_iterations):
+                    self._complete(s, now)
+                    finished += 1
+                    event = True
+            while arr_i < len(self._arrivals) and self._arrivals[arr_i].job.submit_time <= now:
+                s = self._arrivals[arr_i]
+                self._active[s.job.name] = s
+                arr_i += 1
+                event = True
+            changed = False
+            while chg_i < len(self._changes) and self._changes[chg_i].time <= now:
+                self._apply_change(self._changes[chg_i], now)
+                chg_i += 1
+                changed = True
+            due = changed or now >= deferred or now >= next_tick or (event and cfg.rounds_on_events)
+            if due and self._active:
+                if changed or now >= last_round + cfg.min_round_gap_s - _EPS:
+                    self._round(now)
+                    last_round = now
+                    deferred = math.inf
+                elif not math.isfinite(deferred):
+                    deferred = last_round + cfg.min_round_gap_s
+            elif now >= deferred:
+                deferred = math.inf
+            if self._active:
+                next_tick = (math.floor(now / cfg.round_interval_s + _EPS) + 1) * cfg.round_interval_s
+            else:
+                next_tick = math.inf
+            self._sample(now)
+            bar.update(finished)
+            idle_rounds = idle_rounds + 1 if self._stalled(arr_i, chg_i, deferred) else 0
+            if idle_rounds >= STALL_ROUNDS:
+                queued = sorted(self._active)
+                msg = (f"stopped at {now:g} s: {len(queued)} job(s) queued on an idle cluster with no further "
+                       f"events; policy {self.policy.name!r} does not start them (first: {', '.join(queued[:5])})")
+                log.warning(msg)
+                self._messages.append(msg)
+                break
+        bar.close()
+        wall = wallclock.perf_counter() - t0
+        return SimResult(self.policy.name, self.trace_name, self.cluster.name, self.truth_name,
+                         tuple(self._record(s) for s in self._states.values()), tuple(self._samples), self._rounds,
+                         self._failed, self._policy_s, wall, tuple(self._messages))
+
+    def _stalled(self, arr_i: int, chg_i: int, deferred: float) -> bool:
+        return (bool(self._active) and all(s.alloc is None for s in self._active.values())
+                and arr_i >= len(self._arrivals) and chg_i >= len(self._changes) and not math.isfinite(deferred)
+                and self._rounds > 0)
+
+    def _advance(self, t0: float, t1: float) -> None:
+        """Progress every running job from ``t0`` to ``t1`` at its ground-truth rate."""
+        if t1 <= t0:
+            return
+        for s in self._active.values():
+            if s.alloc is None:
+                continue
+            s.gpu_seconds += s.alloc.plan.num_gpus * (t1 - t0)
+            start = max(t0, s.pause_until)
+            s.overhead_s += max(0.0, min(t1, s.pause_until) - t0)
+            if t1 > start:
+                s.done = min(float(s.job.total_iterations), s.done + (t1 - start) / s.iter_time)
+
+    def _complete(self, s: _JobState, now: float) -> None:
+        s.done = float(s.job.total_iterations)
+        s.finish = now
+        s.alloc = None
+        del self._active[s.job.name]
+        log.debug("t=%.1f %s finished", now, s.job.name)
+
+    # -- rounds -------------------------------------------------------------------------------
+    def _problem(self, now: float) -> RoundProblem:
+        jobs: list[Job] = []
+        running: list[Allocation] = []
+        for s in self._active.values():
+            done = min(float(s.job.total_iterations), s.done)
+            jobs.append(s.job if done == s.job.completed_iterations else replace(s.job, completed_iterations=done))
+            if s.alloc is not None:
+                running.append(s.alloc)
+        return RoundProblem(cluster=self.cluster, jobs=tuple(jobs), running=tuple(running),
+                            occupied=tuple(self._outside.items()), quotas=self.quotas, time=now)
+
+    def _round(self, now: float) -> None:
+        problem = self._problem(now)
+        self._rounds += 1
+        t0 = wallclock.perf_counter()
+        try:
+            decision = self.policy.decide(problem)
+        except InfeasibleError as e:
+            self._failed += 1
+            log.warning("t=%.1f s: policy %s found the round infeasible; allocations kept: %s", now,
+                        self.policy.name, str(e).splitlines()[0])
+            return
+        except OptschedError as e:
+            raise SimulationError(f"round at t={now:g} s, policy {self.policy.name!r}: {e}") from e
+        finally:
+            self._policy_s += wallclock.perf_counter() - t0
+        self._check(problem, decision, now)
+        for d in decision.jobs:
+            s = self._active[d.job]
+            new = d.allocation
+            old = s.alloc
+            if old is None and new is None:
+                continue
+            if new is None:
+                self._preempt(s, now)
+            elif old is None:
+                self._launch(s, new, now, s.preempted and self.config.preempt_restart_s or 0.0)
+            elif new != old:
+                s.reconfigs += 1
+                self._launch(s, new, now, self.config.reconfig_overhead_s)
+
+    def _check(self, problem: RoundProblem, decision: Decision, now: float) -> None:
+        where = f"round at t={now:g} s, policy {self.policy.name!r}"
+        names = [d.job for d in decision.jobs]
+        expected = {j.name for j in problem.jobs}
+        if len(names) != len(set(names)) or set(names) != expected:
+            missing = sorted(expected - set(names))
+            extra = sorted(set(names) - expected)
+            raise SimulationError(f"{where}: the decision must list every job of the round once "
+                                  f"(missing {missing[:5]}, unknown {extra[:5]})")
+        used: dict[str, list[float]] = {}
+        for d in decision.jobs:
+            if d.allocation is None:
+                continue
+            types = set()
+            for node, share in d.allocation.placement.shares:
+                try:
+                    types.add(self.cluster.node(node).gpu_type)
+                except OptschedError:
+                    raise SimulationError(f"{where}: job {d.job!r} is placed on unknown node {node!r}") from None
+                u = used.setdefault(node, [0.0, 0.0, 0.0])
+                u[0] += share.gpus
+                u[1] += share.cpus
+                u[2] += share.mem_gib
+            if len(types) > 1:
+                raise SimulationError(f"{where}: job {d.job!r} spans GPU types {sorted(types)}")
+        for node, (g, c, m) in used.items():
+            free = problem.free(node)
+            for amount, cap, unit in ((g, free.gpus, "GPUs"), (c, free.cpus, "CPUs"), (m, free.mem_gib, "GiB")):
+                if amount > cap + 1e-6:
+                    raise SimulationError(f"{where}: node {node!r} is given {amount:g} {unit}, "
+                                          f"only {cap:g} are free")
+
+    def _launch(self, s: _JobState, alloc: Allocation, now: float, overhead: float) -> None:
+        node0 = alloc.placement.shares[0][0]
+        gpu_type = self.cluster.node(node0).gpu_type
+        gpn = alloc.placement.gpus_per_node
+        cpus_per_gpu = alloc.placement.total_cpus / alloc.plan.num_gpus
+        try:
+            it = float(self.truth.iteration_time(s.job.model, gpu_type, alloc.plan, gpn, cpus_per_gpu))
+        except PlanInfeasibleError as e:
+            msg = (f"t={now:g} s: {s.job.name} cannot run {alloc.plan.label} on {gpn} {gpu_type} in the ground "
+                   f"truth ({e}); it returns to the queue")
+            log.warning(msg)
+            self._messages.append(msg)
+            if s.alloc is not None:
+                self._preempt(s, now)
+            return
+        if not (it > 0 and math.isfinite(it)):
+            raise SimulationError(f"ground truth gave iteration time {it!r} for job {s.job.name!r} "
+                                  f"({alloc.plan.label} on {gpn} {gpu_type})")
+        if s.start is None:
+            s.start = now
+        s.alloc = alloc
+        s.iter_time = it
+        s.pause_until = now + overhead
+        s.segment_start = now
+        s.segment_iters = s.done
+        s.last_started = now
+        s.preempted = False
+        s.last_plan = plan_code(alloc.plan)
+
+    def _preempt(self, s: _JobState, now: float) -> None:
+        if not self.config.checkpoint_on_preempt:
+            since = now - max(s.segment_start, s.pause_until)
+            if self.config.checkpoint_interval_s > 0:
+                since = since % self.config.checkpoint_interval_s
+            lost = min(s.done - s.segment_iters, max(0.0, since) / s.iter_time)
+            s.done -= max(0.0, lost)
+        s.alloc = None
+        s.iter_time = math.inf
+        s.preempts += 1
+        s.preempted = True
+
+    def _apply_change(self, c: CapacityChange, now: float) -> None:
+        """Set the outside share of a node and evict jobs that no longer fit (latest started first)."""
+        node = self.cluster.node(c.node)
+        occ = c.occupied
+        if occ.gpus > node.num_gpus or occ.cpus > node.num_cpus or occ.mem_gib > node.memory_gib + 1e-9:
+            raise ValidationError(f"capacity change at {c.time:g} s: node {c.node!r} cannot have {occ.gpus} GPUs, "
+                                  f"{occ.cpus} CPUs, {occ.mem_gib:g} GiB taken (capacity {node.num_gpus}, "
+                                  f"{node.num_cpus}, {node.memory_gib:g})")
+        self._outside[c.node] = occ
+        if occ == NodeShare(0):
+            del self._outside[c.node]
+        on_node = sorted((s for s in self._active.values() if s.alloc is not None
+                          and any(n == c.node for n, _ in s.alloc.placement.shares)),
+                         key=lambda s: (-s.last_started, s.job.name))
+
+        def held() -> tuple[int, int, float]:
+            shares = [sh for s in on_node if s.alloc is not None for n, sh in s.alloc.placement.shares if n == c.node]
+            return sum(x.gpus for x in shares), sum(x.cpus for x in shares), sum(x.mem_gib for x in shares)
+        for s in on_node:
+            g, cpu, m = held()
+            if (g + occ.gpus <= node.num_gpus and cpu + occ.cpus <= node.num_cpus
+                    and m + occ.mem_gib <= node.memory_gib + 1e-9):
+                break
+            log.info("t=%.1f s: capacity change on %s evicts %s", now, c.node, s.job.name)
+            self._preempt(s, now)
+
+    # -- measurements -------------------------------------------------------------------------
+    def _reference_throughput(self, s: _JobState) -> float:
+        """Ground-truth throughput of the job's request (requested plan packed on the first GPU type
+        that has room for it), used to normalise; falls back to the current one when the ground truth
+        cannot run the request."""
+        if s.ref_thr is None:
+            job = s.job
+            s.ref_thr = math.nan
+            for n in self.cluster.nodes:
+                if job.requested_plan is None or (job.gpu_type and n.gpu_type != job.gpu_type) or n.num_gpus < 1:
+                    continue
+                shape = packed_placement(job.requested_gpus, n.num_gpus)
+                cpus = (job.requested_cpus or 8 * job.requested_gpus) / job.requested_gpus
+                try:
+                    t = self.truth.iteration_time(job.model, n.gpu_type, job.requested_plan, shape, cpus)
+                    s.ref_thr = 1.0 / t
+                except OptschedError:
+                    pass
+                break
+        return s.ref_thr
+
+    def _sample(self, now: float) -> None:
+        busy = 0
+        running = 0
+        thr = 0.0
+        for s in self._active.values():
+            if s.alloc is None:
+                continue
+            running += 1
+            busy += s.alloc.plan.num_gpus
+            if now >= s.pause_until:
+                ref = self._reference_throughput(s)
+                rate = 1.0 / s.iter_time
+                thr += rate / ref if ref == ref and ref > 0 else 1.0
+        avail = self.cluster.total_gpus - sum(o.gpus for o in self._outside.values())
+        self._samples.append(Sample(now, busy, avail, running, len(self._active) - running, thr))
+
+    def _record(self, s: _JobState) -> JobRecord:
+        j = s.job
+        return JobRecord(j.name, j.model, j.tenant, j.guaranteed, j.requested_gpus, j.submit_time, s.start, s.finish,
+                         s.done, j.total_iterations, s.reconfigs, s.preempts, s.gpu_seconds, s.overhead_s,
+                         s.last_plan)
+
+
+def simulate(cluster: Cluster, jobs: Sequence[Job], policy: RoundPolicy, ground_truth: IterationTimeSource,
+             config: SimConfig = SimConfig(), **kwargs: object) -> SimResult:
+    """Build a :class:`Simulator` and run it (keyword arguments as for the constructor plus
+    ``progress``)."""
+    progress = bool(kwargs.pop("progress", False))
+    return Simulator(cluster, jobs, policy, ground_truth, config, **kwargs).run(progress=progress)  # type: ignore[arg-type]
+
+
+__all__ = ["IterationTimeSource", "RoundPolicy", "SimulationError", "Simulator", "simulate"]
