@@ -6,7 +6,8 @@ Subcommands (one ``_cmd_*`` handler each, registered in :func:`build_parser`):
 * ``predict`` predict the iteration time of every row of a placements CSV with a params JSON;
 * ``curves``  print a model's GPU or CPU sensitivity curve on a built-in cluster;
 * ``solve``   solve a round file (``docs/rounds.md``) and print the decision as JSON;
-* ``gen-round`` write a random but realistic round file.
+* ``gen-round`` write a random but realistic round file;
+* ``simulate`` replay a trace (or the built-in synthetic one) under several policies and compare them.
 
 Every :class:`~optsched.core.errors.OptschedError` and every usage error ends with one line
 ``optsched: error: <message>`` on stderr and exit code 2, never a traceback. Results go to stdout
@@ -96,7 +97,17 @@ def _placement_code(gpus_per_node: Sequence[int]) -> str:
 
 # -- shared resolution ---------------------------------------------------------------------------
 def _cluster(name: str) -> Cluster:
-    return get_cluster(name)
+    """A catalogue cluster by name, or a cluster JSON file (``Cluster.to_dict`` format) by path."""
+    from optsched.core.catalog import CLUSTERS
+    if name in CLUSTERS or not Path(name).suffix:
+        return get_cluster(name)
+    if not Path(name).is_file():
+        raise ValidationError(f"cluster {name!r} is neither a built-in cluster ({', '.join(sorted(CLUSTERS))}) "
+                              "nor an existing JSON file")
+    try:
+        return Cluster.from_dict(read_json(name))
+    except ValidationError as exc:
+        raise ValidationError(f"{name}: {exc}") from None
 
 
 def _load_params(path: str | Path) -> PerformanceModel:
@@ -318,6 +329,100 @@ def _cmd_gen_round(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- simulate ------------------------------------------------------------------------------------
+DEFAULT_SIM_POLICIES = ("rubick", "sia", "synergy", "fifo")
+
+
+def _add_simulate(sub: Any) -> None:
+    from optsched.scheduling.solve import DEFAULT_TIME_LIMIT, POLICIES
+    from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S
+    p = sub.add_parser("simulate", help="replay a trace under several policies and compare them",
+                       description="Replay a job trace on a cluster under each policy (same trace, cluster and "
+                                   "ground truth), print a comparison table with ratios to the first policy and "
+                                   "write summary.json, jobs.csv, timeline.csv (and PNG plots with matplotlib).")
+    p.add_argument("--trace", default="synthetic", metavar="PATH",
+                   help="trace CSV (Rubick workload, Philly or ITP format, told by its header) or 'synthetic' "
+                        "(default: a Philly-calibrated synthetic trace)")
+    p.add_argument("--jobs", type=int, default=120, metavar="N", help="synthetic trace: number of jobs (120)")
+    p.add_argument("--load", type=float, default=1.0, metavar="L", help="synthetic trace: offered load (1.0)")
+    p.add_argument("--max-jobs", type=int, metavar="N", help="Philly/ITP traces: keep the first N jobs")
+    p.add_argument("--infeasible-plans", choices=("error", "unset", "skip"), default="error",
+                   help="workload traces: a requested plan that cannot run on its request is an error (default), "
+                        "is dropped so the scheduler picks the plan ('unset'), or drops the job ('skip')")
+    p.add_argument("--seed", type=int, default=0, help="seed of model/plan assignment and of the solvers (0)")
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="NAME|PATH",
+                   help=f"built-in cluster name or cluster JSON file (default {DEFAULT_CLUSTER})")
+    p.add_argument("--policy", nargs="+", default=list(DEFAULT_SIM_POLICIES), metavar="NAME",
+                   choices=sorted(POLICIES), help=f"policies to compare, first is the baseline of the ratios "
+                                                  f"(default: {' '.join(DEFAULT_SIM_POLICIES)}; known: "
+                                                  f"{', '.join(sorted(POLICIES))})")
+    p.add_argument("--ground-truth", default="analytical", metavar="SPEC",
+                   help="'analytical' (built-in model), 'measured:DIR' (placements CSVs, e.g. the Rubick "
+                        "artifact's) or 'params:FILE.json' (fitted parameters as truth) (default analytical)")
+    p.add_argument("--round-interval", type=float, default=ROUND_INTERVAL_S, metavar="S",
+                   help=f"periodic round interval in seconds ({ROUND_INTERVAL_S:g})")
+    p.add_argument("--min-round-gap", type=float, default=0.0, metavar="S",
+                   help="rate-limit rounds triggered by arrivals/completions to one per S seconds (0: none)")
+    p.add_argument("--reconfig-overhead", type=float, default=RECONFIG_OVERHEAD_S, metavar="S",
+                   help=f"seconds a reconfiguration costs ({RECONFIG_OVERHEAD_S:g})")
+    p.add_argument("--preempt-restart", type=float, default=PREEMPT_RESTART_S, metavar="S",
+                   help=f"seconds a restart after preemption costs ({PREEMPT_RESTART_S:g})")
+    p.add_argument("--no-checkpoint", action="store_true",
+                   help="preempted jobs lose the progress since their last periodic checkpoint")
+    p.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="S",
+                   help="periodic checkpoint interval with --no-checkpoint (1800)")
+    p.add_argument("--max-time", type=float, metavar="S", help="stop the simulation at this time")
+    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="S",
+                   help=f"per-round limit of solver-backed policies ({DEFAULT_TIME_LIMIT:g})")
+    p.add_argument("--out", default="optsched-sim", metavar="DIR", help="output directory (optsched-sim)")
+    p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_cmd_simulate)
+
+
+def _ground_truth(spec: str, cluster: Cluster) -> Any:
+    from optsched.sim.ground_truth import AnalyticalGroundTruth, MeasuredGroundTruth
+    kind, _, arg = spec.partition(":")
+    if kind == "analytical" and not arg:
+        return AnalyticalGroundTruth(cluster)
+    if kind == "measured" and arg:
+        return MeasuredGroundTruth.from_directory(arg, cluster)
+    if kind == "params" and arg:
+        return AnalyticalGroundTruth.from_params_json(arg, cluster)
+    raise ValidationError(f"--ground-truth {spec!r}: expected 'analytical', 'measured:DIR' or 'params:FILE.json'")
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from optsched.sim.config import SimConfig
+    from optsched.sim.report import comparison_rows, run_policies, write_outputs
+    from optsched.sim.traces import detect_format, load_trace
+    cluster = _cluster(args.cluster)
+    truth = _ground_truth(args.ground_truth, cluster)
+    config = SimConfig(round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
+                       preempt_restart_s=args.preempt_restart, checkpoint_on_preempt=not args.no_checkpoint,
+                       checkpoint_interval_s=args.checkpoint_interval, min_round_gap_s=args.min_round_gap,
+                       max_time_s=args.max_time, seed=args.seed)
+    options: dict[str, Any] = {}
+    if args.trace == "synthetic":
+        options.update(num_jobs=args.jobs, load=args.load)
+    elif detect_format(args.trace) == "workload":
+        options["infeasible_plans"] = args.infeasible_plans
+    elif args.max_jobs is not None:
+        options["max_jobs"] = args.max_jobs
+    trace = load_trace(args.trace, cluster, seed=args.seed, iteration_time=truth.iteration_time, **options)
+    log.info("trace %s: %d jobs (%s); ground truth %s", trace.name, len(trace), trace.source, truth.describe())
+    results = run_policies(cluster, trace.jobs, truth, args.policy, config, quotas=trace.quotas,
+                           time_limit=args.time_limit, trace_name=trace.source or trace.name,
+                           progress=not args.no_progress)
+    header, rows = comparison_rows(results)
+    _out(f"trace {trace.source or trace.name}: {len(trace)} jobs on {cluster.name} ({cluster.total_gpus} GPUs), "
+         f"ground truth {truth.describe()}")
+    _out(_table(header, rows))
+    written = write_outputs(results, args.out, config, plots=not args.no_plots)
+    _out("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
 # -- parser and entry point ----------------------------------------------------------------------
 class _UsageError(Exception):
     pass
@@ -330,7 +435,8 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(self.format_usage(), message)
 
 
-_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_fit, _add_predict, _add_curves, _add_solve, _add_gen_round)
+_SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_fit, _add_predict, _add_curves, _add_solve, _add_gen_round,
+                                                   _add_simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:

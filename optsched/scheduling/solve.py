@@ -10,6 +10,8 @@ Methods of a ``rubick`` round:
   time limit the heuristic's decision is returned with status ``heuristic-fallback``.
 * ``rubick-e``, ``rubick-r``, ``rubick-n``: Algorithm 1 on the ablation tables of Table 4 (plans
   only / resources only / neither, see :mod:`optsched.scheduling.rubick_table`).
+* ``fifo``, ``fifo-backfill``, ``synergy``, ``sia``, ``antman``: the baselines of Rubick Sec. 7.3
+  (:mod:`optsched.scheduling.baseline_policies`).
 
 The time limit covers the whole call (table, heuristic and solver).
 """
@@ -27,6 +29,7 @@ from optsched.formulations import rubick_round
 from optsched.heuristics import rubick as rubick_heuristic
 from optsched.perf.coefficients import CoefficientTable
 from optsched.perf.performance_model import PerformanceModel
+from optsched.scheduling.baseline_policies import BASELINE_POLICIES
 from optsched.scheduling.rubick_eval import Admission, Choice, admit, objective, to_decision
 from optsched.scheduling.rubick_table import PerfLookup, RoundTableCache, build_round_table, perf_lookup_from
 
@@ -134,6 +137,7 @@ POLICIES: dict[str, Callable[[float, int, PerfLookup | None], Policy]] = {
     "rubick-r": lambda tl, seed, perf: RubickHeuristicPolicy("rubick-r", fixed_plan=True, perf=perf),
     "rubick-n": lambda tl, seed, perf: RubickHeuristicPolicy("rubick-n", fixed_plan=True, fixed_resources=True,
                                                              perf=perf),
+    **BASELINE_POLICIES,
 }
 
 
