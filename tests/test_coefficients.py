@@ -114,6 +114,11 @@ def test_json_round_trip() -> None:
     assert back.to_dict() == t.to_dict()
 
 
+def _fields(t: CoefficientTable) -> dict:
+    return {f: getattr(t, f) for f in ("jobs", "job_index", "plans", "gpus_per_node", "gpu_type", "gpus", "cpus",
+                                       "mem_gib", "throughput")}
+
+
 def test_table_validation_names_the_field() -> None:
     d = small_table().to_dict()
     bad = dict(d, throughput=d["throughput"][:-1])
@@ -125,6 +130,27 @@ def test_table_validation_names_the_field() -> None:
     bad = dict(d, gpus=[d["gpus"][0] + 1] + d["gpus"][1:])
     with pytest.raises(ValidationError, match="gpus"):
         CoefficientTable.from_dict(bad)
+    with pytest.raises(ValidationError, match=r"row 0: gpus .* must agree"):
+        CoefficientTable.from_dict(bad)
+    shapes = [list(x) for x in d["gpus_per_node"]]
+    bad = dict(d, gpus_per_node=[[shapes[0][0] + 1] + shapes[0][1:]] + shapes[1:])
+    with pytest.raises(ValidationError, match=r"row 0: .* must agree"):
+        CoefficientTable.from_dict(bad)
+    bad = dict(d, gpus_per_node=[[0]] + shapes[1:])
+    with pytest.raises(ValidationError, match=r"gpus_per_node\[0\]"):
+        CoefficientTable.from_dict(bad)
+    t = small_table()
+    rows_of_first = int(np.count_nonzero(t.job_index == 0))
+    for cur, shown in (([len(t)] + [-1] * (len(t.jobs) - 1), len(t)), ([-2] + [-1] * (len(t.jobs) - 1), -2)):
+        with pytest.raises(ValidationError, match=rf"current_row of job '{t.jobs[0]}' .* got {shown}"):
+            CoefficientTable(**{**_fields(t), "reference_throughput": np.ones(len(t.jobs)), "current_row": np.array(cur)})
+    if len(t.jobs) > 1:  # a row of another job
+        cur = [rows_of_first] + [-1] * (len(t.jobs) - 1)
+        with pytest.raises(ValidationError, match=rf"current_row of job '{t.jobs[0]}'"):
+            CoefficientTable(**{**_fields(t), "reference_throughput": np.ones(len(t.jobs)), "current_row": np.array(cur)})
+    ok = [0] + [-1] * (len(t.jobs) - 1)
+    assert CoefficientTable(**{**_fields(t), "reference_throughput": np.ones(len(t.jobs)),
+                               "current_row": np.array(ok)}).current_row[0] == 0
     bad = dict(d, cpus=[1.5] + d["cpus"][1:])
     with pytest.raises(ValidationError, match="cpus"):
         CoefficientTable.from_dict(bad)

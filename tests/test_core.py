@@ -140,3 +140,13 @@ def test_read_json_errors(tmp_path) -> None:
 def test_model_spec_validation() -> None:
     with pytest.raises(ValidationError, match="model 'm': hidden must be >= 1"):
         ModelSpec("m", num_params=10, hidden=0, layers=1, seq_len=1, global_batch=1, num_heads=1)
+
+
+def test_job_with_progress_copies_and_checks_only_the_progress() -> None:
+    j = Job("a", "bert", 2, 100, requested_cpus=16, guaranteed=True)
+    k = j.with_progress(40.5)
+    assert k.completed_iterations == 40.5 and j.completed_iterations == 0.0
+    assert k == Job("a", "bert", 2, 100, requested_cpus=16, guaranteed=True, completed_iterations=40.5)
+    for bad in (-1, 100.5):
+        with pytest.raises(ValidationError, match="completed_iterations"):
+            j.with_progress(bad)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -20,6 +21,9 @@ class NodeShare:
     mem_gib: float = 0.0
 
     def __post_init__(self) -> None:
+        if (type(self.gpus) is int and type(self.cpus) is int and type(self.mem_gib) is float
+                and self.gpus >= 0 and self.cpus >= 0 and 0.0 <= self.mem_gib < math.inf):
+            return  # fast path: the checks below would all pass
         require_int("NodeShare", "gpus", self.gpus, 0)
         require_int("NodeShare", "cpus", self.cpus, 0)
         require_number("NodeShare", "mem_gib", self.mem_gib, 0.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,17 @@ class Job:
             raise ValidationError(
                 f"{owner}: requested plan {self.requested_plan.label} uses {self.requested_plan.num_gpus} "
                 f"GPUs but the job requests {self.requested_gpus}")
+
+    def with_progress(self, completed_iterations: float) -> "Job":
+        """This job with ``completed_iterations`` done (0 <= value <= total). A cheap copy for the
+        simulator, which updates every job's progress at every round: only the new value is checked."""
+        done = float(completed_iterations)
+        if not 0.0 <= done <= self.total_iterations:
+            raise ValidationError(f"job {self.name!r}: completed_iterations {completed_iterations!r} must lie in "
+                                  f"0..{self.total_iterations}")
+        new = copy.copy(self)
+        object.__setattr__(new, "completed_iterations", done)
+        return new
 
     @property
     def remaining_iterations(self) -> float:

@@ -63,6 +63,7 @@ class RoundProblem:
     kind: str = "rubick"
     _jobs: dict[str, Job] = field(init=False, repr=False, compare=False)
     _running: dict[str, Allocation] = field(init=False, repr=False, compare=False)
+    _free: dict[str, NodeShare] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in ROUND_KINDS:
@@ -127,6 +128,7 @@ class RoundProblem:
             running[a.job] = a
         object.__setattr__(self, "_jobs", jobs)
         object.__setattr__(self, "_running", running)
+        object.__setattr__(self, "_free", {})
 
     def _node(self, name: str, who: str) -> Any:
         try:
@@ -167,10 +169,15 @@ class RoundProblem:
         return dict(self.quotas).get(tenant, 0)
 
     def free(self, node: str) -> NodeShare:
-        """What ``node`` offers the round: capacity minus the ``occupied`` share."""
-        n = self.cluster.node(node)
-        occ = dict(self.occupied).get(node, NodeShare(0))
-        return NodeShare(n.num_gpus - occ.gpus, n.num_cpus - occ.cpus, max(0.0, n.memory_gib - occ.mem_gib))
+        """What ``node`` offers the round: capacity minus the ``occupied`` share (computed once per
+        node and remembered; the round is immutable)."""
+        share = self._free.get(node)
+        if share is None:
+            n = self.cluster.node(node)
+            occ = dict(self.occupied).get(node, NodeShare(0))
+            share = NodeShare(n.num_gpus - occ.gpus, n.num_cpus - occ.cpus, max(0.0, n.memory_gib - occ.mem_gib))
+            self._free[node] = share
+        return share
 
     # -- JSON -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

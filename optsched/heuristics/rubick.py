@@ -173,8 +173,11 @@ class _Engine:
         self.cur_cfg: list[_Config | None] = [None] * n_jobs
         self.cur_parts: list[tuple[tuple[str, int], ...] | None] = [None] * n_jobs
         self.cfg: list[_Config | None] = [None] * n_jobs
+        by_job = np.argsort(table.job_index, kind="stable")  # rows of each job, ascending
+        bounds = np.searchsorted(table.job_index[by_job], np.arange(n_jobs + 1))
+        type_nodes = np.array([self.node_type == t for t in range(len(types))], dtype=bool).reshape(len(types), n_nodes)
         for j, name in enumerate(self.names):
-            rows = np.flatnonzero(table.job_index == j)
+            rows = by_job[bounds[j]:bounds[j + 1]]
             val = self.norm[rows]
             order = np.lexsort((rows, table.mem_gib[rows], table.cpus[rows], table.gpus[rows], -val))
             rows = rows[order]
@@ -183,7 +186,7 @@ class _Engine:
                                 shapes=tuple(table.gpus_per_node[k] for k in rows),
                                 vmax=float(self.norm[rows].max()) if rows.size else 0.0))
             if rows.size:
-                self.elig[j] = np.isin(self.node_type, np.unique(row_tid[rows]))
+                self.elig[j] = type_nodes[np.unique(row_tid[rows])].any(axis=0)
             cur = problem.current(name)
             cur_row = int(table.current_row[j])
             if cur is not None and cur_row >= 0:

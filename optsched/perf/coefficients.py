@@ -116,6 +116,9 @@ class CoefficientTable:
                 f"{len(self.gpus_per_node) if not isinstance(self.gpus_per_node, (str, bytes)) else '?'}")
         placements = []
         for i, pl in enumerate(self.gpus_per_node):
+            if type(pl) is tuple and pl and all(type(n) is int and n >= 1 for n in pl):
+                placements.append(pl)  # fast path: already a tuple of positive ints
+                continue
             if isinstance(pl, (str, bytes)) or not isinstance(pl, Sequence) or not pl:
                 raise ValidationError(f"CoefficientTable: gpus_per_node[{i}] must be a non-empty list of GPU counts")
             for n in pl:
@@ -135,11 +138,14 @@ class CoefficientTable:
         cpus = _int_array("cpus", self.cpus, k)
         mem = _float_array("mem_gib", self.mem_gib, k)
         thr = _float_array("throughput", self.throughput, k)
-        for i in range(k):
-            if gpus[i] != plans[i].num_gpus or gpus[i] != sum(placements[i]):
-                raise ValidationError(
-                    f"CoefficientTable: row {i}: gpus {int(gpus[i])}, plan {plans[i].label} "
-                    f"({plans[i].num_gpus} GPUs) and gpus_per_node {placements[i]} must agree")
+        plan_gpus = np.fromiter((p.num_gpus for p in plans), dtype=np.int64, count=k)
+        shape_gpus = np.fromiter((sum(pl) for pl in placements), dtype=np.int64, count=k)
+        bad = np.flatnonzero((gpus != plan_gpus) | (gpus != shape_gpus))
+        if bad.size:
+            i = int(bad[0])
+            raise ValidationError(
+                f"CoefficientTable: row {i}: gpus {int(gpus[i])}, plan {plans[i].label} "
+                f"({plans[i].num_gpus} GPUs) and gpus_per_node {placements[i]} must agree")
         if cpus.size and cpus.min() < 0:
             raise ValidationError(f"CoefficientTable: cpus must be >= 0 (row {int(np.argmin(cpus))})")
         if mem.size and mem.min() < 0:
@@ -156,10 +162,12 @@ class CoefficientTable:
         cur = self.current_row
         if cur is not None:
             cur = _int_array("current_row", cur, len(jobs))
-            for j, r in enumerate(cur):
-                if r < -1 or r >= k or (r >= 0 and job_index[r] != j):
-                    raise ValidationError(
-                        f"CoefficientTable: current_row of job {jobs[j]!r} must be -1 or one of its rows, got {int(r)}")
+            ok = (cur >= -1) & (cur < k)
+            ok[ok] &= (cur[ok] < 0) | (job_index[np.clip(cur[ok], 0, max(k - 1, 0))] == np.flatnonzero(ok))
+            if not ok.all():
+                j = int(np.flatnonzero(~ok)[0])
+                raise ValidationError(
+                    f"CoefficientTable: current_row of job {jobs[j]!r} must be -1 or one of its rows, got {int(cur[j])}")
             object.__setattr__(self, "current_row", _readonly(cur))
         for name, value in (("jobs", jobs), ("plans", plans), ("gpus_per_node", tuple(placements)),
                             ("gpu_type", types), ("job_index", _readonly(job_index)), ("gpus", _readonly(gpus)),

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import time as wallclock
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from optsched.core.allocation import Allocation, NodeShare
@@ -246,7 +246,7 @@ class Simulator:
         running: list[Allocation] = []
         for s in self._active.values():
             done = min(float(s.job.total_iterations), s.done)
-            jobs.append(s.job if done == s.job.completed_iterations else replace(s.job, completed_iterations=done))
+            jobs.append(s.job if done == s.job.completed_iterations else s.job.with_progress(done))
             if s.alloc is not None:
                 running.append(s.alloc)
         return RoundProblem(cluster=self.cluster, jobs=tuple(jobs), running=tuple(running),
