@@ -36,6 +36,7 @@ Choices where the paper is silent:
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Callable, Mapping
 
@@ -231,7 +232,7 @@ class RoundTableCache:
     cluster: Cluster | None = None
     perf: PerfLookup | None = None
     shared: dict[tuple, CoefficientTable] = field(default_factory=dict)
-    blocks: dict[tuple, tuple[list[Row], float, int | None]] = field(default_factory=dict)
+    blocks: dict[tuple, "_Block"] = field(default_factory=dict)
 
     def bind(self, problem: RoundProblem, perf: PerfLookup | None) -> PerfLookup:
         """The lookup to use for ``problem`` (``perf`` or the built-in one), clearing the memo when the
@@ -291,7 +292,7 @@ def _candidate_rows(problem: RoundProblem, job: Job, perf: PerfLookup, growth: i
 
 def _job_block(problem: RoundProblem, job: Job, perf: PerfLookup, growth: int,
                cpus_per_gpu_options: tuple[int, ...], fixed_plan: bool, fixed_resources: bool,
-               shared: dict[tuple, CoefficientTable]) -> tuple[list[Row], float, int | None]:
+               shared: dict[tuple, CoefficientTable]) -> "_Block":
     """The job's rows after dominance pruning, its reference throughput and the index of its current
     row (None when queued)."""
     rows, ref = _candidate_rows(problem, job, perf, growth, cpus_per_gpu_options, fixed_plan, fixed_resources,
@@ -324,7 +325,25 @@ def _job_block(problem: RoundProblem, job: Job, perf: PerfLookup, growth: int,
         drop[idx] = _dominated(gpus[idx], cpus[idx], mem[idx], thr_arr[idx], keep)
     kept = [r for i, r in enumerate(rows) if not drop[i]]
     new_cur = None if cur_index is None else int(np.count_nonzero(~drop[:cur_index]))
-    return kept, ref, new_cur
+    return _Block(tuple(r[0] for r in kept), tuple(r[1] for r in kept), tuple(r[2] for r in kept),
+                  np.array([r[3] for r in kept], dtype=np.int64), np.array([r[4] for r in kept], dtype=np.int64),
+                  np.array([r[5] for r in kept], dtype=float), np.array([r[6] for r in kept], dtype=float),
+                  ref, new_cur)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One job's finished rows, column-wise (what :func:`build_round_table` concatenates)."""
+
+    plans: tuple[ExecutionPlan, ...]
+    gpus_per_node: tuple[tuple[int, ...], ...]
+    gpu_type: tuple[str, ...]
+    gpus: np.ndarray
+    cpus: np.ndarray
+    mem_gib: np.ndarray
+    throughput: np.ndarray
+    reference: float
+    current: int | None
 
 
 def _block_key(problem: RoundProblem, job: Job, flags: tuple) -> tuple:
@@ -352,11 +371,8 @@ def build_round_table(problem: RoundProblem, perf: PerfLookup | None = None, *, 
         perf = perf or default_perf_lookup(problem)
         shared = {}
     flags = (growth, tuple(cpus_per_gpu_options), fixed_plan, fixed_resources)
-    cols: dict[str, list] = {f: [] for f in ("job_index", "plans", "gpus_per_node", "gpu_type", "gpus", "cpus",
-                                             "mem_gib", "throughput")}
-    reference: list[float] = []
-    current_row: list[int] = []
-    for j, job in enumerate(problem.jobs):
+    blocks: list[_Block] = []
+    for job in problem.jobs:
         key = _block_key(problem, job, flags) if cache is not None else None
         block = cache.blocks.get(key) if cache is not None else None
         if block is None:
@@ -364,28 +380,25 @@ def build_round_table(problem: RoundProblem, perf: PerfLookup | None = None, *, 
                                shared)
             if cache is not None:
                 cache.blocks[key] = block
-        rows, ref, cur = block
-        base = len(cols["plans"])
-        current_row.append(-1 if cur is None else base + cur)
-        for r in rows:
-            cols["job_index"].append(j)
-            cols["plans"].append(r[0])
-            cols["gpus_per_node"].append(r[1])
-            cols["gpu_type"].append(r[2])
-            cols["gpus"].append(r[3])
-            cols["cpus"].append(r[4])
-            cols["mem_gib"].append(r[5])
-            cols["throughput"].append(r[6])
-        reference.append(ref)
-    log.debug("round table: %d jobs, %d rows", len(problem.jobs), len(cols["plans"]))
+        blocks.append(block)
+    sizes = np.array([len(b.plans) for b in blocks], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])) if blocks else np.zeros(0, dtype=np.int64)
+    current_row = np.array([-1 if b.current is None else int(st) + b.current for b, st in zip(blocks, starts)],
+                           dtype=np.int64)
+
+    def cat(attr: str, dtype: type) -> np.ndarray:
+        return np.concatenate([getattr(b, attr) for b in blocks]).astype(dtype, copy=False) if blocks \
+            else np.zeros(0, dtype=dtype)
+    log.debug("round table: %d jobs, %d rows", len(problem.jobs), int(sizes.sum()))
     return CoefficientTable(jobs=tuple(j.name for j in problem.jobs),
-                            job_index=np.array(cols["job_index"], dtype=np.int64), plans=tuple(cols["plans"]),
-                            gpus_per_node=tuple(cols["gpus_per_node"]), gpu_type=tuple(cols["gpu_type"]),
-                            gpus=np.array(cols["gpus"], dtype=np.int64), cpus=np.array(cols["cpus"], dtype=np.int64),
-                            mem_gib=np.array(cols["mem_gib"], dtype=float),
-                            throughput=np.array(cols["throughput"], dtype=float),
-                            reference_throughput=np.array(reference, dtype=float),
-                            current_row=np.array(current_row, dtype=np.int64))
+                            job_index=np.repeat(np.arange(len(blocks), dtype=np.int64), sizes),
+                            plans=tuple(itertools.chain.from_iterable(b.plans for b in blocks)),
+                            gpus_per_node=tuple(itertools.chain.from_iterable(b.gpus_per_node for b in blocks)),
+                            gpu_type=tuple(itertools.chain.from_iterable(b.gpu_type for b in blocks)),
+                            gpus=cat("gpus", np.int64), cpus=cat("cpus", np.int64), mem_gib=cat("mem_gib", float),
+                            throughput=cat("throughput", float),
+                            reference_throughput=np.array([b.reference for b in blocks], dtype=float),
+                            current_row=current_row)
 
 
 __all__ = ["DEFAULT_GROWTH", "PerfLookup", "RoundTableCache", "Row", "build_round_table", "default_perf_lookup", "job_gpu_cap",
