@@ -304,6 +304,12 @@ def test_free_is_capacity_minus_occupied_only() -> None:
     assert p.free("n000") == NodeShare(8, 96, 1600.0)
     with pytest.raises(UnknownNameError, match="unknown node 'n5'"):
         p.free("n5")
+    g, c, m = p.free_arrays(["n001", "n000"])
+    assert g.tolist() == [6, 8] and c.tolist() == [88, 96] and m.tolist() == [1500.0, 1600.0]
+    g[0] = 0  # fresh arrays: writing to them changes nothing in the round
+    assert p.free("n001").gpus == 6 and p.free_arrays(["n001"])[0].tolist() == [6]
+    with pytest.raises(UnknownNameError, match="unknown node 'n5'"):
+        p.free_arrays(["n000", "n5"])
 
 
 def test_quota_of() -> None:

@@ -27,7 +27,9 @@ Choices where the papers are silent (each checked in ``tests/test_round.py``):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 from optsched.core.allocation import Allocation, NodeShare, Placement
 from optsched.core.checks import require_keys, require_name, require_number, require_int
@@ -178,6 +180,22 @@ class RoundProblem:
             share = NodeShare(n.num_gpus - occ.gpus, n.num_cpus - occ.cpus, max(0.0, n.memory_gib - occ.mem_gib))
             self._free[node] = share
         return share
+
+    def free_arrays(self, nodes: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Free GPUs, CPUs and GiB of ``nodes`` (in that order) as fresh, writable numpy arrays
+        (int64, int64, float): :meth:`free` for many nodes at once."""
+        occupied = dict(self.occupied)
+        g = np.empty(len(nodes), dtype=np.int64)
+        c = np.empty(len(nodes), dtype=np.int64)
+        m = np.empty(len(nodes), dtype=float)
+        for i, name in enumerate(nodes):
+            n = self.cluster.node(name)
+            occ = occupied.get(name)
+            if occ is None:
+                g[i], c[i], m[i] = n.num_gpus, n.num_cpus, n.memory_gib
+            else:
+                g[i], c[i], m[i] = n.num_gpus - occ.gpus, n.num_cpus - occ.cpus, max(0.0, n.memory_gib - occ.mem_gib)
+        return g, c, m
 
     # -- JSON -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -148,10 +148,7 @@ class _Engine:
         self.type_id = {name: i for i, name in enumerate(types)}
         self.node_type = np.array([self.type_id[n.gpu_type] for n in nodes], dtype=np.int64)
         n_nodes = len(nodes)
-        free = [problem.free(name) for name in self.node_names]
-        self.fg = np.array([f.gpus for f in free], dtype=np.int64)
-        self.fc = np.array([f.cpus for f in free], dtype=np.int64)
-        self.fm = np.array([f.mem_gib for f in free], dtype=float)
+        self.fg, self.fc, self.fm = problem.free_arrays(self.node_names)
         self.sg = np.zeros(n_nodes, dtype=np.int64)
         self.sc = np.zeros(n_nodes, dtype=np.int64)
         self.sm = np.zeros(n_nodes, dtype=float)
@@ -169,24 +166,28 @@ class _Engine:
         self.pen_preempt = float(problem.preempt_penalty)
         self.R: list[_Rows] = []
         self.pref = np.zeros((n_jobs, n_nodes), dtype=bool)
-        self.elig = np.zeros((n_jobs, n_nodes), dtype=bool)
         self.cur_cfg: list[_Config | None] = [None] * n_jobs
         self.cur_parts: list[tuple[tuple[str, int], ...] | None] = [None] * n_jobs
         self.cfg: list[_Config | None] = [None] * n_jobs
-        by_job = np.argsort(table.job_index, kind="stable")  # rows of each job, ascending
-        bounds = np.searchsorted(table.job_index[by_job], np.arange(n_jobs + 1))
+        # every job's rows in one sort: by job, then normalised throughput descending, fewer GPUs,
+        # CPUs, memory, row index
+        k_all = np.arange(len(table))
+        order = np.lexsort((k_all, table.mem_gib, table.cpus, table.gpus, -self.norm, table.job_index))
+        bounds = np.searchsorted(table.job_index[order], np.arange(n_jobs + 1))
         type_nodes = np.array([self.node_type == t for t in range(len(types))], dtype=bool).reshape(len(types), n_nodes)
+        job_types = np.zeros((n_jobs, len(types)), dtype=bool)
+        job_types[table.job_index, row_tid] = True
+        self.elig = (job_types.astype(np.int64) @ type_nodes.astype(np.int64)) > 0
+        cols = (self.norm[order], table.gpus[order], table.cpus[order], table.mem_gib[order], maxpart[order],
+                ok_all[order], row_tid[order])
+        shapes_all = table.gpus_per_node
         for j, name in enumerate(self.names):
-            rows = by_job[bounds[j]:bounds[j + 1]]
-            val = self.norm[rows]
-            order = np.lexsort((rows, table.mem_gib[rows], table.cpus[rows], table.gpus[rows], -val))
-            rows = rows[order]
-            self.R.append(_Rows(rows=rows, val=self.norm[rows], gpus=table.gpus[rows], cpus=table.cpus[rows],
-                                mem=table.mem_gib[rows], maxpart=maxpart[rows], ok=ok_all[rows], tid=row_tid[rows],
-                                shapes=tuple(table.gpus_per_node[k] for k in rows),
-                                vmax=float(self.norm[rows].max()) if rows.size else 0.0))
-            if rows.size:
-                self.elig[j] = type_nodes[np.unique(row_tid[rows])].any(axis=0)
+            a, b = bounds[j], bounds[j + 1]
+            rows = order[a:b]
+            val, g, c, m, mp, ok, tid = (x[a:b] for x in cols)
+            self.R.append(_Rows(rows=rows, val=val, gpus=g, cpus=c, mem=m, maxpart=mp, ok=ok, tid=tid,
+                                shapes=tuple(shapes_all[k] for k in rows),
+                                vmax=float(val[0]) if rows.size else 0.0))
             cur = problem.current(name)
             cur_row = int(table.current_row[j])
             if cur is not None and cur_row >= 0:
