@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -488,14 +488,7 @@ def schedule_synergy(problem: RoundProblem, table: CoefficientTable, *,
     for j in ladders:
         if st.cfg(j) is not None:
             best[j] = step(j)
-    while True:
-        live = [(b, st.names[j], j) for j, b in best.items() if b is not None]
-        if not live:
-            break
-        b, _, j = min(live, key=lambda x: (-x[0][0], -x[0][1], x[1]))
-        if not st.reshare(j, b[2]):
-            blocked.add((j, b[2]))
-        best[j] = step(j)
+    _grow_greedily(st.names, best, step, st.reshare, blocked)
     return st.choices()
 
 
@@ -561,15 +554,24 @@ def schedule_sia(problem: RoundProblem, table: CoefficientTable, *,
         return out
 
     best = {j: step(j) for j in range(len(st.names)) if st.cfg(j) is not None}
+    _grow_greedily(st.names, best, step, st.move, blocked)
+    return st.choices()
+
+
+def _grow_greedily(names: Sequence[str], best: dict[int, Any], step: Callable[[int], Any],
+                   apply: Callable[[int, Any], bool], blocked: set[tuple[int, Any]]) -> None:
+    """The marginal-gain loop Synergy's CPU tuning and Sia's GPU growth share: repeatedly apply the
+    best step of any job (``best[j] = (gain per unit, -extra units, target row)`` from ``step(j)``:
+    largest gain per unit, then fewest extra units, then job name), remember steps that do not fit in ``blocked`` and ask the job for its next step, until
+    no job has one."""
     while True:
-        live = [(b, st.names[j], j) for j, b in best.items() if b is not None]
+        live = [(b, names[j], j) for j, b in best.items() if b is not None]
         if not live:
-            break
+            return
         b, _, j = min(live, key=lambda x: (-x[0][0], -x[0][1], x[1]))
-        if not st.move(j, b[2]):
+        if not apply(j, b[2]):
             blocked.add((j, b[2]))
         best[j] = step(j)
-    return st.choices()
 
 
 __all__ = ["AntManResult", "NO_GUARANTEES", "SYNERGY_TUNE_FRACTION", "antman_round", "proportional_cpus_per_gpu",
