@@ -290,3 +290,10 @@ def test_rubick_beats_running_requests_as_is_on_a_contended_trace() -> None:
     res = {m: simulate(cluster, _mixed_jobs(), make_policy(m), Analytical(cluster)).summary() for m in ("rubick", "rubick-n")}
     assert res["rubick"]["avg_jct_s"] < res["rubick-n"]["avg_jct_s"]
     assert math.isfinite(res["rubick"]["makespan_s"])
+
+
+def test_completion_is_reached_late_in_a_long_run_with_fast_iterations() -> None:
+    # 1e-4 s per iteration, submitted at 1e7 s: the finish time must be reached exactly, whatever
+    # the float resolution of the clock there.
+    (rec,) = simulate(ONE_NODE, [_job("a", 8, 123_457, submit=1e7)], Scripted(fifo_request), InverseGPUs(8e-4)).jobs
+    assert rec.finish_s == pytest.approx(1e7 + 12.3457, abs=1e-6) and rec.iterations == 123_457

@@ -171,7 +171,7 @@ class Simulator:
             now = t_next
             event = False
             for s in list(self._active.values()):
-                if s.alloc is not None and s.remaining <= _EPS * max(1.0, s.job.total_iterations):
+                if s.alloc is not None and self._done(s, now):
                     self._complete(s, now)
                     finished += 1
                     event = True
@@ -233,6 +233,14 @@ class Simulator:
             if t1 > start:
                 s.done = min(float(s.job.total_iterations), s.done + (t1 - start) / s.iter_time)
 
+    @staticmethod
+    def _done(s: _JobState, now: float) -> bool:
+        """Whether a running job has finished at ``now``: no iterations left, or so few that their time
+        is below the resolution of the clock (the event loop could otherwise never reach it)."""
+        if s.remaining <= _EPS * max(1.0, s.job.total_iterations):
+            return True
+        return s.pause_until <= now and s.remaining * s.iter_time <= _EPS * max(1.0, now)
+
     def _complete(self, s: _JobState, now: float) -> None:
         s.done = float(s.job.total_iterations)
         s.finish = now
@@ -277,7 +285,7 @@ class Simulator:
             if new is None:
                 self._preempt(s, now)
             elif old is None:
-                self._launch(s, new, now, s.preempted and self.config.preempt_restart_s or 0.0)
+                self._launch(s, new, now, self.config.preempt_restart_s if s.preempted else 0.0)
             elif new != old:
                 s.reconfigs += 1
                 self._launch(s, new, now, self.config.reconfig_overhead_s)
