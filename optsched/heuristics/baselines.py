@@ -468,22 +468,7 @@ def schedule_synergy(problem: RoundProblem, table: CoefficientTable, *,
     best: dict[int, tuple[float, int, int] | None] = {}
 
     def step(j: int) -> tuple[float, int, int] | None:
-        cfg = st.cfg(j)
-        assert cfg is not None
-        have, now = int(table.cpus[cfg.row]), st.contrib(j, cfg)
-        out: tuple[float, int, int] | None = None
-        for r in ladders[j]:
-            r = int(r)
-            extra = int(table.cpus[r]) - have
-            if extra <= 0 or (j, r) in blocked:
-                continue
-            gain = st.value_if_changed(j, r) - now
-            if gain <= EPS:
-                continue
-            cand = (gain / extra, -extra, r)
-            if out is None or cand > out:
-                out = cand
-        return out
+        return _best_step(st, j, ladders[j], table.cpus, blocked, same_gpu_type=False)
 
     for j in ladders:
         if st.cfg(j) is not None:
@@ -536,26 +521,36 @@ def schedule_sia(problem: RoundProblem, table: CoefficientTable, *,
     blocked: set[tuple[int, int]] = set()
 
     def step(j: int) -> tuple[float, int, int] | None:
-        cfg = st.cfg(j)
-        assert cfg is not None
-        gt, have, now = table.gpu_type[cfg.row], int(table.gpus[cfg.row]), st.contrib(j, cfg)
-        out: tuple[float, int, int] | None = None
-        for r in rows_of[j]:
-            r = int(r)
-            extra = int(table.gpus[r]) - have
-            if extra <= 0 or table.gpu_type[r] != gt or (j, r) in blocked:
-                continue
-            gain = st.value_if_changed(j, r) - now
-            if gain <= EPS:
-                continue
-            cand = (gain / extra, -extra, r)
-            if out is None or cand > out:
-                out = cand
-        return out
+        return _best_step(st, j, rows_of[j], table.gpus, blocked, same_gpu_type=True)
 
     best = {j: step(j) for j in range(len(st.names)) if st.cfg(j) is not None}
     _grow_greedily(st.names, best, step, st.move, blocked)
     return st.choices()
+
+
+def _best_step(st: _State, j: int, rows: Sequence[int], amount: np.ndarray, blocked: set[tuple[int, int]], *,
+               same_gpu_type: bool) -> tuple[float, int, int] | None:
+    """Job ``j``'s best growth step among ``rows``: ``(gain per extra unit, -extra units, row)`` of
+    the row with the largest normalised-throughput gain per extra unit of ``amount`` (CPUs for
+    Synergy, GPUs for Sia) over its current configuration, skipping ``blocked`` steps (and, with
+    ``same_gpu_type``, rows on another GPU type); None when no row gains."""
+    table = st.t
+    cfg = st.cfg(j)
+    assert cfg is not None
+    gt, have, now = table.gpu_type[cfg.row], int(amount[cfg.row]), st.contrib(j, cfg)
+    out: tuple[float, int, int] | None = None
+    for r in rows:
+        r = int(r)
+        extra = int(amount[r]) - have
+        if extra <= 0 or (same_gpu_type and table.gpu_type[r] != gt) or (j, r) in blocked:
+            continue
+        gain = st.value_if_changed(j, r) - now
+        if gain <= EPS:
+            continue
+        cand = (gain / extra, -extra, r)
+        if out is None or cand > out:
+            out = cand
+    return out
 
 
 def _grow_greedily(names: Sequence[str], best: dict[int, Any], step: Callable[[int], Any],

@@ -58,7 +58,7 @@ from optsched.perf.memory import estimate_memory, memory_violation
 from optsched.perf.performance_model import PerformanceModel
 from optsched.perf.plans import enumerate_plans, topology_violation
 from optsched.perf.sensitivity import packed_placement
-from optsched.scheduling.rubick_eval import Admission, Choice, objective, to_decision
+from optsched.scheduling.rubick_eval import Admission, Choice, heuristic_decision
 from optsched.scheduling.rubick_table import (DEFAULT_GROWTH, PerfLookup, RoundTableCache, build_round_table,
                                               default_perf_lookup, job_gpu_cap, requested_cpus)
 
@@ -372,10 +372,8 @@ def sia_table(problem: RoundProblem, perf: PerfLookup | None = None, *, growth: 
 # -- policies ----------------------------------------------------------------------------------------
 def _decision(problem: RoundProblem, table: CoefficientTable, choices: Mapping[str, Choice], name: str,
               t0: float, admission: Admission, message: str = "") -> Decision:
-    obj = objective(problem, table, choices)
-    return to_decision(problem, table, choices, method=name, status="heuristic",
-                       solve_seconds=time.perf_counter() - t0, heuristic_objective=obj, message=message,
-                       admission=admission)
+    return heuristic_decision(problem, table, choices, method=name, started=t0, admission=admission,
+                              message=message)
 
 
 @dataclass(frozen=True)

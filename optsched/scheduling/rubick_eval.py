@@ -19,6 +19,7 @@ lands on nodes, the objective, and the feasibility check every returned decision
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -216,6 +217,16 @@ def to_decision(problem: RoundProblem, table: CoefficientTable, choices: Mapping
                     warm_start, message)
 
 
+def heuristic_decision(problem: RoundProblem, table: CoefficientTable, choices: Mapping[str, Choice], *,
+                       method: str, started: float, admission: Admission | None = None,
+                       message: str = "") -> Decision:
+    """The :class:`Decision` of a heuristic (status ``heuristic``, its own objective as
+    ``heuristic_objective``), timed from ``started`` (a ``time.perf_counter()`` reading)."""
+    return to_decision(problem, table, choices, method=method, status="heuristic",
+                       solve_seconds=time.perf_counter() - started,
+                       heuristic_objective=objective(problem, table, choices), message=message, admission=admission)
+
+
 def choices_of(decision: Decision, table: CoefficientTable, problem: RoundProblem) -> dict[str, Choice]:
     """Recover table choices from a decision (the row with the decision's plan, shape, GPU type and
     CPUs; the current row for kept jobs). Raises ``ValidationError`` when a job's allocation matches
@@ -242,5 +253,6 @@ def choices_of(decision: Decision, table: CoefficientTable, problem: RoundProble
     return out
 
 
-__all__ = ["Admission", "Choice", "GUARANTEE_RTOL", "admit", "choices_of", "is_kept", "min_demand_gpus", "objective",
-           "part_share", "placement_of", "reaches_guarantee", "to_decision", "violations"]
+__all__ = ["Admission", "Choice", "GUARANTEE_RTOL", "admit", "choices_of", "heuristic_decision", "is_kept",
+           "min_demand_gpus", "objective", "part_share", "placement_of", "reaches_guarantee", "to_decision",
+           "violations"]

@@ -30,7 +30,7 @@ from optsched.heuristics import rubick as rubick_heuristic
 from optsched.perf.coefficients import CoefficientTable
 from optsched.perf.performance_model import PerformanceModel
 from optsched.scheduling.baseline_policies import BASELINE_POLICIES
-from optsched.scheduling.rubick_eval import Admission, Choice, admit, objective, to_decision
+from optsched.scheduling.rubick_eval import Admission, Choice, admit, heuristic_decision, objective, to_decision
 from optsched.scheduling.rubick_table import PerfLookup, RoundTableCache, build_round_table, perf_lookup_from
 
 log = logging.getLogger(__name__)
@@ -76,9 +76,7 @@ class RubickHeuristicPolicy:
         table = self.table(problem)
         admission = admit(problem, table)
         choices = rubick_heuristic.schedule(problem, table, admission)
-        obj = objective(problem, table, choices)
-        return to_decision(problem, table, choices, method=self.name, status="heuristic",
-                           solve_seconds=time.perf_counter() - t0, heuristic_objective=obj, admission=admission)
+        return heuristic_decision(problem, table, choices, method=self.name, started=t0, admission=admission)
 
 
 @dataclass(frozen=True)

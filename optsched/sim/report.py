@@ -156,25 +156,23 @@ def _plots(results: Mapping[str, SimResult], out: Path) -> list[Path]:
         if jct.size:
             ax.step(jct, np.arange(1, jct.size + 1) / jct.size, where="post", label=name)
     ax.set_xscale("log")
-    ax.set_xlabel("JCT (hours)")
-    ax.set_ylabel("fraction of jobs")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(paths[0], dpi=120)
-    plt.close(fig)
+    _save(plt, fig, ax, "JCT (hours)", "fraction of jobs", paths[0])
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, r in results.items():
         t = [s.time / 3600.0 for s in r.samples]
         ax.step(t, [s.throughput for s in r.samples], where="post", label=name)
-    ax.set_xlabel("time (hours)")
-    ax.set_ylabel("normalised cluster throughput")
+    _save(plt, fig, ax, "time (hours)", "normalised cluster throughput", paths[1])
+    return paths
+
+
+def _save(plt: Any, fig: Any, ax: Any, xlabel: str, ylabel: str, path: Path) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(paths[1], dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
-    return paths
 
 
 __all__ = ["SUMMARY_FORMAT", "comparison_rows", "run_policies", "summary_document", "write_outputs"]
