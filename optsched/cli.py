@@ -38,7 +38,8 @@ from optsched.core.hardware import Cluster
 from optsched.core.jsonio import read_json
 from optsched.core.plan import ZeroMode
 from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit
-from optsched.perf.measurements import Measurement, measured_times, read_placements_csv, sample_measurements
+from optsched.perf.measurements import (Measurement, measured_times, read_placements_csv, read_profile_forward_s,
+                                       sample_measurements)
 from optsched.perf.performance_model import PerformanceModel
 
 log = logging.getLogger("optsched.cli")
@@ -142,6 +143,12 @@ def _add_fit(sub: Any) -> None:
                    help=f"built-in cluster giving the bandwidths ({DEFAULT_CLUSTER})")
     p.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, metavar="T", help=f"GPU type ({DEFAULT_GPU_TYPE})")
     p.add_argument("--starts", type=int, default=8, metavar="K", help="optimizer starts (8)")
+    fwd = p.add_mutually_exclusive_group()
+    fwd.add_argument("--fwd-s", type=float, metavar="SECONDS",
+                     help="profiled forward time of one sample on one GPU: fixed instead of fitted (Appendix A.1)")
+    fwd.add_argument("--profile", metavar="DIR",
+                     help="read that forward time from profiling runs (config.csv + data.csv, the Rubick artifact's "
+                          "profile/<model>/ format)")
     p.add_argument("--out", required=True, metavar="PARAMS.json", help="where to write the fitted model")
     p.set_defaults(handler=_cmd_fit)
 
@@ -158,7 +165,15 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     used = rows if args.samples is None else sample_rows(rows, args.samples, args.seed)
     _err(f"{PROG} fit: using {len(used)} of {len(rows)} rows: {', '.join(str(r.row) for r in used)}")
     base = prior_performance_model(model, cluster, args.gpu_type)
-    fitted = fit(base, _configs(used), measured_times(used), seed=args.seed, starts=args.starts)
+    fwd_s = args.fwd_s if args.profile is None else read_profile_forward_s(args.profile, model)
+    if fwd_s is not None:
+        if not fwd_s > 0 or not np.isfinite(fwd_s):
+            raise ValidationError(f"--fwd-s must be a positive number of seconds, got {fwd_s}")
+        if fwd_s < base.min_fwd_s:
+            raise ValidationError(f"forward time {fwd_s:.4g} s per sample is below {base.min_fwd_s:.4g} s, the "
+                                  f"forward FLOPs of {model.name} at the peak of one {args.gpu_type}")
+        _err(f"{PROG} fit: forward time fixed at {fwd_s:.6g} s per sample" + (f" (from {args.profile})" if args.profile else ""))
+    fitted = fit(base, _configs(used), measured_times(used), fwd_s=fwd_s, seed=args.seed, starts=args.starts)
     _write_text(args.out, json.dumps(fitted.to_dict(), indent=2) + "\n")
     n_off = sum(1 for r in used if r.plan.zero is ZeroMode.OFFLOAD)
     _out(f"fitted {model.name} on {args.gpu_type} ({cluster.name}): {len(used)} of {len(rows)} rows "

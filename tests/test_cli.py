@@ -236,3 +236,42 @@ def test_fit_samples_on_shared_bert(tmp_path, capsys):
     perf = PerformanceModel.from_dict(read_json(out))
     assert perf.model.name == "bert" and perf.n_samples == 7
     assert {"k_opt_off", "k_off", "k_swap"} <= set(perf.identified)  # >= 3 ZeRO-Offload rows drawn
+
+
+def test_fit_with_fixed_forward_time_keeps_it(tmp_path, truth, capsys):
+    data = tmp_path / "bert.csv"
+    synthetic_csv(data, truth)
+    out = tmp_path / "p.json"
+    fwd = truth.params.fwd_s
+    assert main(["fit", "--placements", str(data), "--model", "bert", "--starts", "2", "--fwd-s", repr(fwd),
+                 "--out", str(out)]) == 0
+    perf = PerformanceModel.from_dict(read_json(out))
+    assert perf.params.fwd_s == fwd and "fwd_s" not in perf.identified
+    assert perf.rmsle < 0.01  # the true forward time lets the seven k's reproduce the data
+    assert "forward time fixed" in capsys.readouterr().err
+
+
+def test_fit_forward_time_from_profile_directory(tmp_path, truth, capsys):
+    data = tmp_path / "bert.csv"
+    synthetic_csv(data, truth)
+    prof = tmp_path / "profile"
+    prof.mkdir()
+    # two data-parallel runs on 1 node x 4 GPUs (8 samples per GPU at bert's batch 32): 80 and 96 ms forward,
+    # the second with GC (strategy 2x: forward counted twice) -> 10 and 6 ms per sample; median 8 ms
+    (prof / "config.csv").write_text("\ufeffnodes,gpus,parameter_size,batch_size,seq_hid,num_cpu_threads,zero_type,"
+                                     "is_tp,is_pp\n1,4,336,1,512,8,0,0,0\n1,4,336,1,512,8,0,0,0\n", encoding="utf-8")
+    (prof / "data.csv").write_text("\ufeffforward_time,Tcc,Topt,iter_time,strategy\n80,1,1,1,11\n96,1,1,1,21\n",
+                                   encoding="utf-8")
+    out = tmp_path / "p.json"
+    assert main(["fit", "--placements", str(data), "--model", "bert", "--starts", "1", "--profile", str(prof),
+                 "--out", str(out)]) == 0
+    assert PerformanceModel.from_dict(read_json(out)).params.fwd_s == pytest.approx(0.008)
+
+
+@pytest.mark.parametrize("value, rule", [("-1", "positive"), ("1e-9", "peak")])
+def test_fit_bad_forward_time_exits_2(tmp_path, truth, capsys, value, rule):
+    data = tmp_path / "bert.csv"
+    synthetic_csv(data, truth)
+    assert main(["fit", "--placements", str(data), "--model", "bert", "--fwd-s", value,
+                 "--out", str(tmp_path / "p.json")]) == 2
+    assert rule in capsys.readouterr().err
