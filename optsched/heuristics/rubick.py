@@ -63,8 +63,26 @@ Choices where the paper is silent (documented here, checked in ``tests/test_rubi
 * **Return to the queue.** Jobs left without resources (preempted or never placed) get one more try at
   the end on the free resources only, without shrinking anyone.
 
-Raises :class:`~optsched.core.errors.InfeasibleError` naming the job(s) when a protected job cannot
-reach its guarantee even after shrinking every job that may be shrunk.
+Raises :class:`UnreachableGuaranteeError` (an :class:`~optsched.core.errors.InfeasibleError`) naming
+the job(s) when a protected job cannot reach its guarantee even after shrinking every job that may be
+shrunk and repacking the protected jobs.
+
+**Deferring unreachable guarantees** (:func:`schedule_with_deferral`; the paper is silent, a production
+scheduler should not drop a whole round for one job). Admission counts GPUs, not node shapes, so an
+admitted job may find no node shape reaching its guarantee. Instead of failing the round, the jobs
+that fail are *deferred*: moved from ``admission.protected`` to ``admission.waiting``
+(:meth:`~optsched.scheduling.rubick_eval.Admission.defer`), i.e. treated for this round exactly like a
+guaranteed job waiting for quota (it does not run and is not scheduled as best-effort either), and the
+round is run again with the reduced admission until it succeeds. Which jobs are deferred: the
+privileged jobs *Algorithm 1 proper* (lines 2-3, every other job holding its configuration) could not
+place, as reported by :attr:`UnreachableGuaranteeError.jobs` — not those the repack fallback left
+over, which would often be a running guaranteed job displaced by the repack (on the multi-tenant trace
+the repack places the queued newcomer and then fails on a small running job); deferring Algorithm 1's
+failures keeps running guarantees ahead of queued ones, as admission does. A running guaranteed job
+is deferred only when Algorithm 1 must move it (its current row does not reach its guarantee) and it
+fits nowhere; it is then *preempted* this round, since it cannot be given its guarantee. Each pass
+defers at least one protected job, so there are at most (protected jobs + 1) passes; the deferred
+jobs' quota is not handed to other guaranteed jobs (they keep their place in line for the next round).
 """
 
 from __future__ import annotations
@@ -72,6 +90,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 
@@ -81,6 +100,31 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.scheduling.rubick_eval import Admission, Choice, admit, is_kept, reaches_guarantee
 
 log = logging.getLogger(__name__)
+
+
+class UnreachableGuaranteeError(InfeasibleError):
+    """Some protected job cannot be placed at a row reaching its guarantee (module docstring).
+    ``job_reasons`` maps each protected job Algorithm 1 proper could not place (every other job holding
+    its configuration) to why — the jobs :func:`schedule_with_deferral` defers; ``jobs`` are their
+    names in admission order. ``reasons`` also lists what the repack fallback left unplaced."""
+
+    def __init__(self, message: str, reasons: tuple[str, ...] = (), job_reasons: Mapping[str, str] | None = None
+                 ) -> None:
+        super().__init__(message, reasons)
+        self.job_reasons: dict[str, str] = dict(job_reasons or {})
+        self.jobs: tuple[str, ...] = tuple(self.job_reasons)
+
+
+@dataclass(frozen=True)
+class DeferralResult:
+    """What :func:`schedule_with_deferral` returns: the ``choices`` (as :func:`schedule`), the reduced
+    ``admission`` they satisfy, and the ``deferred`` jobs (name -> why its guarantee is unreachable),
+    in the order they were deferred (empty when nothing had to be deferred)."""
+
+    choices: Mapping[str, Choice]
+    admission: Admission
+    deferred: Mapping[str, str]
+
 
 #: tolerance of slope and objective comparisons (normalised-throughput units)
 EPS = 1e-9
@@ -545,13 +589,13 @@ class _Engine:
 
 
 def _privileged_phase(problem: RoundProblem, table: CoefficientTable, admission: Admission, *, repack: bool
-                      ) -> tuple[_Engine, list[int], list[str]]:
+                      ) -> tuple[_Engine, list[int], list[tuple[int, str]]]:
     """Start state and Algorithm 1 lines 2-3. Running jobs hold their current configuration, waiting
     guaranteed jobs do not run; then every privileged job not yet at a row reaching its guarantee is
     scheduled (forced), in admission order. With ``repack`` (the fallback when that fails, since
     Algorithm 1 never moves a job it shrinks) every protected job first gives up its resources and
     all are placed again, most GPUs of minimum demand first (then admission order), each preferring
-    its current nodes. Returns the engine, the privileged jobs and the reasons of failures."""
+    its current nodes. Returns the engine, the privileged jobs and the failures (job index, reason)."""
     eng = _Engine(problem, table, admission)
     for j in range(len(eng.names)):
         if eng.cur_cfg[j] is not None and not eng.waiting[j]:
@@ -563,7 +607,7 @@ def _privileged_phase(problem: RoundProblem, table: CoefficientTable, admission:
             eng.set(j, None)
     else:
         privileged = [j for j in admitted if eng.cfg[j] is None or not eng.ok_row(eng.cfg[j].row)]
-    failures = [eng.infeasible_reason(j) for j in privileged if not eng.schedule_job(j, forced=True)]
+    failures = [(j, eng.infeasible_reason(j)) for j in privileged if not eng.schedule_job(j, forced=True)]
     return eng, privileged, failures
 
 
@@ -572,17 +616,50 @@ def schedule(problem: RoundProblem, table: CoefficientTable, admission: Admissio
     ...)) for every job that runs (module docstring for the algorithm and the choices made).
 
     ``admission`` defaults to :func:`~optsched.scheduling.rubick_eval.admit`. The result always passes
-    :func:`~optsched.scheduling.rubick_eval.violations`. Raises ``InfeasibleError`` naming every
-    protected job that cannot reach its guarantee, with the GPUs it needs and what is free or held by
-    best-effort jobs. Deterministic: ties are broken by job and node name."""
+    :func:`~optsched.scheduling.rubick_eval.violations`. Raises :class:`UnreachableGuaranteeError`
+    (an ``InfeasibleError``) naming every protected job that cannot reach its guarantee, with the GPUs
+    it needs and what is free or held by best-effort jobs; :func:`schedule_with_deferral` defers them
+    instead. Deterministic: ties are broken by job and node name."""
+    return _algorithm1(problem, table, admission or admit(problem, table))
+
+
+def schedule_with_deferral(problem: RoundProblem, table: CoefficientTable, admission: Admission | None = None
+                           ) -> DeferralResult:
+    """:func:`schedule`, deferring the protected jobs whose guarantee is unreachable this round instead
+    of raising (module docstring, "Deferring unreachable guarantees"): each failure's
+    :attr:`UnreachableGuaranteeError.jobs` move to ``waiting`` (a running one is preempted) and the round
+    is run again with the reduced admission. Returns the choices, which pass
+    :func:`~optsched.scheduling.rubick_eval.violations` for the returned (reduced) admission, that
+    admission and the deferred jobs with their reasons. When nothing is unreachable the choices are
+    exactly :func:`schedule`'s and the admission is unchanged."""
     admission = admission or admit(problem, table)
+    deferred: dict[str, str] = {}
+    while True:  # every failing pass defers >= 1 protected job; with none left Algorithm 1 cannot fail
+        try:
+            choices = _algorithm1(problem, table, admission)
+        except UnreachableGuaranteeError as e:
+            new = {name: why for name, why in e.job_reasons.items() if name in admission.protected}
+            if not new:  # pragma: no cover - the failing jobs are always protected ones
+                raise
+            log.info("rubick heuristic: deferring guaranteed job(s) %s: guarantee unreachable this round",
+                     ", ".join(map(repr, new)))
+            deferred.update(new)
+            admission = admission.defer(new)
+            continue
+        return DeferralResult(choices, admission, deferred)
+
+
+def _algorithm1(problem: RoundProblem, table: CoefficientTable, admission: Admission) -> dict[str, Choice]:
+    """:func:`schedule` for a given admission."""
     eng, privileged, failures = _privileged_phase(problem, table, admission, repack=False)
     if failures:
         log.debug("rubick heuristic: %d protected job(s) unplaced; repacking every protected job", len(failures))
+        first = {eng.names[j]: why for j, why in failures}
         eng, privileged, failures = _privileged_phase(problem, table, admission, repack=True)
-    if failures:
-        raise InfeasibleError("Rubick heuristic: a protected job cannot reach its performance guarantee",
-                              tuple(failures))
+        if failures:
+            repacked = tuple(f"repacking every protected job does not help either: {why}" for _, why in failures)
+            raise UnreachableGuaranteeError("Rubick heuristic: a protected job cannot reach its performance guarantee",
+                                            (*first.values(), *repacked), first)
     # lines 4-5: SortBySlope(best-effort queued U running), each scheduled once
     done = set(privileged)
     rest = [j for j in range(len(eng.names)) if not eng.waiting[j] and j not in done
@@ -607,4 +684,4 @@ def schedule(problem: RoundProblem, table: CoefficientTable, admission: Admissio
     return out
 
 
-__all__ = ["schedule"]
+__all__ = ["DeferralResult", "UnreachableGuaranteeError", "schedule", "schedule_with_deferral"]

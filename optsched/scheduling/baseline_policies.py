@@ -4,9 +4,11 @@ choose from.
 
 Each policy builds its table, runs its scheduler from :mod:`optsched.heuristics.baselines` and returns
 ``to_decision(..., status="heuristic")``, scored by the same round objective as every other method.
-:data:`BASELINE_POLICIES` maps method names to factories ``(time_limit, seed, perf) -> Policy``, the
-signature of :data:`optsched.scheduling.solve.POLICIES` (the baselines ignore the time limit and the
-seed: they are deterministic and run in milliseconds).
+:data:`BASELINE_POLICIES` maps method names to factories ``(time_limit, seed, perf,
+defer_unreachable_guarantees=False) -> Policy``, the signature of
+:data:`optsched.scheduling.solve.POLICIES` (the baselines ignore the time limit and the seed: they are
+deterministic and run in milliseconds; and the deferral flag: no baseline fails a round on a
+performance guarantee — only AntMan protects guaranteed jobs, and only those it can run).
 
 Tables (this is where the baselines meet the performance model; the schedulers read only the table):
 
@@ -458,13 +460,14 @@ class SiaPolicy:
 
 BaselinePolicy = FifoPolicy | AntManPolicy | SynergyPolicy | SiaPolicy
 
-#: baseline method names -> factory(time_limit, seed, perf), the signature of ``solve.POLICIES``
-BASELINE_POLICIES: dict[str, Callable[[float, int, PerfLookup | None], BaselinePolicy]] = {
-    "fifo": lambda tl, seed, perf: FifoPolicy("fifo", perf=perf),
-    "fifo-backfill": lambda tl, seed, perf: FifoPolicy("fifo-backfill", backfill=True, perf=perf),
-    "synergy": lambda tl, seed, perf: SynergyPolicy("synergy", perf=perf),
-    "sia": lambda tl, seed, perf: SiaPolicy("sia", perf=perf),
-    "antman": lambda tl, seed, perf: AntManPolicy("antman", perf=perf),
+#: baseline method names -> factory(time_limit, seed, perf, defer_unreachable_guarantees=False), the
+#: signature of ``solve.POLICIES`` (the flag is ignored: module docstring)
+BASELINE_POLICIES: dict[str, Callable[[float, int, PerfLookup | None, bool], BaselinePolicy]] = {
+    "fifo": lambda tl, seed, perf, defer=False: FifoPolicy("fifo", perf=perf),
+    "fifo-backfill": lambda tl, seed, perf, defer=False: FifoPolicy("fifo-backfill", backfill=True, perf=perf),
+    "synergy": lambda tl, seed, perf, defer=False: SynergyPolicy("synergy", perf=perf),
+    "sia": lambda tl, seed, perf, defer=False: SiaPolicy("sia", perf=perf),
+    "antman": lambda tl, seed, perf, defer=False: AntManPolicy("antman", perf=perf),
 }
 
 

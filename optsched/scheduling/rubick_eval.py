@@ -8,6 +8,12 @@ lands on nodes, the objective, and the feasibility check every returned decision
   Running guaranteed jobs are admitted first, then queued ones, each group by submission time and
   name. A guaranteed job that does not fit its quota is not scheduled this round (it waits, as in
   Algorithm 1, which only schedules privileged jobs within quota).
+* **Deferral** (the paper is silent; :meth:`Admission.defer`): a protected job whose guarantee cannot
+  be reached this round (node shapes, not GPU counts) may be *deferred*: it moves to ``waiting`` and
+  is treated for the round exactly like a guaranteed job waiting for quota (does not run; a running
+  one is preempted). Its quota share is not handed to the next guaranteed job in line: admission is
+  not recomputed, so a later job cannot take the quota of a deferred one and keep it in later rounds
+  (running jobs are admitted first).
 * **Objective** (Sec. 3, "cluster throughput as the sum of normalised throughputs"):
   ``sum_j thr_j / ref_j - reconfig_penalty x #reconfigured - preempt_penalty x #preempted``, where a
   running job is *kept* when it runs its current row on exactly its current per-node shares.
@@ -64,6 +70,19 @@ class Admission:
 
     protected: Mapping[str, int]
     waiting: Mapping[str, str]
+
+    def defer(self, reasons: Mapping[str, str]) -> "Admission":
+        """This admission with the protected jobs of ``reasons`` (job name -> why its guarantee cannot
+        be reached this round) moved to ``waiting`` (module docstring, "Deferral"); the others keep
+        their quota GPUs, nobody else is admitted. ``ValidationError`` for a job that is not protected."""
+        unknown = sorted(name for name in reasons if name not in self.protected)
+        if unknown:
+            raise ValidationError(f"admission: cannot defer {', '.join(map(repr, unknown))}: only protected "
+                                  f"guaranteed jobs can be deferred (protected: {', '.join(sorted(self.protected))})")
+        protected = {name: need for name, need in self.protected.items() if name not in reasons}
+        waiting = dict(self.waiting)
+        waiting.update({name: f"performance guarantee deferred this round: {why}" for name, why in reasons.items()})
+        return Admission(protected, waiting)
 
 
 def admit(problem: RoundProblem, table: CoefficientTable) -> Admission:
