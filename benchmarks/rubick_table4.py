@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     config = SimConfig(round_interval_s=args.round_interval)
     header = ("trace", "policy", "jobs", "avg_jct_h", "p99_jct_h", "makespan_h", "avg_ratio", "p99_ratio",
               "makespan_ratio", "paper_avg_h", "paper_p99_h", "paper_makespan_h", "paper_avg_ratio",
-              "paper_p99_ratio", "paper_makespan_ratio", "off_by_30%", "reconfigs", "preempts", "measured_share",
-              "wall_s")
+              "paper_p99_ratio", "paper_makespan_ratio", "off_by_30%", "reconfigs", "preempts", "failed_rounds",
+              "measured_share", "wall_s")
     rows = []
     for name in args.traces:
         trace = load_workload_csv(args.data / "workloads" / FILES[name], cluster, infeasible_plans="unset")
@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                 label = policy if group == "all" else f"{policy} ({group})"
                 rows.append((name, label, part["finished"], *(_fmt(v) for v in ours), *(_fmt(v) for v in ratios),
                              *(_fmt(v) for v in (paper or (None, None, None))), *(_fmt(v) for v in pratios),
-                             " ".join(off) or "-", s["reconfigurations"], s["preemptions"], measured_share[policy],
+                             " ".join(off) or "-", s["reconfigurations"], s["preemptions"], s["failed_rounds"],
+                             measured_share[policy],
                              round(results[policy].wall_seconds, 1)))
     path = emit(header, rows, "rubick_table4.csv")
     sys.stdout.write(f"\nground truth: {truth.describe()}\nmeasured_share: fraction of the ground-truth "

@@ -115,6 +115,23 @@ def _load_params(path: str | Path) -> PerformanceModel:
     return PerformanceModel.from_dict(read_json(path))
 
 
+def _policy_models(paths: Sequence[str], cluster: Cluster) -> dict[tuple[str, str], PerformanceModel]:
+    """The fitted models of ``--params`` files keyed by (model, GPU type); each must be for a GPU type
+    the cluster has, and no (model, GPU type) may come twice."""
+    models: dict[tuple[str, str], PerformanceModel] = {}
+    types = {n.gpu_type for n in cluster.nodes}
+    for path in paths:
+        pm = _load_params(path)
+        key = (pm.model.name, pm.gpu_type)
+        if pm.gpu_type not in types:
+            raise ValidationError(f"--params {path}: fitted for GPU type {pm.gpu_type!r}, but cluster {cluster.name!r} "
+                                  f"has only {', '.join(sorted(types))}")
+        if key in models:
+            raise ValidationError(f"--params {path}: a second fitted model for {key[0]!r} on {key[1]!r}")
+        models[key] = pm
+    return models
+
+
 def _configs(rows: Sequence[Measurement]) -> list[tuple[Any, tuple[int, ...], float]]:
     return [(r.plan, r.gpus_per_node, r.cpus_per_gpu) for r in rows]
 
@@ -304,6 +321,9 @@ def _add_solve(sub: Any) -> None:
     p.add_argument("--params", action="append", default=[], metavar="PARAMS.json",
                    help="fitted performance model (from 'optsched fit') replacing the built-in one of its model "
                         "and GPU type; repeatable")
+    p.add_argument("--defer-unreachable", action="store_true",
+                   help="defer a guaranteed job whose performance guarantee no node shape can reach this round "
+                        "(it waits; named in the decision's message) instead of reporting the round infeasible")
     p.add_argument("--out", metavar="FILE", help="write the decision here instead of stdout")
     p.set_defaults(handler=_cmd_solve)
 
@@ -312,11 +332,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     from optsched.core.round import RoundProblem
     from optsched.scheduling.solve import solve
     problem = RoundProblem.from_dict(read_json(args.round))
-    models = {}
-    for path in args.params:
-        pm = _load_params(path)
-        models[(pm.model.name, pm.gpu_type)] = pm
-    decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None)
+    models = _policy_models(args.params, problem.cluster)
+    decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None,
+                     defer_unreachable_guarantees=args.defer_unreachable)
     _emit_json(decision.to_dict(), args.out)
     running = sum(1 for d in decision.jobs if d.allocation is not None)
     log.info("%s: status %s, objective %.4f, %d of %d jobs run", args.method, decision.status, decision.objective,
@@ -371,6 +389,9 @@ def _add_simulate(sub: Any) -> None:
                    choices=sorted(POLICIES), help=f"policies to compare, first is the baseline of the ratios "
                                                   f"(default: {' '.join(DEFAULT_SIM_POLICIES)}; known: "
                                                   f"{', '.join(sorted(POLICIES))})")
+    p.add_argument("--params", action="append", default=[], metavar="PARAMS.json",
+                   help="fitted performance model (from 'optsched fit') the policies plan with, replacing the "
+                        "built-in one of its model and GPU type; repeatable (the ground truth is separate)")
     p.add_argument("--ground-truth", default="analytical", metavar="SPEC",
                    help="'analytical' (built-in model), 'measured:DIR' (placements CSVs, e.g. the Rubick "
                         "artifact's) or 'params:FILE.json' (fitted parameters as truth) (default analytical)")
@@ -413,6 +434,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from optsched.sim.traces import detect_format, load_trace
     cluster = _cluster(args.cluster)
     truth = _ground_truth(args.ground_truth, cluster)
+    models = _policy_models(args.params, cluster)
     config = SimConfig(round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
                        preempt_restart_s=args.preempt_restart, checkpoint_on_preempt=not args.no_checkpoint,
                        checkpoint_interval_s=args.checkpoint_interval, min_round_gap_s=args.min_round_gap,
@@ -428,10 +450,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     log.info("trace %s: %d jobs (%s); ground truth %s", trace.name, len(trace), trace.source, truth.describe())
     results = run_policies(cluster, trace.jobs, truth, args.policy, config, quotas=trace.quotas,
                            time_limit=args.time_limit, trace_name=trace.source or trace.name,
-                           progress=not args.no_progress)
+                           progress=not args.no_progress, perf_models=models or None)
     header, rows = comparison_rows(results)
     _out(f"trace {trace.source or trace.name}: {len(trace)} jobs on {cluster.name} ({cluster.total_gpus} GPUs), "
          f"ground truth {truth.describe()}")
+    if models:
+        _out("policies plan with fitted models: " + ", ".join(f"{m} on {g}" for m, g in sorted(models)))
     _out(_table(header, rows))
     written = write_outputs(results, args.out, config, plots=not args.no_plots)
     _out("wrote " + ", ".join(str(p) for p in written))

@@ -106,3 +106,58 @@ def test_naive_workload_with_measured_ground_truth(tmp_path, capsys) -> None:
     assert doc["ground_truth"].startswith("measured:")
     assert all(s["unfinished"] == 0 and s["jobs"] == 10 for s in doc["policies"].values())
     assert doc["policies"]["rubick"]["avg_jct_s"] <= doc["policies"]["rubick-n"]["avg_jct_s"]
+
+
+def _slowed(base):
+    """A fitted model like ``base`` with a 5x forward time and 1 s more per iteration."""
+    return base.with_params(base.params.replace(fwd_s=base.params.fwd_s * 5, k_const=base.params.k_const + 1.0))
+
+
+def _slow_bert_file(tmp_path: Path, gpu_type: str = "A800", name: str = "slow-bert.json") -> Path:
+    """:func:`_slowed` built-in bert as a params file, claiming to be fitted on ``gpu_type``."""
+    from optsched.core import get_cluster
+    from optsched.perf.defaults import default_performance_model
+    data = _slowed(default_performance_model("bert", get_cluster("a800-8x8"), "A800")).to_dict()
+    data["gpu_type"] = gpu_type
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_policies_plan_with_the_given_fitted_model() -> None:
+    """make_policy(perf_models=, cluster=) (what --params feeds): the decision's predicted throughput of
+    every bert job is the fitted model's, the other jobs keep the built-in ones."""
+    from optsched.perf.defaults import default_performance_model
+    from optsched.scheduling.generate import generate_rubick_round
+    from optsched.scheduling.solve import make_policy
+    problem = generate_rubick_round(2, 8, 6, seed=1)
+    slow = _slowed(default_performance_model("bert", problem.cluster, "A800"))
+    with_fit = make_policy("rubick", perf_models={"bert": slow}, cluster=problem.cluster).decide(problem)
+    built_in = make_policy("rubick").decide(problem)
+    checked = 0
+    for d in with_fit.jobs:
+        job = problem.job(d.job)
+        if d.allocation is None:
+            continue
+        pm = slow if job.model == "bert" else default_performance_model(job.model, problem.cluster, "A800")
+        shares = [s for _, s in d.allocation.placement.shares]
+        gpn = tuple(s.gpus for s in shares if s.gpus)
+        cpg = sum(s.cpus for s in shares) / sum(gpn)
+        assert d.throughput == pytest.approx(pm.throughput(d.allocation.plan, gpn, cpg), rel=1e-6), d.job
+        checked += job.model == "bert"
+    assert checked >= 1
+    assert with_fit.job("job1").throughput < built_in.job("job1").throughput
+
+
+def test_simulate_params_option(tmp_path, capsys) -> None:
+    good = _slow_bert_file(tmp_path)
+    common = ["simulate", "--jobs", "8", "--policy", "rubick", "--no-plots", "--no-progress"]
+    code, out, err = _run(capsys, *common, "--params", str(good), "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    assert "policies plan with fitted models: bert on A800" in out
+    wrong = _slow_bert_file(tmp_path, gpu_type="T4", name="t4.json")
+    for extra, needle in ((["--params", str(wrong)], "GPU type 'T4'"),
+                          (["--params", str(good), "--params", str(good)], "second fitted model"),
+                          (["--params", str(tmp_path / "none.json")], "none.json")):
+        code, out, err = _run(capsys, *common, "--out", str(tmp_path / "x"), *extra)
+        assert code == 2 and needle in err and "Traceback" not in err, (extra, err)

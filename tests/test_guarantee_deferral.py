@@ -281,3 +281,20 @@ def test_simulator_defers_instead_of_failing_rounds() -> None:
     assert rec["be"].start_s == pytest.approx(0.0)
     assert rec["big"].start_s >= 2000.0
     assert {r.name: r for r in plain.jobs}["be"].start_s >= 2000.0
+
+
+def test_cli_solve_defer_unreachable(tmp_path, capsys) -> None:
+    """``optsched solve``: the fragmented round is reported infeasible (exit 2, naming ``big``); with
+    ``--defer-unreachable`` it is solved, ``big`` waits and the message names it."""
+    import json
+
+    from optsched.cli import main
+    path = tmp_path / "round.json"
+    path.write_text(json.dumps(fragmented().to_dict()))
+    assert main(["solve", str(path), "--method", "heuristic"]) == 2
+    assert "'big'" in capsys.readouterr().err
+    out = tmp_path / "decision.json"
+    assert main(["solve", str(path), "--method", "heuristic", "--defer-unreachable", "--out", str(out)]) == 0
+    decision = Decision.from_dict(json.loads(out.read_text()))
+    assert decision.job("big").allocation is None and "'big'" in decision.message
+    assert decision.job("a").allocation is not None

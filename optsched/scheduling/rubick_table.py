@@ -69,24 +69,25 @@ PerfLookup = Callable[[str, str], PerformanceModel]
 Row = tuple[ExecutionPlan, tuple[int, ...], str, int, int, float, float]
 
 
-def default_perf_lookup(problem: RoundProblem) -> PerfLookup:
-    """Built-in fitted models (:func:`~optsched.perf.defaults.default_performance_model`), cached per
-    (model, GPU type)."""
+def default_perf_lookup(where: RoundProblem | Cluster) -> PerfLookup:
+    """Built-in fitted models (:func:`~optsched.perf.defaults.default_performance_model`) for the
+    cluster of ``where`` (a round or a cluster), cached per (model, GPU type)."""
+    cluster = where.cluster if isinstance(where, RoundProblem) else where
     cache: dict[tuple[str, str], PerformanceModel] = {}
 
     def lookup(model: str, gpu_type: str) -> PerformanceModel:
         key = (model, gpu_type)
         if key not in cache:
-            cache[key] = default_performance_model(model, problem.cluster, gpu_type)
+            cache[key] = default_performance_model(model, cluster, gpu_type)
         return cache[key]
     return lookup
 
 
 def perf_lookup_from(models: Mapping[tuple[str, str], PerformanceModel] | Mapping[str, PerformanceModel],
-                     problem: RoundProblem) -> PerfLookup:
+                     where: RoundProblem | Cluster) -> PerfLookup:
     """Look models up in ``models`` (keyed by model name, or by (model name, GPU type)), falling back
-    to the built-in defaults."""
-    fallback = default_perf_lookup(problem)
+    to the built-in defaults of the cluster of ``where`` (a round or a cluster)."""
+    fallback = default_perf_lookup(where)
 
     def lookup(model: str, gpu_type: str) -> PerformanceModel:
         for key in ((model, gpu_type), model):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol
 
 from optsched.core.errors import InfeasibleError, UnknownNameError, ValidationError
+from optsched.core.hardware import Cluster
 from optsched.core.round import Decision, RoundProblem
 from optsched.formulations import rubick_round
 from optsched.heuristics import rubick as rubick_heuristic
@@ -191,8 +192,10 @@ POLICIES: dict[str, Callable[[float, int, PerfLookup | None, bool], Policy]] = {
 
 def make_policy(method: str, *, time_limit: float = DEFAULT_TIME_LIMIT, seed: int = 0,
                 perf_models: Mapping | None = None, problem: RoundProblem | None = None,
-                defer_unreachable_guarantees: bool = False) -> Policy:
+                cluster: Cluster | None = None, defer_unreachable_guarantees: bool = False) -> Policy:
     """The policy registered as ``method`` (``UnknownNameError`` listing the known ones).
+    ``perf_models`` (keyed by model name or (model name, GPU type)) replace the built-in performance
+    models; the built-in ones of the cluster of ``problem`` (or ``cluster``) serve the rest.
     ``defer_unreachable_guarantees`` (module docstring) is passed to every factory; methods without
     performance guarantees ignore it."""
     if method not in POLICIES:
@@ -206,9 +209,10 @@ def make_policy(method: str, *, time_limit: float = DEFAULT_TIME_LIMIT, seed: in
                               f"got {defer_unreachable_guarantees!r}")
     perf = None
     if perf_models:
-        if problem is None:
-            raise ValidationError("perf_models needs the problem (for the built-in fallbacks)")
-        perf = perf_lookup_from(perf_models, problem)
+        where = problem if problem is not None else cluster
+        if where is None:
+            raise ValidationError("perf_models needs the problem or the cluster (for the built-in fallbacks)")
+        perf = perf_lookup_from(perf_models, where)
     return POLICIES[method](float(time_limit), seed, perf, defer_unreachable_guarantees)
 
 

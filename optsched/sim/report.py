@@ -19,6 +19,7 @@ import numpy as np
 from optsched.core.errors import ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
+from optsched.perf.performance_model import PerformanceModel
 from optsched.scheduling.solve import DEFAULT_TIME_LIMIT, make_policy
 from optsched.sim.config import CapacityChange, SimConfig
 from optsched.sim.engine import IterationTimeSource, Simulator
@@ -32,16 +33,22 @@ SUMMARY_FORMAT = "optsched.simulation/1"
 def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationTimeSource, policies: Sequence[str],
                  config: SimConfig = SimConfig(), *, quotas: Sequence[tuple[str, int]] = (),
                  capacity_changes: Sequence[CapacityChange] = (), time_limit: float = DEFAULT_TIME_LIMIT,
-                 trace_name: str = "", progress: bool = False) -> dict[str, SimResult]:
+                 trace_name: str = "", progress: bool = False,
+                 perf_models: Mapping[str, PerformanceModel] | Mapping[tuple[str, str], PerformanceModel] | None = None
+                 ) -> dict[str, SimResult]:
     """Simulate each policy of ``policies`` (names of ``optsched.solve`` methods) on the same input.
-    ``time_limit`` bounds each round of a solver-backed policy."""
+    ``time_limit`` bounds each round of a solver-backed policy. ``perf_models`` are the fitted
+    performance models the *policies* plan with (keyed by model name or (model name, GPU type); the
+    built-in ones serve the rest); the jobs always advance at ``ground_truth``. Rubick policies defer a
+    guaranteed job whose guarantee no node shape can reach this round instead of failing the round
+    (:mod:`optsched.scheduling.solve`)."""
     if not policies:
         raise ValidationError("simulate: give at least one policy")
     dup = sorted({p for p in policies if list(policies).count(p) > 1})
     if dup:
         raise ValidationError(f"simulate: policy {dup[0]!r} listed twice")
-    made = {name: make_policy(name, time_limit=time_limit, seed=config.seed, defer_unreachable_guarantees=True)
-            for name in policies}
+    made = {name: make_policy(name, time_limit=time_limit, seed=config.seed, perf_models=perf_models, cluster=cluster,
+                              defer_unreachable_guarantees=True) for name in policies}
     describe = getattr(ground_truth, "describe", None)
     truth_name = describe() if callable(describe) else type(ground_truth).__name__
     out: dict[str, SimResult] = {}
