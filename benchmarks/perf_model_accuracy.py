@@ -90,7 +90,7 @@ def oracle_floor(model, rows, fwd_s, starts: int, seed: int = 0) -> tuple[float,
     y = np.array([r.iter_time for r in rows])
     rmsle_fit = fit(model, configs, y, fwd_s=fwd_s, seed=seed, starts=starts, min_samples=1)
     features = rmsle_fit.features(configs)
-    free = [n for n in rmsle_fit.identified]
+    free = list(rmsle_fit.identified)
     names = PerfParams.names()
     idx = np.array([names.index(n) for n in free])
     lo = np.array([max(PerfParams.BOUNDS[n][0], model.min_fwd_s if n == "fwd_s" else 0.0) for n in free])
