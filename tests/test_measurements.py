@@ -149,3 +149,59 @@ def test_profile_forward_rejects_unpaired_or_empty_profiles(tmp_path):
                        ["1,8,320,1,0,1,0,0,1"], ["40,83,25,157,1100"])
     with pytest.raises(ValidationError, match="no data-parallel profiling run"):
         read_profile_forward_s(d2, BERT)
+
+
+# -- choosing the profiling rows --------------------------------------------------------------------
+SHAPES = ["1", "2", "4", "8", "11", "1111", "11111111", "44", "2222"]
+
+
+def _ga_rows(tmp_path: Path):
+    text = HEADER + "".join(f"ga,{p},1.0,0,0,0\n" for p in SHAPES) + "".join(
+        f"zero-offload,{p},2.0,0,0,0\n" for p in ("1", "2", "44"))
+    return read_placements_csv(write(tmp_path, text), BERT)
+
+
+def test_maximin_design_takes_the_farthest_row_each_time(tmp_path):
+    """Slots: the three ZeRO-Offload rows first, then GA; every GA pick is the GA row farthest
+    (min distance in placement shape) from all rows chosen before it: checked by brute force."""
+    import numpy as np
+
+    from optsched.perf.measurements import placement_shape, sample_measurements
+    rows = _ga_rows(tmp_path)
+    for seed in range(5):
+        chosen = sample_measurements(rows, 6, np.random.default_rng(seed))
+        assert sorted(r.placement for r in chosen if r.plan.zero is ZeroMode.OFFLOAD) == ["1", "2", "44"]
+        picked = [r for r in chosen if r.plan.zero is ZeroMode.OFFLOAD]
+        ga = [r for r in chosen if r.exec_plan == "ga"]
+        assert len(ga) == 3
+        remaining = [r for r in rows if r.exec_plan == "ga"]
+        for _ in range(3):  # replay the greedy choice: the chosen GA rows must be a maximin sequence
+            def far(r):
+                return min(float(np.linalg.norm(placement_shape(r) - placement_shape(q))) for q in picked)
+            best = max(far(r) for r in remaining)
+            step = [r for r in ga if r in remaining and abs(far(r) - best) < 1e-12]
+            assert step, (seed, [r.placement for r in ga])
+            picked.append(step[0])
+            remaining.remove(step[0])
+
+
+def test_maximin_design_spreads_more_than_random_rows(tmp_path):
+    """Over 20 seeds the design's GA rows are on average farther apart than random GA rows, and both
+    keep the family quotas; spread=False is reproducible per seed."""
+    import itertools
+
+    import numpy as np
+
+    from optsched.perf.measurements import placement_shape, sample_measurements
+    rows = _ga_rows(tmp_path)
+
+    def spread_of(chosen):
+        ga = [placement_shape(r) for r in chosen if r.exec_plan == "ga"]
+        return min(float(np.linalg.norm(a - b)) for a, b in itertools.combinations(ga, 2))
+
+    design = [spread_of(sample_measurements(rows, 6, np.random.default_rng(s))) for s in range(20)]
+    drawn = [spread_of(sample_measurements(rows, 6, np.random.default_rng(s), spread=False)) for s in range(20)]
+    assert np.mean(design) > np.mean(drawn)
+    a = sample_measurements(rows, 6, np.random.default_rng(3), spread=False)
+    assert a == sample_measurements(rows, 6, np.random.default_rng(3), spread=False)
+    assert sum(r.plan.zero is ZeroMode.OFFLOAD for r in a) == 3
