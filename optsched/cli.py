@@ -189,7 +189,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         if fwd_s < base.min_fwd_s:
             raise ValidationError(f"forward time {fwd_s:.4g} s per sample is below {base.min_fwd_s:.4g} s, the "
                                   f"forward FLOPs of {model.name} at the peak of one {args.gpu_type}")
-        _err(f"{PROG} fit: forward time fixed at {fwd_s:.6g} s per sample" + (f" (from {args.profile})" if args.profile else ""))
+        source = f" (from {args.profile})" if args.profile else ""
+        _err(f"{PROG} fit: forward time fixed at {fwd_s:.6g} s per sample{source}")
     fitted = fit(base, _configs(used), measured_times(used), fwd_s=fwd_s, seed=args.seed, starts=args.starts)
     _write_text(args.out, json.dumps(fitted.to_dict(), indent=2) + "\n")
     n_off = sum(1 for r in used if r.plan.zero is ZeroMode.OFFLOAD)

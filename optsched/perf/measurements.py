@@ -117,8 +117,7 @@ def sample_measurements(rows: Sequence[Measurement], n: int, rng: "np.random.Gen
     placement shapes identifies the communication terms better than a random draw. On the public
     measurements it lowers the held-out average error on six of the seven models and the maximum on
     six (RoBERTa's average and LLaMA-7B's maximum rise); ``benchmarks/perf_model_accuracy.py``
-    prints both. With ``spread=False``, a random row of the
-    family."""
+    prints both. With ``spread=False``, a random row of the family."""
     if n > len(rows):
         raise ValidationError(f"cannot sample {n} rows from {len(rows)}")
     by_family: dict[str, list[int]] = {}
