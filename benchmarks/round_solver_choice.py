@@ -22,8 +22,8 @@ from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
 from optsched.formulations import rubick_round
-from optsched.scheduling.generate import generate_rubick_round
-from optsched.scheduling.rubick_table import build_round_table
+from optsched.rounds.rubick.generate import generate_rubick_round
+from optsched.rounds.rubick.table import build_round_table
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
 CASES = ((8, 40), (8, 80), (160, 400))

@@ -3,7 +3,7 @@ round", Must show).
 
     python benchmarks/rubick_round.py [--seeds 1] [--time-limit 30] [--workers 1] [--quick]
 
-Instances come from ``optsched gen-round`` (:func:`optsched.scheduling.generate.generate_rubick_round`):
+Instances come from ``optsched gen-round`` (:func:`optsched.rounds.rubick.generate.generate_rubick_round`):
 8x8 GPUs with 20/40/80 jobs and 160x8 GPUs (1,280) with 200/400 jobs. For each: the heuristic's
 objective and time, the exact objective, bound, gap and time, the encoding and model size, and the
 exact/heuristic objective ratio, all measured in the same run. Prints a table and writes
@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from optsched.scheduling.generate import generate_rubick_round
-from optsched.scheduling.solve import RubickExactPolicy, RubickHeuristicPolicy
+from optsched.rounds.rubick.generate import generate_rubick_round
+from optsched.policies.rubick import RubickExactPolicy, RubickHeuristicPolicy
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
 CASES = ((8, 20), (8, 40), (8, 80), (160, 200), (160, 400))

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optsched.core.catalog import get_cluster  # noqa: E402
 from optsched.sim.config import SimConfig  # noqa: E402
 from optsched.sim.ground_truth import MeasuredGroundTruth  # noqa: E402
-from optsched.sim.report import run_policies  # noqa: E402
+from optsched.experiments.compare import run_policies  # noqa: E402
 from optsched.sim.traces import load_workload_csv  # noqa: E402
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         measured_share = {}
         for policy in policies:  # one at a time, to count how often each one ran on measured rows
             truth.reset_coverage()
-            results.update(run_policies(cluster, trace.jobs, truth, [policy], config, quotas=trace.quotas,
+            results.update(run_policies(cluster, trace.jobs, truth, [policy], config, round_fields=trace.round_fields(),
                                         time_limit=args.time_limit, trace_name=name, progress=True))
             measured_share[policy] = round(truth.coverage().measured_fraction, 2)
         summaries = {p: r.summary() for p, r in results.items()}

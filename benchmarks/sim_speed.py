@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optsched.core.catalog import get_cluster  # noqa: E402
 from optsched.sim.config import SimConfig  # noqa: E402
 from optsched.sim.ground_truth import AnalyticalGroundTruth, MeasuredGroundTruth  # noqa: E402
-from optsched.sim.report import run_policies  # noqa: E402
+from optsched.experiments.compare import run_policies  # noqa: E402
 from optsched.sim.traces import load_philly_csv, load_workload_csv  # noqa: E402
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name, cluster, gt, trace, target in cases:
         t0 = time.perf_counter()
-        res = run_policies(cluster, trace.jobs, gt, [args.policy], config, quotas=trace.quotas, trace_name=name,
+        res = run_policies(cluster, trace.jobs, gt, [args.policy], config, round_fields=trace.round_fields(), trace_name=name,
                            progress=True)[args.policy]
         wall = time.perf_counter() - t0
         s = res.summary()

@@ -23,20 +23,25 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import io
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from optsched.core.catalog import get_cluster, get_gpu_type, get_model
-from optsched.core.errors import OptschedError, ValidationError
+from optsched import __version__
+from optsched.core.catalog import GPU_TYPES, get_cluster, get_gpu_type, get_model
+from optsched.core.errors import OptschedError, UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
+from optsched.core.job import DEFAULT_CPUS_PER_GPU
 from optsched.core.jsonio import read_json
 from optsched.core.plan import ZeroMode
+from optsched.core.pool import gpu_pool
 from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit
 from optsched.perf.measurements import (Measurement, measured_times, read_placements_csv, read_profile_forward_s,
                                        sample_measurements)
@@ -75,6 +80,34 @@ def _write_text(path: str | Path, text: str) -> None:
         raise ValidationError(f"{path}: cannot write file ({exc.strerror or exc})") from None
 
 
+def _check_output_file(path: str | Path | None, flag: str = "--out") -> None:
+    """Fail before any work when ``path`` cannot be written as a file: it is a directory, or its
+    directory does not exist or is not writable."""
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise ValidationError(f"{flag} {p}: is a directory; give a file name")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValidationError(f"{flag} {p}: directory {parent} does not exist")
+    if (p.exists() and not os.access(p, os.W_OK)) or not os.access(parent, os.W_OK):
+        raise ValidationError(f"{flag} {p}: not writable")
+
+
+def _check_output_dir(path: str | Path, flag: str = "--out") -> None:
+    """Fail before any work when ``path`` cannot be used as an output directory (creating it)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ValidationError(f"{flag} {p}: exists and is not a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValidationError(f"{flag} {p}: cannot create directory ({exc.strerror or exc})") from None
+    if not os.access(p, os.W_OK):
+        raise ValidationError(f"{flag} {p}: directory not writable")
+
+
 def _emit_json(data: Any, path: str | None) -> None:
     """Write ``data`` as indented JSON to ``path``, or to stdout when no path is given."""
     text = json.dumps(data, indent=2) + "\n"
@@ -105,8 +138,9 @@ def _cluster(name: str) -> Cluster:
     if not Path(name).is_file():
         raise ValidationError(f"cluster {name!r} is neither a built-in cluster ({', '.join(sorted(CLUSTERS))}) "
                               "nor an existing JSON file")
+    data = read_json(name)  # its errors name the file already
     try:
-        return Cluster.from_dict(read_json(name))
+        return Cluster.from_dict(data)
     except ValidationError as exc:
         raise ValidationError(f"{name}: {exc}") from None
 
@@ -154,7 +188,10 @@ def _add_fit(sub: Any) -> None:
                                    "(columns exec_plan,placement,iter_time) and write the params JSON.")
     p.add_argument("--placements", required=True, metavar="CSV", help="measured rows")
     p.add_argument("--model", required=True, metavar="NAME", help="catalogue model name, e.g. bert")
-    p.add_argument("--samples", type=int, metavar="N", help="fit on N rows drawn at random (default: all)")
+    p.add_argument("--samples", type=int, metavar="N",
+                   help="fit on N rows chosen reproducibly: >= 3 ZeRO-Offload rows when the file has them, the other "
+                        "plan families round-robin, each row the farthest in placement shape from those chosen "
+                        "(default: every row)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the row draw and the fit (0)")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="NAME",
                    help=f"built-in cluster giving the bandwidths ({DEFAULT_CLUSTER})")
@@ -173,6 +210,7 @@ def _add_fit(sub: Any) -> None:
 def _cmd_fit(args: argparse.Namespace) -> int:
     from optsched.perf.defaults import prior_performance_model
 
+    _check_output_file(args.out)
     model = get_model(args.model)
     cluster = _cluster(args.cluster)
     get_gpu_type(args.gpu_type)
@@ -217,6 +255,7 @@ def _add_predict(sub: Any) -> None:
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
+    _check_output_file(args.out)
     perf = _load_params(args.params)
     rows = read_placements_csv(args.placements, perf.model, require_iter_time=False)
     times = perf.iteration_times(_configs(rows))
@@ -239,7 +278,8 @@ def _add_curves(sub: Any) -> None:
     p.add_argument("--model", required=True, metavar="NAME", help="catalogue model name")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="NAME", help=f"built-in cluster ({DEFAULT_CLUSTER})")
     p.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, metavar="T", help=f"GPU type ({DEFAULT_GPU_TYPE})")
-    p.add_argument("--cpus-per-gpu", type=int, default=8, metavar="C", help="CPU cores per GPU on the GPU curve (8)")
+    p.add_argument("--cpus-per-gpu", type=int, default=DEFAULT_CPUS_PER_GPU, metavar="C",
+                   help=f"CPU cores per GPU on the GPU curve ({DEFAULT_CPUS_PER_GPU})")
     p.add_argument("--max-gpus", type=int, metavar="N",
                    help="GPU curve: largest amount (default: the cluster's GPUs of that type); "
                         "CPU curve: the job's GPUs (default: one node)")
@@ -251,23 +291,24 @@ def _add_curves(sub: Any) -> None:
 
 def _cmd_curves(args: argparse.Namespace) -> int:
     from optsched.perf.defaults import default_performance_model
-    from optsched.perf.sensitivity import cpu_curve, gpu_curve, packed_placement
+    from optsched.perf.sensitivity import cpu_curve, gpu_curve
 
     get_model(args.model)  # unknown model -> UnknownNameError
     cluster = _cluster(args.cluster)
-    gpu_type = cluster.gpu_type(args.gpu_type)  # unknown type on this cluster -> UnknownNameError
-    nodes = cluster.nodes_of_type(args.gpu_type)
-    if not nodes:
-        raise ValidationError(f"cluster {cluster.name!r} has no {args.gpu_type} nodes")
+    types = sorted({n.gpu_type for n in cluster.nodes if n.num_gpus > 0})
+    if args.gpu_type not in types:
+        if args.gpu_type not in GPU_TYPES and args.gpu_type not in {g.name for g in cluster.gpu_types}:
+            raise UnknownNameError("GPU type", args.gpu_type, list(GPU_TYPES))
+        raise ValidationError(f"cluster {cluster.name!r} has no {args.gpu_type} GPUs (its GPU types: "
+                              f"{', '.join(types)}); pick --gpu-type {types[0]} or another --cluster")
+    pool = gpu_pool(cluster, args.gpu_type)
     if args.params:
         perf = _load_params(args.params)
         if perf.model.name != args.model:
             raise ValidationError(f"{args.params} is a model of {perf.model.name!r}, not of {args.model!r}")
     else:
         perf = default_performance_model(args.model, cluster, args.gpu_type)
-    per_node = max(n.num_gpus for n in nodes)
-    host_mem = min(n.memory_gib for n in nodes)
-    total = sum(n.num_gpus for n in nodes)
+    per_node, host_mem, total, gpu_type = pool.per_node, pool.host_gib, pool.total, pool.gpu_type
     if args.cpus_per_gpu < 1:
         raise ValidationError(f"--cpus-per-gpu must be >= 1, got {args.cpus_per_gpu}")
     if args.resource == "gpu":
@@ -281,8 +322,8 @@ def _cmd_curves(args: argparse.Namespace) -> int:
         gpus = per_node if args.max_gpus is None else args.max_gpus
         if not 1 <= gpus <= total:
             raise ValidationError(f"--max-gpus must be between 1 and {total}, got {gpus}")
-        placement = packed_placement(gpus, per_node)
-        max_cpus = min(n.num_cpus for n in nodes) * len(placement)
+        placement = pool.shape(gpus)
+        max_cpus = pool.node_cpus * len(placement)
         curve = cpu_curve(perf, placement, max_cpus, gpu_type, host_mem)
         what = f"placement {_placement_code(placement)}, up to {max_cpus} CPUs"
     points = list(curve.points)
@@ -309,13 +350,20 @@ def _cmd_curves(args: argparse.Namespace) -> int:
 
 
 # -- solve ---------------------------------------------------------------------------------------
+def _methods_help() -> str:
+    from optsched.policies.registry import describe_methods
+    return "; ".join(f"kind {kind}: {', '.join(methods)}" for kind, methods in describe_methods().items())
+
+
 def _add_solve(sub: Any) -> None:
-    from optsched.scheduling.solve import DEFAULT_TIME_LIMIT, POLICIES
+    from optsched.policies.options import DEFAULT_TIME_LIMIT
     p = sub.add_parser("solve", help="solve a scheduling round file and print the decision as JSON",
-                       description="Solve one scheduling round (format: docs/rounds.md) and print the decision as JSON.")
+                       description="Solve one scheduling round (format: docs/rounds.md) with a method of its kind and "
+                                   f"print the decision as JSON. Methods per round kind: {_methods_help()}.")
     p.add_argument("round", metavar="ROUND.json", help="round file")
-    p.add_argument("--method", default="exact", choices=sorted(POLICIES),
-                   help="exact (CP-SAT warm-started by the heuristic), heuristic, or an ablation (default: exact)")
+    p.add_argument("--method", default="exact", metavar="METHOD",
+                   help="a method of the round's kind (default: exact, the CP-SAT round warm-started by the "
+                        f"heuristic); {_methods_help()}")
     p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="S",
                    help=f"wall-clock limit in seconds (default {DEFAULT_TIME_LIMIT:g})")
     p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
@@ -323,43 +371,65 @@ def _add_solve(sub: Any) -> None:
                    help="fitted performance model (from 'optsched fit') replacing the built-in one of its model "
                         "and GPU type; repeatable")
     p.add_argument("--defer-unreachable", action="store_true",
-                   help="defer a guaranteed job whose performance guarantee no node shape can reach this round "
-                        "(it waits; named in the decision's message) instead of reporting the round infeasible")
+                   help="rubick rounds: defer a guaranteed job whose performance guarantee no node shape can reach "
+                        "this round (it waits; named in the decision's message) instead of reporting the round "
+                        "infeasible")
     p.add_argument("--out", metavar="FILE", help="write the decision here instead of stdout")
     p.set_defaults(handler=_cmd_solve)
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
     from optsched.core.round import RoundProblem
-    from optsched.scheduling.solve import solve
+    from optsched.policies.registry import solve
+    from optsched.policies.rubick import DEFER
+    _check_output_file(args.out)
     problem = RoundProblem.from_dict(read_json(args.round))
     models = _policy_models(args.params, problem.cluster)
-    decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None,
-                     defer_unreachable_guarantees=args.defer_unreachable)
+    extras = {DEFER: True} if args.defer_unreachable else {}
+    decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None, **extras)
     _emit_json(decision.to_dict(), args.out)
-    running = sum(1 for d in decision.jobs if d.allocation is not None)
-    log.info("%s: status %s, objective %.4f, %d of %d jobs run", args.method, decision.status, decision.objective,
-             running, len(decision.jobs))
+    log.info("%s: status %s, objective %.4f", args.method, decision.status, decision.objective)
     return 0
 
 
 # -- gen-round -----------------------------------------------------------------------------------
+#: gen-round flags and the generator keyword each one sets (a kind's generator takes a subset)
+_GEN_FLAGS = (("--nodes", "nodes", "number of nodes"), ("--gpus-per-node", "gpus_per_node", "GPUs per node"),
+              ("--jobs", "jobs", "number of jobs"))
+
+
 def _add_gen_round(sub: Any) -> None:
+    from optsched.core.kinds import round_kind, round_kinds
+    kinds = round_kinds()
     p = sub.add_parser("gen-round", help="write a random but realistic round file",
-                       description="Generate a reproducible random round on the A800 catalogue cluster shape.")
-    p.add_argument("--kind", default="rubick", choices=["rubick"], help="round kind (default rubick)")
-    p.add_argument("--nodes", type=int, default=8, help="number of nodes (default 8)")
-    p.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
-    p.add_argument("--jobs", type=int, default=40, help="number of jobs (default 40)")
+                       description="Generate a reproducible random round of a kind. Defaults per kind: "
+                                   + "; ".join(f"{k}: {_generator_defaults(round_kind(k).generate)}" for k in kinds))
+    p.add_argument("--kind", default="rubick", choices=kinds, help="round kind (default rubick)")
+    for flag, _, text in _GEN_FLAGS:
+        p.add_argument(flag, type=int, metavar="N", help=f"{text} (default: the kind's)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--out", metavar="FILE", help="write the round here instead of stdout")
     p.set_defaults(handler=_cmd_gen_round)
 
 
+def _generator_defaults(generate: Callable[..., Any]) -> str:
+    return ", ".join(f"{n}={q.default}" for n, q in inspect.signature(generate).parameters.items()
+                     if q.default is not inspect.Parameter.empty and n != "seed")
+
+
 def _cmd_gen_round(args: argparse.Namespace) -> int:
-    from optsched.scheduling.generate import generate_rubick_round
-    problem = generate_rubick_round(args.nodes, args.gpus_per_node, args.jobs, args.seed)
-    _emit_json(problem.to_dict(), args.out)
+    from optsched.core.kinds import round_kind
+    _check_output_file(args.out)
+    kind = round_kind(args.kind)
+    options: dict[str, Any] = {"seed": args.seed}
+    for flag, key, _ in _GEN_FLAGS:
+        value = getattr(args, key)
+        if value is None:
+            continue
+        if key not in kind.generator_options:
+            raise ValidationError(f"gen-round --kind {args.kind} does not take {flag}")
+        options[key] = value
+    _emit_json(kind.generate(**options).to_dict(), args.out)
     return 0
 
 
@@ -368,8 +438,10 @@ DEFAULT_SIM_POLICIES = ("rubick", "sia", "synergy", "fifo")
 
 
 def _add_simulate(sub: Any) -> None:
-    from optsched.scheduling.solve import DEFAULT_TIME_LIMIT, POLICIES
+    from optsched.policies.options import DEFAULT_TIME_LIMIT
+    from optsched.policies.registry import DEFAULT_KIND, methods_of
     from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S
+    methods = methods_of(DEFAULT_KIND)
     p = sub.add_parser("simulate", help="replay a trace under several policies and compare them",
                        description="Replay a job trace on a cluster under each policy (same trace, cluster and "
                                    "ground truth), print a comparison table with ratios to the first policy and "
@@ -386,10 +458,9 @@ def _add_simulate(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of model/plan assignment and of the solvers (0)")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="NAME|PATH",
                    help=f"built-in cluster name or cluster JSON file (default {DEFAULT_CLUSTER})")
-    p.add_argument("--policy", nargs="+", default=list(DEFAULT_SIM_POLICIES), metavar="NAME",
-                   choices=sorted(POLICIES), help=f"policies to compare, first is the baseline of the ratios "
-                                                  f"(default: {' '.join(DEFAULT_SIM_POLICIES)}; known: "
-                                                  f"{', '.join(sorted(POLICIES))})")
+    p.add_argument("--policy", nargs="+", action="extend", metavar="NAME", choices=methods,
+                   help=f"policies to compare, first is the baseline of the ratios; repeatable, values accumulate "
+                        f"(default: {' '.join(DEFAULT_SIM_POLICIES)}; known: {', '.join(methods)})")
     p.add_argument("--params", action="append", default=[], metavar="PARAMS.json",
                    help="fitted performance model (from 'optsched fit') the policies plan with, replacing the "
                         "built-in one of its model and GPU type; repeatable (the ground truth is separate)")
@@ -430,9 +501,11 @@ def _ground_truth(spec: str, cluster: Cluster) -> Any:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    from optsched.experiments.compare import comparison_rows, run_policies, write_outputs
     from optsched.sim.config import SimConfig
-    from optsched.sim.report import comparison_rows, run_policies, write_outputs
     from optsched.sim.traces import detect_format, load_trace
+    _check_output_dir(args.out)
+    policies = args.policy or list(DEFAULT_SIM_POLICIES)
     cluster = _cluster(args.cluster)
     truth = _ground_truth(args.ground_truth, cluster)
     models = _policy_models(args.params, cluster)
@@ -449,7 +522,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         options["max_jobs"] = args.max_jobs
     trace = load_trace(args.trace, cluster, seed=args.seed, iteration_time=truth.iteration_time, **options)
     log.info("trace %s: %d jobs (%s); ground truth %s", trace.name, len(trace), trace.source, truth.describe())
-    results = run_policies(cluster, trace.jobs, truth, args.policy, config, quotas=trace.quotas,
+    results = run_policies(cluster, trace.jobs, truth, policies, config, round_fields=trace.round_fields(),
                            time_limit=args.time_limit, trace_name=trace.source or trace.name,
                            progress=not args.no_progress, perf_models=models or None)
     header, rows = comparison_rows(results)
@@ -481,6 +554,7 @@ _SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_fit, _add_predict, _add_
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Optimization engine for deep-learning GPU-cluster scheduling.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO) to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in _SUBCOMMANDS:

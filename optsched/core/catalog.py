@@ -42,6 +42,10 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (
               num_heads=52),
 )}
 
+#: models whose initial plans avoid TP/PP where a data-parallel plan exists (Rubick Sec. 7.3, base trace:
+#: "we disable TP and PP as they are mostly unnecessary for these relatively small models")
+NO_3D_MODELS: frozenset[str] = frozenset({"vit", "roberta", "bert", "t5"})
+
 #: Effective (achieved all-reduce bus) bandwidths of the A800 cluster, GB/s: NVLink within a node,
 #: RDMA between nodes, host-device PCIe 4.0 x16.
 A800_EFFECTIVE_BANDWIDTH = {"intra_node_gbps": 150.0, "inter_node_gbps": 80.0, "pcie_gbps": 20.0}

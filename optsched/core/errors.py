@@ -16,13 +16,15 @@ class ValidationError(OptschedError, ValueError):
 
 
 class UnknownNameError(ValidationError, KeyError):
-    """A name (model, GPU type, cluster, policy) is not in the catalogue it was looked up in."""
+    """A name (model, GPU type, cluster, method) is not in the catalogue it was looked up in; ``context``
+    says which catalogue when the kind alone does not (e.g. "for round kind 'rubick'")."""
 
-    def __init__(self, kind: str, name: str, known: list[str] | tuple[str, ...]) -> None:
+    def __init__(self, kind: str, name: str, known: list[str] | tuple[str, ...], context: str = "") -> None:
         self.kind = kind
         self.name = name
         self.known = tuple(sorted(known))
-        super().__init__(f"unknown {kind} {name!r}; known {kind}s: {', '.join(self.known)}")
+        where = f" {context}" if context else ""
+        super().__init__(f"unknown {kind} {name!r}{where}; known {kind}s: {', '.join(self.known)}")
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message
         return str(self.args[0])

@@ -10,6 +10,11 @@ from optsched.core.checks import require_int, require_keys, require_name, requir
 from optsched.core.errors import ValidationError
 from optsched.core.plan import ExecutionPlan
 
+#: CPUs per GPU of the Rubick measurements and workload traces: what a job that requests no CPUs is
+#: taken to request (capped by the nodes' CPUs per GPU, :meth:`Job.cpus_or_default`), what generated
+#: trace jobs request, and the share at which reference throughputs are taken.
+DEFAULT_CPUS_PER_GPU = 8
+
 
 @dataclass(frozen=True)
 class Job:
@@ -80,6 +85,13 @@ class Job:
         new = copy.copy(self)
         object.__setattr__(new, "completed_iterations", done)
         return new
+
+    def cpus_or_default(self, node_cpus_per_gpu: float) -> int:
+        """The requested CPUs, or ``min(DEFAULT_CPUS_PER_GPU, node_cpus_per_gpu)`` per requested GPU
+        (at least one per GPU) when the job requested none."""
+        if self.requested_cpus > 0:
+            return self.requested_cpus
+        return max(self.requested_gpus, int(self.requested_gpus * min(DEFAULT_CPUS_PER_GPU, node_cpus_per_gpu)))
 
     @property
     def remaining_iterations(self) -> float:

@@ -17,6 +17,8 @@ def read_json(path: str | Path) -> Any:
         text = p.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ValidationError(f"{p}: cannot read file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{p}: not UTF-8 text ({exc})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

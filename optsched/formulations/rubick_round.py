@@ -1,13 +1,13 @@
 """The Rubick round as an exact CP-SAT model (Rubick Sec. 3 and 5; the heuristic it must never lose
 to is :mod:`optsched.heuristics.rubick`).
 
-Given a :class:`~optsched.core.round.RoundProblem` and its coefficient table (rows = candidate
+Given a :class:`~optsched.rounds.rubick.problem.RubickRound` and its coefficient table (rows = candidate
 configurations: plan, GPUs per node, CPUs, memory, throughput), choose at most one row per job and
 map the row's per-node parts onto distinct nodes:
 
 * ``y[k]`` (bool): row k is chosen. ``sum_k y[k] <= 1`` per job; ``= 1`` over the rows reaching the
   reference throughput for a *protected* guaranteed job (performance guarantee); no row for a
-  guaranteed job waiting for quota (admission in :func:`~optsched.scheduling.rubick_eval.admit`
+  guaranteed job waiting for quota (admission in :func:`~optsched.rounds.rubick.admission.admit`
   fixes which guaranteed jobs the quotas cover, so the quota constraint is decided before the model).
 * ``x[k, s, n]`` (bool): a part of s GPUs of row k lies on node n; ``sum_n x[k,s,n] = mult_k(s) y[k]``
   and at most one part of a row per node. Only nodes of the row's GPU type with room for the part
@@ -19,7 +19,7 @@ map the row's per-node parts onto distinct nodes:
   so a model-feasible answer is feasible).
 * Objective: ``max sum_k (thr_k / ref_j) y[k] - reconfig_penalty (running jobs not kept) -
   preempt_penalty (running jobs not running)``, weights scaled by 10^6 to integers (the reported
-  objective is recomputed in floating point by :func:`~optsched.scheduling.rubick_eval.objective`).
+  objective is recomputed in floating point by :func:`~optsched.rounds.rubick.objective.objective`).
 
 **Encodings.** ``per-node`` is the model above: ``|rows| + sum_k |parts_k| x |eligible nodes|``
 variables and ``|jobs| + |rows| + 3 |nodes|`` constraints (8x8 GPUs, 40 jobs: about 5,000 variables).
@@ -46,10 +46,12 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from optsched.core.errors import ValidationError
-from optsched.core.round import RoundProblem
-from optsched.formulations.solution import ModelSize, Solution
+from optsched.formulations.solution import ModelSize, Solution, solver_seconds
 from optsched.perf.coefficients import CoefficientTable
-from optsched.scheduling.rubick_eval import Admission, Choice, admit, objective, part_share, reaches_guarantee
+from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
+from optsched.rounds.rubick.choice import Choice, part_share
+from optsched.rounds.rubick.objective import objective
+from optsched.rounds.rubick.problem import RubickRound
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,7 @@ class _Nodes:
     mem: np.ndarray  # MiB, floored
 
 
-def _nodes(problem: RoundProblem) -> _Nodes:
+def _nodes(problem: RubickRound) -> _Nodes:
     names, types, g, c, m = [], [], [], [], []
     for n in problem.cluster.nodes:
         f = problem.free(n.name)
@@ -88,7 +90,7 @@ def _mib_up(gib: float) -> int:
 class RubickRoundModel:
     """A built model: the CP-SAT model and the maps from variables back to rows and nodes."""
 
-    problem: RoundProblem
+    problem: RubickRound
     table: CoefficientTable
     admission: Admission
     encoding: str
@@ -124,7 +126,7 @@ def _eligible(nodes: _Nodes, gtype: str, s: int, cpus: int, mem: int) -> np.ndar
     return np.flatnonzero(ok & (np.array(nodes.types) == gtype))
 
 
-def build(problem: RoundProblem, table: CoefficientTable, *, admission: Admission | None = None,
+def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission | None = None,
           max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None) -> RubickRoundModel:
     """Build the CP-SAT model (module docstring). ``encoding`` forces "per-node" or "aggregated";
     by default per-node unless it would need more than ``max_node_vars`` part variables."""
@@ -248,11 +250,11 @@ def build(problem: RoundProblem, table: CoefficientTable, *, admission: Admissio
 
 def _hint(built: RubickRoundModel, hint: Mapping[str, Choice]) -> None:
     class_of = {built.nodes.names[i]: ci for ci, c in enumerate(built.classes) for i in c}
-    chosen_rows = {ch[0] for ch in hint.values()}
+    chosen_rows = {ch.row for ch in hint.values()}
     counts: Counter = Counter()
     for ch in hint.values():
-        for node, g in ch[1]:
-            counts[(ch[0], g, class_of[node])] += 1
+        for node, g in ch.parts:
+            counts[(ch.row, g, class_of[node])] += 1
     for k, v in built.y.items():
         built.model.add_hint(v, 1 if k in chosen_rows else 0)
     for key, v in built.parts.items():
@@ -273,9 +275,9 @@ def _choices_per_node(built: RubickRoundModel, solver: cp_model.CpSolver) -> dic
             if k == int(t.current_row[j]):
                 alloc = built.problem.current(name)
                 assert alloc is not None
-                out[name] = (k, tuple((n, s.gpus) for n, s in alloc.placement.shares if s.gpus > 0))
+                out[name] = Choice(k, tuple((n, s.gpus) for n, s in alloc.placement.shares if s.gpus > 0))
             else:
-                out[name] = (k, tuple(sorted(placed[k])))
+                out[name] = Choice(k, tuple(sorted(placed[k])))
     return out
 
 
@@ -284,7 +286,8 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, int]) -> dict[str, Cho
     fit makes its job fall back to its best row that does (or to nothing, unless protected); then
     jobs left out get their best fitting row. None when a protected job cannot be placed."""
     p, t, nodes = built.problem, built.table, built.nodes
-    free_g, free_c, free_m = nodes.gpus.astype(np.int64).copy(), nodes.cpus.astype(np.int64).copy(), nodes.mem.astype(np.int64).copy()
+    free_g, free_c = nodes.gpus.astype(np.int64).copy(), nodes.cpus.astype(np.int64).copy()
+    free_m = nodes.mem.astype(np.int64).copy()
     types = np.array(nodes.types)
     out: dict[str, Choice] = {}
     rows_of = allowed_rows(t, built.admission)
@@ -299,7 +302,7 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, int]) -> dict[str, Cho
                     free_g[i] -= s.gpus
                     free_c[i] -= s.cpus
                     free_m[i] -= _mib_up(s.mem_gib)
-                return (k, tuple((n, s.gpus) for n, s in alloc.placement.shares if s.gpus > 0))
+                return Choice(k, tuple((n, s.gpus) for n, s in alloc.placement.shares if s.gpus > 0))
             return None
         used: list[tuple[int, int, int, int]] = []
         for s in t.gpus_per_node[k]:
@@ -320,7 +323,7 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, int]) -> dict[str, Cho
             free_c[i] -= cpus
             free_m[i] -= mem
             used.append((i, s, cpus, mem))
-        return (k, tuple(sorted((nodes.names[i], s) for i, s, _, _ in used)))
+        return Choice(k, tuple(sorted((nodes.names[i], s) for i, s, _, _ in used)))
 
     def fallback(j: int) -> Choice | None:
         rows = sorted((int(k) for k in rows_of[j]), key=lambda k: (-t.throughput[k], t.gpus[k], k))
@@ -348,7 +351,7 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, int]) -> dict[str, Cho
     return out
 
 
-def solve(problem: RoundProblem, table: CoefficientTable, *, time_limit: float, seed: int = 0, workers: int = 1,
+def solve(problem: RubickRound, table: CoefficientTable, *, time_limit: float, seed: int = 0, workers: int = 1,
           hint: Mapping[str, Choice] | None = None, admission: Admission | None = None,
           max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None) -> Solution:
     """Build and solve within ``time_limit`` seconds (building included in the wall time, the solver
@@ -363,7 +366,7 @@ def solve(problem: RoundProblem, table: CoefficientTable, *, time_limit: float, 
     if hint:
         _hint(built, hint)
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.1, time_limit - (time.perf_counter() - t0))
+    solver.parameters.max_time_in_seconds = solver_seconds(time_limit, t0)
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
     # measured (benchmarks/rubick_round.py): the default level leaves a 25% gap on 1,280 GPUs and

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from optsched.core.decision import relative_gap
+
+#: the least wall time a solver call is given (seconds), however little of a time limit is left: a
+#: solver needs a moment to return the hint it was given
+MIN_SOLVER_SECONDS = 0.1
 
 #: Formulation statuses: proven optimal; a solution with a gap; proven infeasible; nothing found in time.
 SOLUTION_STATUSES = ("optimal", "feasible", "infeasible", "unknown")
@@ -37,9 +44,13 @@ class Solution:
 
     @property
     def gap(self) -> float | None:
-        if self.objective is None or self.bound is None:
-            return None
-        return max(0.0, (self.bound - self.objective) / max(abs(self.bound), 1e-9))
+        return relative_gap(self.bound, self.objective)
 
 
-__all__ = ["ModelSize", "SOLUTION_STATUSES", "Solution"]
+def solver_seconds(time_limit: float, started: float) -> float:
+    """What is left of ``time_limit`` seconds since ``started`` (a ``time.perf_counter()`` reading),
+    at least :data:`MIN_SOLVER_SECONDS`."""
+    return max(MIN_SOLVER_SECONDS, time_limit - (time.perf_counter() - started))
+
+
+__all__ = ["MIN_SOLVER_SECONDS", "ModelSize", "SOLUTION_STATUSES", "Solution", "solver_seconds"]

@@ -1,6 +1,4 @@
-"""Scheduling heuristics that answer a round from its coefficient table (no solver): Rubick's
-Algorithm 1 (:func:`optsched.heuristics.rubick.schedule`)."""
-
-from optsched.heuristics.rubick import schedule as rubick_schedule
-
-__all__ = ["rubick_schedule"]
+"""The papers' algorithms and the baselines as functions of (round, table) -> choices (no solver):
+Rubick's Algorithm 1 (:mod:`.rubick`, on the shared round state :mod:`.round_state`), the baselines
+of the Rubick evaluation (:mod:`.baselines`, one file each), and the node ledger every packing
+heuristic shares (:mod:`.placement`)."""

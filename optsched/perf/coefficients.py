@@ -5,7 +5,7 @@ itself"). A user with measured throughputs builds the same table by hand or with
 :meth:`CoefficientTable.from_dict`.
 
 :func:`build_coefficient_table` follows Rubick's reading of a job (Sec. 4-5): a configuration is a GPU
-count on a packed placement (:func:`~optsched.perf.sensitivity.packed_placement`), a CPU count and an
+count on a packed placement (:func:`~optsched.core.pool.packed_placement`), a CPU count and an
 execution plan; the plan is part of the decision (Sec. 3, "execution planning as a new scheduling
 dimension"), memory is allocated per the chosen plan's estimate (Algorithm 1, ``AllocMem``).
 """
@@ -22,17 +22,10 @@ from optsched.core.checks import require_int, require_keys, require_name
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.plan import ExecutionPlan
-from optsched.perf.memory import estimate_memory
+from optsched.core.pool import gpu_pool, packed_placement
+from optsched.perf.memory import config_host_gib, host_room
 from optsched.perf.performance_model import PerformanceModel
 from optsched.perf.plans import enumerate_plans
-from optsched.perf.sensitivity import packed_placement
-
-#: Host memory (GiB) one GPU worker needs besides its offloaded model states: the data-loader
-#: processes and their prefetch queues, pinned host staging buffers for host-device copies, the Python
-#: process and framework. An assumption (no paper gives it), of the order the public A800 cluster's
-#: 200 GiB per GPU leaves ample room for; a config's host memory is
-#: ``gpus * (HOST_BASE_GIB_PER_GPU + estimate_memory(model, plan).host_gib_per_gpu)``.
-HOST_BASE_GIB_PER_GPU: float = 8.0
 
 FORMAT = "optsched.coefficients/1"
 
@@ -295,20 +288,17 @@ def build_coefficient_table(jobs: Sequence[tuple[str, PerformanceModel]], cluste
     * CPUs g * c for each c in ``cpus_per_gpu_options`` not above the node's CPUs per GPU
       (``num_cpus / num_gpus``, the smallest over the nodes of that type);
     * plans: :func:`~optsched.perf.plans.enumerate_plans` with the host memory that remains per node
-      after ``HOST_BASE_GIB_PER_GPU`` per worker (smallest node of that type), so that a config's total
-      host memory ``mem_gib = g (HOST_BASE_GIB_PER_GPU + host_gib_per_gpu)`` fits every node; of each
-      (g, CPUs) only the Pareto-optimal plans over (throughput higher, host memory lower) are kept
-      (:func:`pareto_front`), so the fastest plan always is.
+      per node (:func:`~optsched.perf.memory.host_room` of the smallest node of that type), so that a
+      config's host memory ``mem_gib`` (:func:`~optsched.perf.memory.config_host_gib`) fits every node;
+      of each (g, CPUs) only the Pareto-optimal plans over (throughput higher, host memory lower) are
+      kept (:func:`pareto_front`), so the fastest plan always is.
 
     All throughputs of a job come from one vectorised :meth:`PerformanceModel.throughputs` call. Size:
     |GPU counts| x |CPU options| x Pareto plans rows per job, typically < 100 (an 8x8 cluster gives 11
     GPU counts x 4 CPU options x 1-2 plans); the solver's model grows linearly with it, so cap
     ``max_gpus`` on large clusters. Rows are grouped by job (input order), then GPUs, CPUs ascending,
     throughput descending. A job with no feasible configuration has no row."""
-    nodes = [n for n in cluster.nodes_of_type(gpu_type) if n.num_gpus > 0]
-    gtype = cluster.gpu_type(gpu_type)
-    if not nodes:
-        raise ValidationError(f"cluster {cluster.name!r} has no node with {gpu_type} GPUs")
+    pool = gpu_pool(cluster, gpu_type)
     names = [j[0] if isinstance(j, tuple) and len(j) == 2 else None for j in jobs]
     for entry, name in zip(jobs, names):
         if name is None or not isinstance(entry[1], PerformanceModel):
@@ -322,10 +312,7 @@ def build_coefficient_table(jobs: Sequence[tuple[str, PerformanceModel]], cluste
     options = sorted(set(cpus_per_gpu_options))
     for c in options:
         require_int("cpus_per_gpu_options", "option", c, 1)
-    per_node = max(n.num_gpus for n in nodes)
-    total = sum(n.num_gpus for n in nodes)
-    cpu_cap = min(n.num_cpus / n.num_gpus for n in nodes)
-    host_cap = min(n.memory_gib for n in nodes)
+    per_node, total, cpu_cap = pool.per_node, pool.total, pool.cpus_per_gpu
     cpu_options = [c for c in options if c <= cpu_cap + 1e-9]
     if not cpu_options:
         raise ValidationError(
@@ -345,11 +332,11 @@ def build_coefficient_table(jobs: Sequence[tuple[str, PerformanceModel]], cluste
         groups: list[tuple[int, int, tuple[int, ...], list[tuple[ExecutionPlan, float]]]] = []
         for g in candidate_gpu_counts(per_node, caps[name]):
             pl = packed_placement(g, per_node)
-            host_left = tuple(host_cap - n * HOST_BASE_GIB_PER_GPU for n in pl)
+            host_left = host_room(pool.host_gib, pl)
             if min(host_left) < 0:
                 continue
-            cand = [(p, g * (HOST_BASE_GIB_PER_GPU + estimate_memory(perf.model, p).host_gib_per_gpu))
-                    for p in enumerate_plans(perf.model, pl, gtype, host_left)]
+            cand = [(p, config_host_gib(perf.model, p))
+                    for p in enumerate_plans(perf.model, pl, pool.gpu_type, host_left)]
             for c in cpu_options:
                 if cand:
                     groups.append((g, g * c, pl, cand))
@@ -377,5 +364,5 @@ def build_coefficient_table(jobs: Sequence[tuple[str, PerformanceModel]], cluste
                             mem_gib=np.array(mem, dtype=float), throughput=np.array(thr, dtype=float))
 
 
-__all__ = ["HOST_BASE_GIB_PER_GPU", "CoefficientTable", "build_coefficient_table", "candidate_gpu_counts",
+__all__ = ["CoefficientTable", "build_coefficient_table", "candidate_gpu_counts",
            "pareto_front"]

@@ -17,18 +17,21 @@ import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import Sequence
 
 import numpy as np
 
 from optsched.core.allocation import parse_placement_code
+from optsched.core.csvio import open_csv
+from optsched.core.job import DEFAULT_CPUS_PER_GPU
 from optsched.core.errors import ValidationError
 from optsched.core.model import ModelSpec
 from optsched.core.plan import ExecutionPlan, offload_runs_with_gc, parse_plan_code
 
 #: CPU cores per GPU assumed for measured rows, which do not record them (the 406-job trace asks
-#: for 8 per GPU). It only scales k_opt_off, so predictions of rows measured alike do not depend on it.
-MEASURED_CPUS_PER_GPU = 8.0
+#: for 8 per GPU, :data:`~optsched.core.job.DEFAULT_CPUS_PER_GPU`). It only scales k_opt_off, so
+#: predictions of rows measured alike do not depend on it.
+MEASURED_CPUS_PER_GPU = float(DEFAULT_CPUS_PER_GPU)
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class Measurement:
 def read_placements_csv(path: str | Path, model: ModelSpec, require_iter_time: bool = True) -> list[Measurement]:
     """Read and validate a placements CSV for ``model``."""
     p = Path(path)
-    with _open_csv(p) as handle:
+    with open_csv(p) as handle:
         reader = csv.DictReader(handle)
         header = [h.strip() for h in (reader.fieldnames or [])]
         needed = ["exec_plan", "placement"] + (["iter_time"] if require_iter_time else [])
@@ -164,17 +167,8 @@ def _maximin(rows: Sequence[Measurement], slots: Sequence[str], order: dict[str,
     return chosen
 
 
-def _open_csv(path: Path) -> TextIO:
-    """Open a CSV file (a UTF-8 byte-order mark is skipped); ``ValidationError`` naming the file when
-    it cannot be read."""
-    try:
-        return path.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise ValidationError(f"{path}: cannot read file ({exc.strerror or exc})") from None
-
-
 def _read_bom_csv(path: Path) -> list[dict[str, str]]:
-    with _open_csv(path) as handle:
+    with open_csv(path) as handle:
         reader = csv.DictReader(handle)
         reader.fieldnames = [h.strip() for h in (reader.fieldnames or [])]
         return [r for r in reader if r and any((v or "").strip() for v in r.values() if isinstance(v, str))]

@@ -35,6 +35,11 @@ output, attention-dropout mask and output) is dropped for 3D plans, see revision
 
 Workspace: a fixed ``WORKSPACE_GIB`` = 2 GiB per GPU (CUDA context, NCCL and allocator buffers).
 
+Host memory of a configuration (the one rule every table, generator and trace uses): each GPU worker
+needs ``HOST_BASE_GIB_PER_GPU`` besides its offloaded model states (:func:`host_gib_per_gpu`); a plan
+on g GPUs needs g times that (:func:`config_host_gib`); a node with H GiB hosting n workers has
+``H - n HOST_BASE_GIB_PER_GPU`` left for offloaded states (:func:`host_room`).
+
 Properties: GC never raises activation memory; for ZeRO-DP and ZeRO-Offload the per-GPU memory is
 non-increasing in d (states shrink as 1/d, mb = b/d shrinks, weights and workspace are constant).
 
@@ -66,6 +71,12 @@ from optsched.core.errors import PlanInfeasibleError, ValidationError
 from optsched.core.hardware import GPUType
 from optsched.core.model import ModelSpec
 from optsched.core.plan import ExecutionPlan, ZeroMode
+
+#: Host memory (GiB) one GPU worker needs besides its offloaded model states: the data-loader
+#: processes and their prefetch queues, pinned host staging buffers for host-device copies, the Python
+#: process and framework. An assumption (no paper gives it), of the order the public A800 cluster's
+#: 200 GiB per GPU leaves ample room for.
+HOST_BASE_GIB_PER_GPU: float = 8.0
 
 GIB = 2 ** 30
 #: fixed per-GPU framework overhead: CUDA context, NCCL and caching-allocator buffers
@@ -190,6 +201,23 @@ def memory_violation(model: ModelSpec, plan: ExecutionPlan, gpu_type: GPUType,
                 return (f"{who}: node {i} hosts {n} worker(s) needing {n} x {est.host_gib_per_gpu:.1f} = "
                         f"{need:.1f} GiB of host memory for offloaded states, it has {cap:g} GiB")
     return None
+
+
+def host_gib_per_gpu(model: ModelSpec, plan: ExecutionPlan) -> float:
+    """Host memory (GiB) one worker of ``plan`` needs: ``HOST_BASE_GIB_PER_GPU`` plus its share of the
+    offloaded model states (module docstring, "Host memory of a configuration")."""
+    return HOST_BASE_GIB_PER_GPU + estimate_memory(model, plan).host_gib_per_gpu
+
+
+def config_host_gib(model: ModelSpec, plan: ExecutionPlan) -> float:
+    """Host memory (GiB) of ``plan`` on all its GPUs: ``plan.num_gpus * host_gib_per_gpu``."""
+    return plan.num_gpus * host_gib_per_gpu(model, plan)
+
+
+def host_room(node_host_gib: float, gpus_per_node: Sequence[int]) -> tuple[float, ...]:
+    """Host memory (GiB) left for offloaded states on each node of a placement whose nodes have
+    ``node_host_gib`` each: ``node_host_gib - n * HOST_BASE_GIB_PER_GPU`` for n workers (may be < 0)."""
+    return tuple(node_host_gib - n * HOST_BASE_GIB_PER_GPU for n in gpus_per_node)
 
 
 def check_memory(model: ModelSpec, plan: ExecutionPlan, gpu_type: GPUType, gpus_per_node: tuple[int, ...],

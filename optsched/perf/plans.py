@@ -21,7 +21,7 @@ from optsched.core.errors import ValidationError
 from optsched.core.hardware import GPUType
 from optsched.core.model import ModelSpec
 from optsched.core.plan import ExecutionPlan, ZeroMode, check_plan_for_model
-from optsched.perf.memory import memory_violation, require_gpus_per_node
+from optsched.perf.memory import HOST_BASE_GIB_PER_GPU, host_room, memory_violation, require_gpus_per_node
 
 DEFAULT_GA_STEPS = (2, 4, 8)
 
@@ -54,6 +54,24 @@ def topology_violation(model: ModelSpec, plan: ExecutionPlan, gpus_per_node: tup
                 f"a TP group may hold at most as many GPUs as the smallest node (so that none spans "
                 f"more than two nodes)")
     return None
+
+
+def plan_violation(model: ModelSpec, plan: ExecutionPlan, gpu_type: GPUType, gpus_per_node: tuple[int, ...],
+                   node_host_gib: float | None = None) -> str | None:
+    """``None`` when ``plan`` runs on ``gpus_per_node`` GPUs of ``gpu_type`` whose nodes have
+    ``node_host_gib`` of host memory each (None: host memory not checked); else why not. The one
+    spelling of "this plan runs on this shape": host room for the workers
+    (:func:`~optsched.perf.memory.host_room`), then :func:`topology_violation` (GPU count, batch
+    divisibility, TP and PP limits), then :func:`~optsched.perf.memory.memory_violation` (GPU memory and
+    host memory for offloaded states)."""
+    room = None
+    if node_host_gib is not None:
+        room = host_room(node_host_gib, gpus_per_node)
+        if min(room) < 0:
+            return (f"model {model.name!r} plan {plan.label}: a node of {max(gpus_per_node)} GPUs has "
+                    f"{node_host_gib:g} GiB of host memory, less than {HOST_BASE_GIB_PER_GPU:g} GiB per worker")
+    return topology_violation(model, plan, gpus_per_node) or memory_violation(model, plan, gpu_type, gpus_per_node,
+                                                                              room)
 
 
 def _data_parallel_plans(b: int, g: int, ga_steps: tuple[int, ...]) -> list[ExecutionPlan]:

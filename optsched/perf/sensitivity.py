@@ -14,7 +14,7 @@ plan will be used".
 Choices where the paper is silent:
 
 * **Packed placement.** A GPU curve needs one placement per GPU count; we use
-  :func:`packed_placement`, which fills whole nodes first (10 GPUs on 8-GPU nodes -> ``(8, 2)``). It
+  :func:`~optsched.core.pool.packed_placement`, which fills whole nodes first (10 GPUs on 8-GPU nodes -> ``(8, 2)``). It
   is the placement with the fewest nodes and the largest groups inside a node, hence the fastest
   placement of that GPU count under Appendix A's bottleneck-bandwidth communication model, and the one
   a consolidating scheduler tries first. minRes uses it for every GPU count below the request and the
@@ -51,6 +51,7 @@ from optsched.core.checks import require_int, require_number
 from optsched.core.errors import PlanInfeasibleError, ValidationError
 from optsched.core.hardware import GPUType
 from optsched.core.plan import ExecutionPlan
+from optsched.core.pool import packed_placement
 from optsched.perf.memory import memory_violation, require_gpus_per_node
 from optsched.perf.performance_model import PerformanceModel
 from optsched.perf.plans import enumerate_plans, topology_violation
@@ -59,17 +60,6 @@ from optsched.perf.plans import enumerate_plans, topology_violation
 TARGET_RTOL = 1e-9
 
 RESOURCES = ("gpu", "cpu")
-
-
-def packed_placement(gpus: int, gpus_per_node: int) -> tuple[int, ...]:
-    """The canonical placement of ``gpus`` GPUs on nodes of ``gpus_per_node`` GPUs: whole nodes first,
-    the remainder on one more node, largest first (``packed_placement(10, 8) == (8, 2)``).
-
-    Sensitivity curves and minRes use it for every GPU count (module docstring, "Packed placement")."""
-    require_int("packed_placement", "gpus", gpus, 1)
-    require_int("packed_placement", "gpus_per_node", gpus_per_node, 1)
-    full, rest = divmod(gpus, gpus_per_node)
-    return (gpus_per_node,) * full + ((rest,) if rest else ())
 
 
 @dataclass(frozen=True)
@@ -377,5 +367,4 @@ def min_res(perf: PerformanceModel, requested_plan: ExecutionPlan | None,
     return MinRes(g_min, c_min, plan, pl, thr, target, True)
 
 
-__all__ = ["CurvePoint", "MinRes", "SensitivityCurve", "TARGET_RTOL", "cpu_curve", "gpu_curve", "min_res",
-           "packed_placement"]
+__all__ = ["CurvePoint", "MinRes", "SensitivityCurve", "TARGET_RTOL", "cpu_curve", "gpu_curve", "min_res"]

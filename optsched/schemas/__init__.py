@@ -1,7 +1,7 @@
 """JSON Schemas (draft 2020-12) of optsched's file formats, shipped as package data.
 
 * ``round``: a scheduling round, ``optsched.round/1`` (:meth:`optsched.core.round.RoundProblem.from_dict`);
-* ``decision``: the answer to a round, ``optsched.decision/1`` (:meth:`optsched.core.round.Decision.to_dict`).
+* ``decision``: the answer to a round, ``optsched.decision/1`` (:meth:`optsched.core.decision.Decision.to_dict`).
 
 The schemas document the formats and let other tools validate files; optsched itself validates with
 its own parsers, which also check the rules a schema cannot state (unique job names, node

@@ -1,4 +1,4 @@
-"""Simulator settings and the capacity-change events of a run.
+"""Simulator settings (capacity-change events are :class:`optsched.core.events.CapacityChange`).
 
 Defaults come from the papers: a reconfiguration costs 78 s (Rubick Sec. 7.3, "the average time spent
 on reconfiguration is 78 seconds"), a preempted job pays 63 s to restart (the restart overhead used
@@ -27,8 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from optsched.core.allocation import NodeShare
-from optsched.core.checks import require_name, require_number
+from optsched.core.checks import require_number
 from optsched.core.errors import ValidationError
 
 #: Rubick Sec. 7.3: average reconfiguration time per job.
@@ -70,21 +69,4 @@ class SimConfig:
             raise ValidationError(f"simulation config: seed must be an integer, got {self.seed!r}")
 
 
-@dataclass(frozen=True)
-class CapacityChange:
-    """From ``time`` on, work outside the simulation holds ``occupied`` on ``node`` (e.g. an inference
-    service taking a loaned server back: Lyra Sec. 3). ``NodeShare(0)`` returns the whole node.
-    Jobs that no longer fit on the node are evicted, latest-started first, and count as preempted."""
-
-    time: float
-    node: str
-    occupied: NodeShare
-
-    def __post_init__(self) -> None:
-        require_number("capacity change", "time", self.time, 0.0)
-        require_name("capacity change node", self.node)
-        if not isinstance(self.occupied, NodeShare):
-            raise ValidationError(f"capacity change of node {self.node!r}: occupied must be a NodeShare")
-
-
-__all__ = ["CapacityChange", "PREEMPT_RESTART_S", "RECONFIG_OVERHEAD_S", "ROUND_INTERVAL_S", "SimConfig"]
+__all__ = ["PREEMPT_RESTART_S", "RECONFIG_OVERHEAD_S", "ROUND_INTERVAL_S", "SimConfig"]

@@ -2,11 +2,21 @@
 Decision -> sim applies it").
 
 Time jumps from event to event: job arrivals, job completions, periodic round ticks, deferred rounds
-and capacity changes (:class:`~optsched.sim.config.CapacityChange`). Between two events every running
+and capacity changes (:class:`~optsched.core.events.CapacityChange`). Between two events every running
 job advances at the *ground-truth* iteration time of its plan and placement
-(:mod:`optsched.sim.ground_truth`), while the policy decides from its own (fitted) model; the
-simulator only ever calls ``policy.decide(problem)``. Rounds, overheads and lost progress follow
+(:mod:`optsched.sim.ground_truth`), while the policy decides from its own (fitted) model. The
+simulator reaches a policy only through :class:`~optsched.core.policy.Policy`: each round it builds a
+problem of the policy's kind (the kind's registered problem class, :mod:`optsched.core.kinds`, with
+the run's ``round_fields``, e.g. Rubick's tenant quotas) and calls ``policy.decide(problem)``; it
+applies decisions whose payload is per-job allocations. Rounds, overheads and lost progress follow
 :mod:`optsched.sim.config`; what is measured follows :mod:`optsched.sim.metrics`.
+
+**Capacity changes.** A change sets the share work outside the rounds holds on a node. When the jobs
+running there no longer fit, some must give up their share: a policy that implements
+:class:`~optsched.core.policy.Reclaimer` is asked which (given the round just before the change); its
+answer must name running jobs on that node and free enough, else the run stops with
+:class:`SimulationError`. A policy without it gets the default: the latest-started jobs on the node
+are evicted first (then by name) until the rest fits. Evicted jobs are preempted; a round follows.
 
 Every decision is checked before it is applied: each running or queued job of the round must appear
 exactly once, and the allocations must fit every node's free GPUs, CPUs and memory; a policy that
@@ -27,22 +37,29 @@ import logging
 import math
 import time as wallclock
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from optsched.core.allocation import Allocation, NodeShare
+from optsched.core.capacity import NodeUsage
+from optsched.core.decision import Decision, JobAllocations
 from optsched.core.errors import InfeasibleError, OptschedError, PlanInfeasibleError, ValidationError
+from optsched.core.events import CapacityChange
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
+from optsched.core.kinds import round_kind
 from optsched.core.plan import plan_code
-from optsched.core.round import Decision, RoundProblem
-from optsched.perf.sensitivity import packed_placement
-from optsched.sim.config import CapacityChange, SimConfig
+from optsched.core.policy import Policy, Reclaimer
+from optsched.core.pool import packed_placement
+from optsched.core.round import RoundProblem
+from optsched.sim.config import SimConfig
 from optsched.sim.metrics import JobRecord, Sample, SimResult
 from optsched.sim.progress import Progress
 
 log = logging.getLogger(__name__)
 
 _EPS = 1e-9
+#: tolerance of the check of a decision against the free resources (GPUs, CPUs, GiB)
+_CAPACITY_TOL = 1e-6
 #: consecutive rounds on an idle cluster with queued jobs and no future events before a run stops
 STALL_ROUNDS = 10
 
@@ -56,12 +73,6 @@ class IterationTimeSource(Protocol):
 
     def iteration_time(self, model: str, gpu_type: str, plan: object, gpus_per_node: tuple[int, ...],
                        cpus_per_gpu: float) -> float: ...
-
-
-class RoundPolicy(Protocol):
-    name: str
-
-    def decide(self, problem: RoundProblem) -> Decision: ...
 
 
 @dataclass
@@ -99,11 +110,12 @@ class _JobState:
 class Simulator:
     """One run of ``policy`` on ``jobs`` over ``cluster`` with ``ground_truth`` (module docstring).
 
-    ``quotas`` are the tenants' GPU quotas given to every round; ``capacity_changes`` are applied at
+    ``round_fields`` are the kind-specific fields given to every round (keyword arguments of the
+    kind's problem class, e.g. ``{"quotas": ...}`` for Rubick); ``capacity_changes`` are applied at
     their times. ``run()`` may be called once."""
 
-    def __init__(self, cluster: Cluster, jobs: Sequence[Job], policy: RoundPolicy, ground_truth: IterationTimeSource,
-                 config: SimConfig = SimConfig(), *, quotas: Sequence[tuple[str, int]] = (),
+    def __init__(self, cluster: Cluster, jobs: Sequence[Job], policy: Policy, ground_truth: IterationTimeSource,
+                 config: SimConfig = SimConfig(), *, round_fields: Mapping[str, Any] | None = None,
                  capacity_changes: Sequence[CapacityChange] = (), trace_name: str = "",
                  ground_truth_name: str = "") -> None:
         if not isinstance(cluster, Cluster):
@@ -119,11 +131,15 @@ class Simulator:
             if c.node not in node_names:
                 raise ValidationError(f"capacity change at {c.time:g} s names node {c.node!r}, which is not in "
                                       f"cluster {cluster.name!r}")
+        if not isinstance(policy, Policy):
+            raise ValidationError(f"simulator: the policy must have a name, a kind and decide(problem), got "
+                                  f"{type(policy).__name__}")
         self.cluster = cluster
         self.policy = policy
+        self.problem_type = round_kind(policy.kind).problem
         self.truth = ground_truth
         self.config = config
-        self.quotas = tuple(quotas)
+        self.round_fields = dict(round_fields or {})
         self.trace_name = trace_name
         self.truth_name = ground_truth_name or type(ground_truth).__name__
         self._states = {j.name: _JobState(j) for j in sorted(jobs, key=lambda j: (j.submit_time, j.name))}
@@ -257,8 +273,8 @@ class Simulator:
             jobs.append(s.job if done == s.job.completed_iterations else s.job.with_progress(done))
             if s.alloc is not None:
                 running.append(s.alloc)
-        return RoundProblem(cluster=self.cluster, jobs=tuple(jobs), running=tuple(running),
-                            occupied=tuple(self._outside.items()), quotas=self.quotas, time=now)
+        return self.problem_type(cluster=self.cluster, jobs=tuple(jobs), running=tuple(running),
+                                 occupied=tuple(self._outside.items()), time=now, **self.round_fields)
 
     def _round(self, now: float) -> None:
         problem = self._problem(now)
@@ -276,7 +292,8 @@ class Simulator:
         finally:
             self._policy_s += wallclock.perf_counter() - t0
         self._check(problem, decision, now)
-        for d in decision.jobs:
+        assert isinstance(decision.payload, JobAllocations)
+        for d in decision.payload.jobs:
             s = self._active[d.job]
             new = d.allocation
             old = s.alloc
@@ -292,15 +309,18 @@ class Simulator:
 
     def _check(self, problem: RoundProblem, decision: Decision, now: float) -> None:
         where = f"round at t={now:g} s, policy {self.policy.name!r}"
-        names = [d.job for d in decision.jobs]
+        if not isinstance(decision, Decision) or not isinstance(decision.payload, JobAllocations):
+            raise SimulationError(f"{where}: the simulator applies decisions with per-job allocations "
+                                  f"(JobAllocations), got {type(getattr(decision, 'payload', decision)).__name__}")
+        names = [d.job for d in decision.payload.jobs]
         expected = {j.name for j in problem.jobs}
         if len(names) != len(set(names)) or set(names) != expected:
             missing = sorted(expected - set(names))
             extra = sorted(set(names) - expected)
             raise SimulationError(f"{where}: the decision must list every job of the round once "
                                   f"(missing {missing[:5]}, unknown {extra[:5]})")
-        used: dict[str, list[float]] = {}
-        for d in decision.jobs:
+        usage = NodeUsage()
+        for d in decision.payload.jobs:
             if d.allocation is None:
                 continue
             types = set()
@@ -309,18 +329,14 @@ class Simulator:
                     types.add(self.cluster.node(node).gpu_type)
                 except OptschedError:
                     raise SimulationError(f"{where}: job {d.job!r} is placed on unknown node {node!r}") from None
-                u = used.setdefault(node, [0.0, 0.0, 0.0])
-                u[0] += share.gpus
-                u[1] += share.cpus
-                u[2] += share.mem_gib
+                usage.add(node, share)
             if len(types) > 1:
                 raise SimulationError(f"{where}: job {d.job!r} spans GPU types {sorted(types)}")
-        for node, (g, c, m) in used.items():
-            free = problem.free(node)
-            for amount, cap, unit in ((g, free.gpus, "GPUs"), (c, free.cpus, "CPUs"), (m, free.mem_gib, "GiB")):
-                if amount > cap + 1e-6:
-                    raise SimulationError(f"{where}: node {node!r} is given {amount:g} {unit}, "
-                                          f"only {cap:g} are free")
+        over = usage.overflows(problem.free, _CAPACITY_TOL)
+        if over:
+            o = over[0]
+            raise SimulationError(f"{where}: node {o.node!r} is given {o.used:g} {o.unit}, "
+                                  f"only {o.capacity:g} are free")
 
     def _launch(self, s: _JobState, alloc: Allocation, now: float, overhead: float) -> None:
         node0 = alloc.placement.shares[0][0]
@@ -364,28 +380,52 @@ class Simulator:
         s.preempted = True
 
     def _apply_change(self, c: CapacityChange, now: float) -> None:
-        """Set the outside share of a node and evict jobs that no longer fit (latest started first)."""
+        """Set the outside share of a node and take back the shares of jobs that no longer fit there
+        (module docstring, "Capacity changes")."""
         node = self.cluster.node(c.node)
         occ = c.occupied
         if occ.gpus > node.num_gpus or occ.cpus > node.num_cpus or occ.mem_gib > node.memory_gib + 1e-9:
             raise ValidationError(f"capacity change at {c.time:g} s: node {c.node!r} cannot have {occ.gpus} GPUs, "
                                   f"{occ.cpus} CPUs, {occ.mem_gib:g} GiB taken (capacity {node.num_gpus}, "
                                   f"{node.num_cpus}, {node.memory_gib:g})")
+        on_node = {s.job.name: s for s in self._active.values() if s.alloc is not None
+                   and any(n == c.node for n, _ in s.alloc.placement.shares)}
+        before = self._problem(now) if on_node and isinstance(self.policy, Reclaimer) else None
         self._outside[c.node] = occ
         if occ == NodeShare(0):
             del self._outside[c.node]
-        on_node = sorted((s for s in self._active.values() if s.alloc is not None
-                          and any(n == c.node for n, _ in s.alloc.placement.shares)),
-                         key=lambda s: (-s.last_started, s.job.name))
+        capacity = NodeShare(node.num_gpus - occ.gpus, node.num_cpus - occ.cpus,
+                             max(0.0, node.memory_gib - occ.mem_gib))
 
-        def held() -> tuple[int, int, float]:
-            shares = [sh for s in on_node if s.alloc is not None for n, sh in s.alloc.placement.shares if n == c.node]
-            return sum(x.gpus for x in shares), sum(x.cpus for x in shares), sum(x.mem_gib for x in shares)
-        for s in on_node:
-            g, cpu, m = held()
-            if (g + occ.gpus <= node.num_gpus and cpu + occ.cpus <= node.num_cpus
-                    and m + occ.mem_gib <= node.memory_gib + 1e-9):
-                break
+        def fits(jobs: Sequence[_JobState]) -> bool:
+            usage = NodeUsage()
+            for s in jobs:
+                assert s.alloc is not None
+                usage.add_all((n, sh) for n, sh in s.alloc.placement.shares if n == c.node)
+            return not usage.excess(c.node, capacity, 1e-9)
+        if fits(list(on_node.values())):
+            return
+        where = f"capacity change at t={now:g} s on node {c.node!r}"
+        if before is not None:
+            assert isinstance(self.policy, Reclaimer)
+            try:
+                chosen = tuple(self.policy.reclaim(before, c))
+            except OptschedError as e:
+                raise SimulationError(f"{where}, policy {self.policy.name!r}: {e}") from e
+            bad = sorted(set(chosen) - set(on_node))
+            if bad:
+                raise SimulationError(f"{where}: policy {self.policy.name!r} reclaims {bad[:5]}, which do not run on "
+                                      f"that node (running there: {sorted(on_node)[:10]})")
+            if not fits([s for name, s in on_node.items() if name not in chosen]):
+                raise SimulationError(f"{where}: policy {self.policy.name!r} reclaims {sorted(set(chosen))}, "
+                                      "which does not free enough for the jobs left on the node")
+            victims = [on_node[name] for name in dict.fromkeys(chosen)]
+        else:
+            order = sorted(on_node.values(), key=lambda s: (-s.last_started, s.job.name))
+            victims = []
+            while not fits(order[len(victims):]):
+                victims.append(order[len(victims)])
+        for s in victims:
             log.info("t=%.1f s: capacity change on %s evicts %s", now, c.node, s.job.name)
             self._preempt(s, now)
 
@@ -401,7 +441,7 @@ class Simulator:
                 if job.requested_plan is None or (job.gpu_type and n.gpu_type != job.gpu_type) or n.num_gpus < 1:
                     continue
                 shape = packed_placement(job.requested_gpus, n.num_gpus)
-                cpus = (job.requested_cpus or 8 * job.requested_gpus) / job.requested_gpus
+                cpus = job.cpus_or_default(n.num_cpus / n.num_gpus) / job.requested_gpus
                 try:
                     t = self.truth.iteration_time(job.model, n.gpu_type, job.requested_plan, shape, cpus)
                     s.ref_thr = 1.0 / t
@@ -433,7 +473,7 @@ class Simulator:
                          s.last_plan)
 
 
-def simulate(cluster: Cluster, jobs: Sequence[Job], policy: RoundPolicy, ground_truth: IterationTimeSource,
+def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, ground_truth: IterationTimeSource,
              config: SimConfig = SimConfig(), **kwargs: object) -> SimResult:
     """Build a :class:`Simulator` and run it (keyword arguments as for the constructor plus
     ``progress``)."""
@@ -441,4 +481,4 @@ def simulate(cluster: Cluster, jobs: Sequence[Job], policy: RoundPolicy, ground_
     return Simulator(cluster, jobs, policy, ground_truth, config, **kwargs).run(progress=progress)  # type: ignore[arg-type]
 
 
-__all__ = ["IterationTimeSource", "RoundPolicy", "SimulationError", "Simulator", "simulate"]
+__all__ = ["IterationTimeSource", "SimulationError", "Simulator", "simulate"]

@@ -89,7 +89,7 @@ from optsched.perf.iteration_time import Bandwidths
 from optsched.perf.measurements import MEASURED_CPUS_PER_GPU, Measurement, read_placements_csv
 from optsched.perf.memory import memory_violation, require_gpus_per_node
 from optsched.perf.performance_model import PerformanceModel
-from optsched.perf.plans import topology_violation
+from optsched.perf.plans import plan_violation, topology_violation
 
 log = logging.getLogger(__name__)
 
@@ -473,7 +473,7 @@ class MeasuredGroundTruth:
             if spec is None:
                 continue
             for plan, gpn in table:
-                reason = topology_violation(spec, plan, gpn) or memory_violation(spec, plan, gtype, gpn)
+                reason = plan_violation(spec, plan, gtype, gpn)
                 if reason is not None:
                     log.warning("ground truth: %s: measured configuration is rejected by the feasibility "
                                 "rules; the measurement wins: %s", self.origin, reason)

@@ -1,0 +1,219 @@
+"""The answer to a round: a common top level every kind shares and a per-kind payload.
+
+Top level: the ``kind`` and ``method``, the solver ``status``, the ``objective`` of the decision, the
+proven upper ``bound`` on the objective (None for a heuristic), the relative ``gap``
+(:func:`relative_gap`), the wall time ``solve_seconds`` of the whole call, the objective of the
+heuristic that warm-started a solver (``heuristic_objective``), whether a warm start was used, and a
+``message``. The payload is what the kind decides: :class:`JobAllocations` (per job: its allocation or
+none, with the predicted throughput) for kinds that place jobs, other payload classes for decisions
+of other shapes (servers to return, expert replica placements). In JSON the payload's fields sit next
+to the top-level ones (a Rubick decision has ``"jobs": [...]``), so decision files of format
+``optsched.decision/1`` read as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from optsched.core.allocation import Allocation, Placement
+from optsched.core.checks import require_keys, require_name
+from optsched.core.errors import UnknownNameError, ValidationError
+from optsched.core.kinds import round_kind
+
+DECISION_FORMAT = "optsched.decision/1"
+
+#: What happened to a job in a decision.
+ACTIONS = ("start", "keep", "reconfigure", "preempt", "wait")
+
+#: Solver statuses: proven optimal; feasible with a gap; a heuristic's decision (asked for);
+#: the heuristic's decision returned because the solver found nothing better in its time limit.
+STATUSES = ("optimal", "feasible", "heuristic", "heuristic-fallback")
+
+#: the denominator floor of :func:`relative_gap`
+GAP_FLOOR = 1e-9
+
+_TOP_LEVEL = ("format", "kind", "method", "status", "objective", "bound", "gap", "solve_seconds",
+              "heuristic_objective", "warm_start", "message")
+
+
+def relative_gap(bound: float | None, objective: float | None) -> float | None:
+    """Relative optimality gap of a maximisation, ``max(0, (bound - objective) / max(|bound|, 1e-9))``;
+    None without a bound or an objective. The one gap formula of every decision and solution."""
+    if bound is None or objective is None:
+        return None
+    return max(0.0, (bound - objective) / max(abs(bound), GAP_FLOOR))
+
+
+@runtime_checkable
+class DecisionPayload(Protocol):
+    """What a kind's decision carries besides the top level. ``KEYS``: the JSON keys it owns
+    (required first, then optional, as two tuples)."""
+
+    KEYS: ClassVar[tuple[tuple[str, ...], tuple[str, ...]]]
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DecisionPayload": ...
+
+
+@dataclass(frozen=True)
+class JobDecision:
+    """One job's outcome: its new ``allocation`` (None: it does not run this round), the predicted
+    ``throughput`` (samples/s) and ``normalised`` throughput (divided by the throughput of its
+    request), whether its performance guarantee was enforced (``protected``), and the ``action``."""
+
+    job: str
+    allocation: Allocation | None
+    throughput: float
+    normalised: float
+    action: str
+    protected: bool = False
+
+    def __post_init__(self) -> None:
+        require_name("JobDecision", self.job)
+        if self.action not in ACTIONS:
+            raise UnknownNameError("action", self.action, ACTIONS)
+        if self.allocation is not None and self.allocation.job != self.job:
+            raise ValidationError(f"decision of job {self.job!r} carries an allocation of {self.allocation.job!r}")
+        if (self.allocation is None) != (self.action in ("preempt", "wait")):
+            raise ValidationError(f"decision of job {self.job!r}: action {self.action!r} does not match its allocation")
+
+    def to_dict(self) -> dict[str, Any]:
+        a = self.allocation
+        return {"job": self.job, "action": self.action, "protected": self.protected,
+                "plan": None if a is None else a.plan.to_dict(),
+                "placement": {} if a is None else a.placement.to_dict(),
+                "throughput": self.throughput, "normalised_throughput": self.normalised}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "JobDecision":
+        require_keys("job decision", data, ("job", "action", "plan", "placement", "throughput"),
+                     ("protected", "normalised_throughput"))
+        from optsched.core.plan import ExecutionPlan
+        alloc = None
+        if data["plan"] is None and data["placement"]:
+            raise ValidationError(f"decision of job {data['job']!r}: a placement without a plan")
+        if data["plan"] is not None:
+            alloc = Allocation(data["job"], ExecutionPlan.from_dict(data["plan"]),
+                               Placement.from_dict(data["placement"]))
+        return cls(data["job"], alloc, float(data["throughput"]), float(data.get("normalised_throughput", 0.0)),
+                   data["action"], bool(data.get("protected", False)))
+
+
+@dataclass(frozen=True)
+class JobAllocations:
+    """The payload of kinds that place jobs: one :class:`JobDecision` per job of the round, each job
+    once. JSON: ``{"jobs": [job decision, ...]}``."""
+
+    KEYS: ClassVar[tuple[tuple[str, ...], tuple[str, ...]]] = (("jobs",), ())
+
+    jobs: tuple[JobDecision, ...]
+
+    def __post_init__(self) -> None:
+        jobs = tuple(self.jobs)
+        for d in jobs:
+            if not isinstance(d, JobDecision):
+                raise ValidationError(f"decision: jobs must hold JobDecision objects, got {d!r}")
+        names = [d.job for d in jobs]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise ValidationError(f"decision: job(s) {', '.join(map(repr, dup))} appear twice")
+        object.__setattr__(self, "jobs", jobs)
+
+    def job(self, name: str) -> JobDecision:
+        for d in self.jobs:
+            if d.job == name:
+                return d
+        raise UnknownNameError("job", name, [d.job for d in self.jobs])
+
+    @property
+    def allocations(self) -> dict[str, Allocation]:
+        """Job name -> allocation of every job that runs."""
+        return {d.job: d.allocation for d in self.jobs if d.allocation is not None}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"jobs": [d.to_dict() for d in self.jobs]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "JobAllocations":
+        if not isinstance(data.get("jobs"), list):
+            raise ValidationError("decision: jobs must be a JSON array")
+        names = [d.get("job") if isinstance(d, dict) else None for d in data["jobs"]]
+        if len(set(names)) != len(names):
+            raise ValidationError("decision: a job appears twice")
+        return cls(tuple(JobDecision.from_dict(d) for d in data["jobs"]))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer to a round (module docstring). ``payload`` must be an instance of the payload class
+    registered for ``kind``. :attr:`jobs`, :meth:`job` and :attr:`allocations` read a
+    :class:`JobAllocations` payload (an error for kinds whose payload has no jobs)."""
+
+    kind: str
+    method: str
+    status: str
+    objective: float
+    payload: DecisionPayload
+    bound: float | None = None
+    gap: float | None = None
+    solve_seconds: float = 0.0
+    heuristic_objective: float | None = None
+    warm_start: bool = False
+    message: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise UnknownNameError("status", self.status, STATUSES)
+        expected = round_kind(self.kind).payload
+        if not isinstance(self.payload, expected):
+            raise ValidationError(f"decision of kind {self.kind!r}: payload must be a {expected.__name__}, got "
+                                  f"{type(self.payload).__name__}")
+
+    def _job_payload(self) -> JobAllocations:
+        if not isinstance(self.payload, JobAllocations):
+            raise ValidationError(f"decisions of kind {self.kind!r} carry {type(self.payload).__name__}, not per-job "
+                                  "allocations; read decision.payload")
+        return self.payload
+
+    @property
+    def jobs(self) -> tuple[JobDecision, ...]:
+        return self._job_payload().jobs
+
+    def job(self, name: str) -> JobDecision:
+        return self._job_payload().job(name)
+
+    @property
+    def allocations(self) -> dict[str, Allocation]:
+        return self._job_payload().allocations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": DECISION_FORMAT, "kind": self.kind, "method": self.method, "status": self.status,
+                "objective": self.objective, "bound": self.bound, "gap": self.gap,
+                "solve_seconds": self.solve_seconds, "heuristic_objective": self.heuristic_objective,
+                "warm_start": self.warm_start, "message": self.message, **self.payload.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Decision":
+        if not isinstance(data, dict):
+            raise ValidationError(f"decision: expected a JSON object, got {type(data).__name__}")
+        kind = round_kind(data["kind"]) if "kind" in data else None
+        required, optional = kind.payload.KEYS if kind is not None else ((), ())
+        require_keys("decision", data, ("kind", "method", "status", "objective", *required), (*_TOP_LEVEL, *optional))
+        assert kind is not None
+        if data.get("format", DECISION_FORMAT) != DECISION_FORMAT:
+            raise ValidationError(f"decision: unsupported format {data['format']!r}, expected {DECISION_FORMAT}")
+        for key in ("objective", "bound", "gap", "solve_seconds", "heuristic_objective"):
+            v = data.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise ValidationError(f"decision: {key} must be a number or null, got {v!r}")
+        payload = kind.payload.from_dict({k: v for k, v in data.items() if k not in _TOP_LEVEL})
+        return cls(data["kind"], data["method"], data["status"], float(data["objective"]), payload,
+                   data.get("bound"), data.get("gap"), float(data.get("solve_seconds", 0.0)),
+                   data.get("heuristic_objective"), bool(data.get("warm_start", False)), str(data.get("message", "")))
+
+
+__all__ = ["ACTIONS", "DECISION_FORMAT", "Decision", "DecisionPayload", "GAP_FLOOR", "JobAllocations", "JobDecision",
+           "STATUSES", "relative_gap"]

@@ -1,0 +1,133 @@
+"""AntMan-like multi-tenant scheduling (Xiao et al., OSDI'20), the baseline of Rubick's multi-tenant
+trace (Sec. 7.3); shared rules in :mod:`optsched.heuristics.baselines.common`."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from optsched.heuristics.baselines.common import BaselineState, check_request_rows, fifo_key
+from optsched.heuristics.round_state import Config
+from optsched.perf.coefficients import CoefficientTable
+from optsched.rounds.rubick.admission import Admission, reaches_guarantee
+from optsched.rounds.rubick.choice import Choice, check_round_table
+from optsched.rounds.rubick.problem import RubickRound
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AntManResult:
+    """An AntMan round: the ``choices``, the ``admission`` it stands for (protected = the guaranteed
+    jobs it runs — started within quota, or running already and never preempted — whose row reaches
+    the throughput of their request; waiting = queued guaranteed jobs over their tenant's quota, with
+    the reason) and the best-effort jobs ``preempted`` for guaranteed ones."""
+
+    choices: Mapping[str, Choice]
+    admission: Admission
+    preempted: tuple[str, ...] = field(default=())
+
+
+def antman_round(problem: RubickRound, table: CoefficientTable) -> AntManResult:
+    """AntMan-like multi-tenant scheduling (Xiao et al., OSDI'20; Rubick Sec. 7.3, MT trace).
+
+    1. Running jobs keep their allocation; running guaranteed jobs are never preempted and count
+       against their tenant's quota with their requested GPUs (even when that exceeds the quota, e.g.
+       after a quota cut: they keep running, the tenant admits nothing new).
+    2. Queued guaranteed jobs, by ``(submit_time, name)``: a job whose requested GPUs exceed its
+       tenant's remaining quota (``problem.quota_of``; no quotas in the round = unlimited) waits. Else
+       it gets exactly its request when it fits; when it does not, running best-effort jobs on nodes
+       of its GPU type are preempted, latest-started first, until it fits; then the victims it turned
+       out not to need are restored, earliest-started first ("fewest needed"). If it does not fit even
+       with every such best-effort job gone, nothing is preempted and it waits, and later guaranteed
+       jobs are still tried. Quota is consumed only by jobs that run.
+    3. Queued best-effort jobs take what is left, exactly their request, by ``(submit_time, name)``
+       with backfilling (a job that does not fit is skipped). They never preempt anyone.
+
+    Where the papers are silent: jobs carry no start time, so "latest-started" is the latest
+    ``submit_time`` (then name), which is the start order under FIFO; AntMan's GPU-sharing of
+    opportunistic jobs (co-located on the same GPU) is not modelled: a GPU holds one job.
+
+    ``table`` is the request-only table (``build_round_table(problem, fixed_plan=True,
+    fixed_resources=True)``)."""
+    check_round_table(problem, table, "antman")
+    check_request_rows(problem, table, "antman")
+    st = BaselineState(problem, table)
+    st.hold_running()
+    used: dict[str, int] = {}
+    protected: dict[str, int] = {}
+    waiting: dict[str, str] = {}
+    running_g = sorted((j for j in range(len(st.names)) if st.is_running(j) and st.jobs[st.names[j]].guaranteed),
+                       key=lambda j: fifo_key(st.jobs[st.names[j]]))
+    for j in running_g:
+        job = st.jobs[st.names[j]]
+        used[job.tenant] = used.get(job.tenant, 0) + job.requested_gpus
+        row = st.row_of(j)
+        if row is not None and bool(reaches_guarantee(table, row)[0]):
+            protected[job.name] = job.requested_gpus
+    queued = st.queued()
+    preempted: list[str] = []
+    for j in (j for j in queued if st.jobs[st.names[j]].guaranteed):
+        job = st.jobs[st.names[j]]
+        quota = problem.quota_of(job.tenant)
+        have = used.get(job.tenant, 0)
+        if quota is not None and have + job.requested_gpus > quota:
+            waiting[job.name] = (f"tenant {job.tenant!r} quota {quota} GPUs: {have} in use, job requests "
+                                 f"{job.requested_gpus}")
+            continue
+        rows = np.flatnonzero(table.job_index == j)
+        if not st.place_any(j, rows):
+            victims = _preempt_for(st, j, rows)
+            if victims is None:
+                log.debug("antman: guaranteed job %r does not fit even without best-effort jobs", job.name)
+                continue
+            preempted.extend(victims)
+        used[job.tenant] = have + job.requested_gpus
+        row = st.row_of(j)
+        assert row is not None
+        if bool(reaches_guarantee(table, row)[0]):
+            protected[job.name] = job.requested_gpus
+    for j in (j for j in queued if not st.jobs[st.names[j]].guaranteed):
+        st.place_any(j, np.flatnonzero(table.job_index == j))
+    return AntManResult(st.choices(), Admission(protected, waiting), tuple(preempted))
+
+
+def _preempt_for(st: BaselineState, j: int, rows: np.ndarray) -> list[str] | None:
+    """Preempt running best-effort jobs, latest-started first, until guaranteed job ``j`` fits on one
+    of ``rows``; restore the victims it does not need, earliest-started first. Returns the names of
+    the preempted jobs (``j`` placed), or None (nothing changed, ``j`` unplaced)."""
+    types = {st.table.gpu_type[r] for r in rows}
+    node_types = {n.name: n.gpu_type for n in st.problem.cluster.nodes}
+    victims = [v for v in range(len(st.names))
+               if st.is_running(v) and not st.jobs[st.names[v]].guaranteed and st.config(v) is not None
+               and any(node_types[st.node_names[n]] in types for n, *_ in st.config(v).shares)]
+    victims.sort(key=lambda v: (-st.jobs[st.names[v]].submit_time, st.names[v]))
+    freed: list[tuple[int, Config]] = []
+    placed = False
+    for v in victims:
+        old = st.config(v)
+        assert old is not None
+        st.set(v, None)
+        freed.append((v, old))
+        if st.place_any(j, rows):
+            placed = True
+            break
+    if not placed:
+        for v, old in reversed(freed):
+            st.set(v, old)
+        return None
+    for v, old in reversed(freed):  # earliest-started victims first
+        if st.fits(old):
+            st.set(v, old)
+    return [st.names[v] for v, _ in freed if st.config(v) is None]
+
+
+def schedule_antman(problem: RubickRound, table: CoefficientTable) -> dict[str, Choice]:
+    """The choices of :func:`antman_round`."""
+    return dict(antman_round(problem, table).choices)
+
+
+__all__ = ["AntManResult", "antman_round", "schedule_antman"]

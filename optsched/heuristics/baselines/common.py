@@ -1,0 +1,213 @@
+"""What the baselines of the Rubick evaluation (Sec. 7.3, Table 4 and footnote 2) share: FIFO
+(:mod:`.fifo`), Synergy-like (:mod:`.synergy`), Sia-like (:mod:`.sia`) and AntMan-like (:mod:`.antman`),
+each plain Python over a round's coefficient table.
+
+Like :mod:`optsched.heuristics.rubick` the baselines never call the performance model: every
+throughput, GPU, CPU and memory figure comes from the table (DESIGN.md). Which rows a baseline may use
+is the table builder's business (:mod:`optsched.rounds.rubick.baseline_tables`): the request only for
+FIFO and AntMan, the requested plan and GPUs at several CPU counts for Synergy, the DP-scaling ladder
+for Sia. Each ``schedule_<name>(problem, table, ...)`` returns job name ->
+:class:`~optsched.rounds.rubick.choice.Choice` for the jobs that run; every result passes
+:func:`~optsched.rounds.rubick.feasibility.violations` with the admission the baseline stands for
+(:data:`~optsched.rounds.rubick.admission.NO_GUARANTEES`, or AntMan's own).
+
+Shared rules (the papers are silent on them):
+
+* **Running jobs.** A simulator calls a policy at every arrival, completion and tick and charges a
+  reconfiguration (78 s) when a running job's allocation changes and a restart after a preemption, so
+  every baseline starts from every running job holding its exact current shares and moves a running
+  job only where its rule says so (Synergy: more CPUs on the same GPUs, worth more than
+  ``problem.reconfig_penalty``; Sia: more GPUs, likewise; AntMan: preempting a best-effort job for a
+  guaranteed one). FIFO never touches a running job.
+* **Queue order** is FIFO: ``(submit_time, name)``.
+* **Placement** is the round state's row mapping
+  (:meth:`~optsched.heuristics.round_state.RoundState.map_row`): a row's shape goes onto distinct
+  nodes of its GPU type, largest part first, each part on the feasible node with the fewest free GPUs
+  (best fit; ties by node name), a running job preferring its own nodes. The request's shape is the
+  packed placement (whole nodes, then one node with the rest), i.e. as few nodes as possible.
+* **Several GPU types.** A job with rows on several types tries them in descending (normalised)
+  throughput of the row it would start with, then type name.
+* **Guarantees and quotas.** Only AntMan has tenants and guarantees; FIFO, Synergy and Sia schedule
+  guaranteed jobs like any other and ignore quotas (the Rubick base/BP traces have none), so their
+  decisions protect nobody.
+* **Scores** are normalised throughputs (throughput / reference throughput of the job's request), the
+  unit of the round objective, with the reconfiguration penalty in the same unit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from optsched.core.errors import ValidationError
+from optsched.core.job import Job
+from optsched.heuristics.round_state import EPS, Config, RoundState
+from optsched.perf.coefficients import CoefficientTable
+from optsched.rounds.rubick.admission import NO_GUARANTEES
+from optsched.rounds.rubick.choice import Choice, is_kept, part_share
+from optsched.rounds.rubick.problem import RubickRound
+
+
+def fifo_key(job: Job) -> tuple[float, str]:
+    """Queue order of every baseline: submission time, then name."""
+    return job.submit_time, job.name
+
+
+def rows_allowed(table: CoefficientTable, options: Mapping[str, Sequence[int]] | None, j: int, who: str) -> np.ndarray:
+    """Rows job index ``j`` may use: ``options[name]`` (checked to be its rows) or all its rows."""
+    name = table.jobs[j]
+    own = np.flatnonzero(table.job_index == j)
+    if options is None or name not in options:
+        return own
+    rows = np.asarray(sorted({int(r) for r in options[name]}), dtype=np.int64)
+    bad = [int(r) for r in rows if not (0 <= r < len(table)) or table.job_index[r] != j]
+    if bad:
+        raise ValidationError(f"{who}: options of job {name!r} name row(s) {bad} that are not its rows")
+    return rows
+
+
+class BaselineState(RoundState):
+    """The round state of a baseline (no guarantees: :data:`NO_GUARANTEES`) with the moves the
+    baselines make: start a job on a row, move it to another row, change its CPUs and memory in place."""
+
+    def __init__(self, problem: RubickRound, table: CoefficientTable) -> None:
+        super().__init__(problem, table, NO_GUARANTEES)
+        self.jobs = {j.name: j for j in problem.jobs}
+        self.candidates = [np.flatnonzero(self.eligible[j]) for j in range(len(self.names))]
+        self._pos: list[dict[int, int] | None] = [None] * len(self.names)
+
+    def is_running(self, j: int) -> bool:
+        return bool(self.running[j])
+
+    def row_of(self, j: int) -> int | None:
+        c = self.config(j)
+        return None if c is None else c.row
+
+    def value_if_changed(self, j: int, row: int) -> float:
+        """Job ``j``'s objective term when it moves to ``row`` (not its kept configuration)."""
+        return float(self.value[row]) - (self.reconfig_penalty if self.is_running(j) else 0.0)
+
+    # -- placement -------------------------------------------------------------------------------
+    def _index(self, j: int, row: int) -> int:
+        pos = self._pos[j]
+        if pos is None:
+            pos = {int(r): i for i, r in enumerate(self.rows[j].rows)}
+            self._pos[j] = pos
+        return pos[row]
+
+    def map(self, j: int, row: int) -> Config | None:
+        """``row`` mapped onto the free resources (best fit, own nodes first); None: it does not fit."""
+        return self.map_row(j, self._index(j, row), self.candidates[j],
+                            (self.free_gpus, self.free_cpus, self.free_mem), None)
+
+    def place(self, j: int, row: int) -> bool:
+        """Start unplaced job ``j`` on ``row`` when it fits."""
+        assert self.config(j) is None
+        cfg = self.map(j, row)
+        if cfg is None:
+            return False
+        self.set(j, cfg)
+        return True
+
+    def move(self, j: int, row: int) -> bool:
+        """Move placed job ``j`` to ``row`` (its own resources count as free); unchanged when it does not fit."""
+        old = self.config(j)
+        self.set(j, None)
+        cfg = self.map(j, row)
+        self.set(j, cfg if cfg is not None else old)
+        return cfg is not None
+
+    def reshare(self, j: int, row: int) -> bool:
+        """Put placed job ``j`` on ``row`` keeping its nodes and GPUs per node (``row`` must have its
+        shape); its new CPUs and memory per node are ``part_share`` of ``row``. Unchanged when they do
+        not fit."""
+        old = self.config(j)
+        assert old is not None
+        parts = tuple(sorted((self.node_names[n], g) for n, g, _, _ in old.shares if g > 0))
+        kept = self.current_parts[j] is not None and is_kept(self.problem, self.table, j, Choice(row, parts))
+        if kept:
+            new = self.current[j]
+            assert new is not None
+        else:
+            shares = []
+            for n, g, _, _ in old.shares:
+                cpus, mem = part_share(self.table, row, g)
+                shares.append((n, g, cpus, mem))
+            new = Config(row, tuple(shares), False)
+        self.set(j, None)
+        ok = self.fits(new)
+        self.set(j, new if ok else old)
+        return ok
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def queued(self) -> list[int]:
+        """Indices of the queued jobs in FIFO order."""
+        idx = [j for j in range(len(self.names)) if not self.is_running(j)]
+        return sorted(idx, key=lambda j: fifo_key(self.jobs[self.names[j]]))
+
+    def by_preference(self, rows: Sequence[int]) -> list[int]:
+        """Rows in descending normalised throughput, then GPU type name, then row index."""
+        return sorted((int(r) for r in rows), key=lambda r: (-float(self.value[r]), self.table.gpu_type[r], r))
+
+    def place_any(self, j: int, rows: Sequence[int]) -> bool:
+        """Start job ``j`` on the first of ``rows`` (in :meth:`by_preference` order) that fits."""
+        return any(self.place(j, r) for r in self.by_preference(rows))
+
+
+def check_request_rows(problem: RubickRound, table: CoefficientTable, who: str) -> None:
+    """FIFO and AntMan run the request only: every row of a queued job must be its request."""
+    for j, job in enumerate(problem.jobs):
+        if table.current_row[j] >= 0:
+            continue
+        for r in np.flatnonzero(table.job_index == j):
+            if table.gpus[r] != job.requested_gpus or (job.requested_plan is not None
+                                                       and table.plans[r] != job.requested_plan):
+                raise ValidationError(
+                    f"{who}: queued job {job.name!r} has row {int(r)} ({table.plans[r].label} on "
+                    f"{table.gpus_per_node[r]}) that is not its request of {job.requested_gpus} GPUs; build the "
+                    "table with build_round_table(..., fixed_plan=True, fixed_resources=True)")
+
+
+def best_step(st: BaselineState, j: int, rows: Sequence[int], amount: np.ndarray, blocked: set[tuple[int, int]], *,
+              same_gpu_type: bool) -> tuple[float, int, int] | None:
+    """Job ``j``'s best growth step among ``rows``: ``(gain per extra unit, -extra units, row)`` of
+    the row with the largest normalised-throughput gain per extra unit of ``amount`` (CPUs for
+    Synergy, GPUs for Sia) over its current configuration, skipping ``blocked`` steps (and, with
+    ``same_gpu_type``, rows on another GPU type); None when no row gains."""
+    table = st.table
+    cfg = st.config(j)
+    assert cfg is not None
+    gt, have, now = table.gpu_type[cfg.row], int(amount[cfg.row]), st.contrib(j, cfg)
+    out: tuple[float, int, int] | None = None
+    for r in rows:
+        r = int(r)
+        extra = int(amount[r]) - have
+        if extra <= 0 or (same_gpu_type and table.gpu_type[r] != gt) or (j, r) in blocked:
+            continue
+        gain = st.value_if_changed(j, r) - now
+        if gain <= EPS:
+            continue
+        cand = (gain / extra, -extra, r)
+        if out is None or cand > out:
+            out = cand
+    return out
+
+
+def grow_greedily(names: Sequence[str], best: dict[int, Any], step: Callable[[int], Any],
+                  apply: Callable[[int, Any], bool], blocked: set[tuple[int, Any]]) -> None:
+    """The marginal-gain loop Synergy's CPU tuning and Sia's GPU growth share: repeatedly apply the
+    best step of any job (``best[j] = (gain per unit, -extra units, target row)`` from ``step(j)``:
+    largest gain per unit, then fewest extra units, then job name), remember steps that do not fit in
+    ``blocked`` and ask the job for its next step, until no job has one."""
+    while True:
+        live = [(b, names[j], j) for j, b in best.items() if b is not None]
+        if not live:
+            return
+        b, _, j = min(live, key=lambda x: (-x[0][0], -x[0][1], x[1]))
+        if not apply(j, b[2]):
+            blocked.add((j, b[2]))
+        best[j] = step(j)
+
+
+__all__ = ["BaselineState", "best_step", "check_request_rows", "fifo_key", "grow_greedily", "rows_allowed"]

@@ -1,0 +1,45 @@
+"""FIFO: first-in first-out with requested resources, strict or with backfilling (the simplest
+baseline of Rubick Sec. 7.3; shared rules in :mod:`optsched.heuristics.baselines.common`)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from optsched.heuristics.baselines.common import BaselineState, check_request_rows
+from optsched.perf.coefficients import CoefficientTable
+from optsched.rounds.rubick.choice import Choice, check_round_table
+from optsched.rounds.rubick.problem import RubickRound
+
+log = logging.getLogger(__name__)
+
+
+def schedule_fifo(problem: RubickRound, table: CoefficientTable, *, backfill: bool = False) -> dict[str, Choice]:
+    """First-in first-out: queued jobs by ``(submit_time, name)`` each get exactly their request (the
+    requested plan — or the best plan of the request when none was given — on the packed placement of
+    the requested GPUs with the requested CPUs); running jobs keep their allocation untouched.
+
+    Strict FIFO (the default): the first queued job that does not fit blocks every job behind it,
+    even ones that would fit (no starvation of large jobs, idle GPUs possible). ``backfill=True``
+    skips it instead and tries the next jobs (EASY-style backfilling without reservations). A request
+    fits only in its packed shape: FIFO never spreads it over more nodes than needed, which would
+    change the throughput the request stands for.
+
+    ``table`` is the request-only table (``build_round_table(problem, fixed_plan=True,
+    fixed_resources=True)``, :func:`~optsched.rounds.rubick.baseline_tables.request_table`); a queued
+    job with another row raises ``ValidationError``."""
+    check_round_table(problem, table, "fifo")
+    check_request_rows(problem, table, "fifo")
+    st = BaselineState(problem, table)
+    st.hold_running()
+    for j in st.queued():
+        if st.place_any(j, np.flatnonzero(table.job_index == j)):
+            continue
+        if not backfill:
+            log.debug("fifo: job %r does not fit and blocks the queue", st.names[j])
+            break
+    return st.choices()
+
+
+__all__ = ["schedule_fifo"]

@@ -1,0 +1,235 @@
+"""The mutable state of a heuristic working on a Rubick round: which configuration (table row and
+per-node shares) each job holds, on a :class:`~optsched.heuristics.placement.NodeLedger`, with the
+operations Algorithm 1 and the baselines share: a job's objective term, mapping a table row onto
+nodes, and GetBestPlan (Rubick Algorithm 1, line 21).
+
+Values are *normalised* throughputs (throughput / reference throughput of the job), the unit of the
+round objective (:func:`~optsched.rounds.rubick.objective.objective`).
+
+* **Start.** Nothing is held; :meth:`RoundState.hold_running` gives every running job its exact
+  current shares (its *current* configuration, which is *kept*: no reconfiguration penalty).
+* **Mapping a row** (:meth:`RoundState.map_row`): the row's parts, largest first, go to distinct nodes
+  of its GPU type by :meth:`~optsched.heuristics.placement.NodeLedger.best_fit` with the job's current
+  nodes preferred; the part of s GPUs of a row with G GPUs, C CPUs and M GiB needs ``ceil(C s / G)``
+  CPUs and ``M s / G`` GiB (:func:`~optsched.rounds.rubick.choice.part_share`'s rule). When the mapping
+  is exactly the job's current placement and the row keeps it, the job keeps its exact current shares.
+* **GetBestPlan** (:meth:`RoundState.best`): the row of highest normalised throughput that maps onto
+  the given amounts (optionally only rows reaching the job's guarantee), or the job's running
+  configuration when it fits and the reconfiguration penalty makes it the better choice.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from optsched.perf.coefficients import CoefficientTable
+from optsched.heuristics.placement import MEM_TOL, NodeLedger, Share
+from optsched.rounds.rubick.admission import Admission, reaches_guarantee
+from optsched.rounds.rubick.choice import Choice, is_kept
+from optsched.rounds.rubick.problem import RubickRound
+
+#: tolerance of slope and objective comparisons (normalised-throughput units)
+EPS = 1e-9
+
+#: free amounts indexed by node: (GPUs, CPUs, GiB)
+Amounts = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Config:
+    """A job's configuration: table ``row`` and its shares ``((node index, gpus, cpus, mem_gib), ...)``
+    sorted by node index; ``kept`` when it is exactly the job's running configuration (no
+    reconfiguration penalty)."""
+
+    row: int
+    shares: tuple[Share, ...]
+    kept: bool
+
+    def share_on(self, node: int) -> tuple[int, int, float]:
+        for n, g, c, m in self.shares:
+            if n == node:
+                return g, c, m
+        return 0, 0, 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class JobRows:
+    """A job's rows sorted by normalised throughput descending (then fewer GPUs, CPUs, memory, row):
+    table ``rows`` and, aligned with them, their normalised ``value``, ``gpus``, ``cpus``, ``mem``,
+    largest part (``max_part``), whether they reach the guarantee (``reaches``), GPU type id
+    (``type_id``) and shape; ``best_value`` is the first value (0 without rows)."""
+
+    rows: np.ndarray
+    value: np.ndarray
+    gpus: np.ndarray
+    cpus: np.ndarray
+    mem: np.ndarray
+    max_part: np.ndarray
+    reaches: np.ndarray
+    type_id: np.ndarray
+    shapes: tuple[tuple[int, ...], ...]
+    best_value: float
+
+
+class RoundState:
+    """Configurations of the jobs of a Rubick round on a node ledger (module docstring)."""
+
+    def __init__(self, problem: RubickRound, table: CoefficientTable, admission: Admission) -> None:
+        self.problem, self.table, self.admission = problem, table, admission
+        nodes = sorted(problem.cluster.nodes, key=lambda n: n.name)
+        node_names = [n.name for n in nodes]
+        types = sorted({n.gpu_type for n in nodes} | set(table.gpu_type))
+        self.type_id = {name: i for i, name in enumerate(types)}
+        node_type = np.array([self.type_id[n.gpu_type] for n in nodes], dtype=np.int64)
+        n_jobs, n_nodes = len(table.jobs), len(nodes)
+        self.ledger = NodeLedger(node_names, node_type, *problem.free_arrays(node_names), n_jobs)
+        self.node_names = self.ledger.names
+        self.node_type = node_type
+        ledger = self.ledger
+        self.free_gpus, self.free_cpus, self.free_mem = ledger.free_gpus, ledger.free_cpus, ledger.free_mem
+        self.value = table.throughput / table.reference_throughput[table.job_index]
+        self.names = table.jobs
+        self.protected = np.array([name in admission.protected for name in self.names], dtype=bool)
+        self.waiting = np.array([name in admission.waiting for name in self.names], dtype=bool)
+        self.running = np.asarray(table.current_row) >= 0
+        self.reconfig_penalty = float(problem.reconfig_penalty)
+        self.preempt_penalty = float(problem.preempt_penalty)
+        self.rows: list[JobRows] = []
+        self.on_current_node = np.zeros((n_jobs, n_nodes), dtype=bool)
+        self.current: list[Config | None] = [None] * n_jobs
+        self.current_parts: list[tuple[tuple[str, int], ...] | None] = [None] * n_jobs
+        reaches_all = reaches_guarantee(table, np.arange(len(table))) if len(table) else np.zeros(0, dtype=bool)
+        row_type = np.array([self.type_id[x] for x in table.gpu_type], dtype=np.int64)
+        max_part = np.array([max(s) for s in table.gpus_per_node], dtype=np.int64)
+        # every job's rows in one sort: by job, then normalised throughput descending, fewer GPUs,
+        # CPUs, memory, row index
+        k_all = np.arange(len(table))
+        order = np.lexsort((k_all, table.mem_gib, table.cpus, table.gpus, -self.value, table.job_index))
+        bounds = np.searchsorted(table.job_index[order], np.arange(n_jobs + 1))
+        type_nodes = np.array([node_type == t for t in range(len(types))], dtype=bool).reshape(len(types), n_nodes)
+        job_types = np.zeros((n_jobs, len(types)), dtype=bool)
+        job_types[table.job_index, row_type] = True
+        #: eligible[j, n]: node n has a GPU type job j has rows on
+        self.eligible = (job_types.astype(np.int64) @ type_nodes.astype(np.int64)) > 0
+        cols = (self.value[order], table.gpus[order], table.cpus[order], table.mem_gib[order], max_part[order],
+                reaches_all[order], row_type[order])
+        for j, name in enumerate(self.names):
+            a, b = bounds[j], bounds[j + 1]
+            rows = order[a:b]
+            val, g, c, m, mp, ok, tid = (x[a:b] for x in cols)
+            self.rows.append(JobRows(rows=rows, value=val, gpus=g, cpus=c, mem=m, max_part=mp, reaches=ok,
+                                     type_id=tid, shapes=tuple(table.gpus_per_node[k] for k in rows),
+                                     best_value=float(val[0]) if rows.size else 0.0))
+            cur = problem.current(name)
+            cur_row = int(table.current_row[j])
+            if cur is not None and cur_row >= 0:
+                shares = tuple(sorted((self.ledger.index[n], s.gpus, s.cpus, float(s.mem_gib))
+                                      for n, s in cur.placement.shares))
+                self.current[j] = Config(cur_row, shares, True)
+                self.current_parts[j] = tuple(sorted((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0))
+                for n, *_ in shares:
+                    self.on_current_node[j, n] = True
+
+    # -- state ----------------------------------------------------------------------------------
+    def config(self, j: int) -> Config | None:
+        return self.ledger.holding[j]  # type: ignore[return-value]
+
+    def set(self, j: int, new: Config | None) -> None:
+        self.ledger.assign(j, new)
+
+    def hold_running(self, skip_waiting: bool = False) -> None:
+        """Every running job holds its exact current shares (with ``skip_waiting``, not the guaranteed
+        jobs waiting for quota)."""
+        for j, cur in enumerate(self.current):
+            if cur is not None and not (skip_waiting and self.waiting[j]):
+                self.set(j, cur)
+
+    def contrib(self, j: int, cfg: Config | None) -> float:
+        """Job ``j``'s term of the round objective under ``cfg``."""
+        if cfg is None:
+            return -self.preempt_penalty if self.running[j] else 0.0
+        pen = self.reconfig_penalty if self.running[j] and not cfg.kept else 0.0
+        return float(self.value[cfg.row]) - pen
+
+    def fits(self, cfg: Config, amounts: Amounts | None = None) -> bool:
+        return self.ledger.fits(cfg.shares, *(amounts or (None, None, None)))
+
+    def reaches(self, row: int) -> bool:
+        """Whether ``row`` reaches its job's guarantee."""
+        return bool(reaches_guarantee(self.table, row)[0])
+
+    def position(self, cfg: Config | None) -> tuple[float, int, int]:
+        """(normalised throughput, GPUs, CPUs) of ``cfg`` (zeros for none)."""
+        if cfg is None:
+            return 0.0, 0, 0
+        return float(self.value[cfg.row]), int(self.table.gpus[cfg.row]), int(self.table.cpus[cfg.row])
+
+    def choices(self) -> dict[str, Choice]:
+        """Job name -> choice of every job holding a configuration (parts largest first, then node)."""
+        out: dict[str, Choice] = {}
+        for j in range(len(self.names)):
+            cfg = self.config(j)
+            if cfg is not None:
+                ordered = sorted(cfg.shares, key=lambda s: (-s[1], s[0]))
+                out[self.names[j]] = Choice(cfg.row, tuple((self.node_names[n], g) for n, g, _, _ in ordered if g > 0))
+        return out
+
+    # -- mapping rows and GetBestPlan -------------------------------------------------------------------
+    def map_row(self, j: int, i: int, cand: np.ndarray, amounts: Amounts, base: np.ndarray | None) -> Config | None:
+        """Map row ``rows[j].rows[i]`` onto distinct nodes of ``cand`` with ``amounts`` (module
+        docstring): best fit, the job's current nodes first, then nodes where the part fits in ``base``
+        (free before a walk), then the fewest free GPUs, then ``cand`` order."""
+        rows = self.rows[j]
+        row = int(rows.rows[i])
+        G, C, M = int(rows.gpus[i]), int(rows.cpus[i]), float(rows.mem[i])
+        parts = [(s, math.ceil(C * s / G - 1e-9), M * s / G) for s in rows.shapes[i]]
+        shares = self.ledger.best_fit(parts, cand, amounts=amounts, allowed=self.node_type[cand] == rows.type_id[i],
+                                      prefer=self.on_current_node[j, cand], base=base)
+        if shares is None:
+            return None
+        if self.current_parts[j] is not None:
+            placed = tuple(sorted((self.node_names[n], g) for n, g, _, _ in shares))
+            if placed == self.current_parts[j] and is_kept(self.problem, self.table, j, Choice(row, placed)):
+                cur = self.current[j]
+                assert cur is not None
+                cfg = Config(row, cur.shares, True)
+                return cfg if self.fits(cfg, amounts) else None
+        return Config(row, tuple(sorted(shares)), False)
+
+    def best(self, j: int, cand: np.ndarray, amounts: Amounts, *, guarantee: bool, keep: bool,
+             base: np.ndarray | None = None) -> Config | None:
+        """GetBestPlan (module docstring): the best configuration of job ``j`` on ``amounts`` of the
+        nodes ``cand``; ``keep`` allows its running configuration, ``guarantee`` restricts to rows
+        reaching the job's reference throughput."""
+        rows = self.rows[j]
+        chosen: Config | None = None
+        score = -math.inf
+        if keep and self.current[j] is not None:
+            cur = self.current[j]
+            assert cur is not None
+            if (not guarantee or self.reaches(cur.row)) and self.fits(cur, amounts):
+                chosen, score = cur, float(self.value[cur.row])
+        if cand.size == 0 or rows.rows.size == 0:
+            return chosen
+        ag, ac, am = amounts[0][cand], amounts[1][cand], amounts[2][cand]
+        mask = ((rows.gpus <= ag.sum()) & (rows.max_part <= ag.max()) & (rows.cpus <= ac.sum())
+                & (rows.mem <= am.sum() + MEM_TOL))
+        if guarantee:
+            mask &= rows.reaches
+        for i in np.flatnonzero(mask):
+            if rows.value[i] <= score + EPS:
+                break
+            cfg = self.map_row(j, int(i), cand, amounts, base)
+            if cfg is None:
+                continue
+            s = float(rows.value[i]) - (self.reconfig_penalty if self.running[j] and not cfg.kept else 0.0)
+            if s > score + EPS:
+                chosen, score = cfg, s
+            break
+        return chosen
+
+
+__all__ = ["Amounts", "Config", "EPS", "JobRows", "RoundState"]

@@ -1,0 +1,11 @@
+"""Turning a round into a decision: per kind, the table, the warm-start heuristic, the exact model and
+the fallback within one time limit; the registry of methods keyed by (kind, method); :func:`solve`.
+Importing this package registers the methods of every built-in kind."""
+
+from optsched.policies import rubick  # noqa: F401  (registers the methods of the rubick kind)
+from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+from optsched.policies.registry import (DEFAULT_KIND, describe_methods, make_policy, method, methods_of,
+                                        register_method, solve)
+
+__all__ = ["DEFAULT_KIND", "DEFAULT_TIME_LIMIT", "PolicyOptions", "describe_methods", "make_policy", "method",
+           "methods_of", "register_method", "solve"]

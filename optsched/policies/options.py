@@ -1,0 +1,59 @@
+"""The one value every policy factory takes (instead of positional arguments): time limit, seed,
+solver workers, the fitted performance models the policy plans with, and kind-specific extras."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from optsched.core.errors import ValidationError
+from optsched.perf.lookup import FittedModels, PerfSource
+
+#: seconds a solver-backed policy gets per round unless told otherwise
+DEFAULT_TIME_LIMIT = 10.0
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """Options of one policy.
+
+    * ``time_limit``: wall-clock seconds for the whole ``decide`` call of a solver-backed policy
+      (table, heuristic and solver), > 0;
+    * ``seed``: the solver's random seed (with ``workers=1`` CP-SAT is reproducible);
+    * ``workers``: CP-SAT search workers, >= 1;
+    * ``perf_models``: fitted performance models keyed by model name or (model name, GPU type),
+      replacing the built-in ones (:class:`~optsched.perf.lookup.PerfSource`);
+    * ``extras``: options of the round kind (Rubick: ``defer_unreachable_guarantees``); each kind's
+      methods say which they read (:func:`optsched.policies.registry.kind_extras`).
+    """
+
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = 0
+    workers: int = 1
+    perf_models: FittedModels | None = field(default=None, compare=False)
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        tl = self.time_limit
+        if isinstance(tl, bool) or not isinstance(tl, (int, float)) or not math.isfinite(tl) or not tl > 0:
+            raise ValidationError(f"time_limit must be a positive number of seconds, got {tl!r}")
+        object.__setattr__(self, "time_limit", float(tl))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValidationError(f"seed must be an integer, got {self.seed!r}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ValidationError(f"workers must be a positive integer, got {self.workers!r}")
+        if not isinstance(self.extras, Mapping) or not all(isinstance(k, str) for k in self.extras):
+            raise ValidationError(f"extras must be a mapping of option names to values, got {self.extras!r}")
+        object.__setattr__(self, "extras", MappingProxyType(dict(self.extras)))
+
+    def extra(self, name: str, default: Any = None) -> Any:
+        return self.extras.get(name, default)
+
+    def perf_source(self) -> PerfSource:
+        """A fresh :class:`~optsched.perf.lookup.PerfSource` over ``perf_models`` (one per policy)."""
+        return PerfSource(self.perf_models)
+
+
+__all__ = ["DEFAULT_TIME_LIMIT", "PolicyOptions"]

@@ -1,0 +1,110 @@
+"""Policies keyed by (round kind, method), and :func:`solve`, which dispatches on the round's kind.
+
+A kind's package under ``optsched/policies/`` registers each of its methods with
+:func:`register_method`: a factory ``PolicyOptions -> Policy``, a one-line summary, and the kind
+extras it reads. ``optsched solve --help`` and ``docs/rounds.md`` list the methods per kind from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from optsched.core.decision import Decision
+from optsched.core.errors import UnknownNameError, ValidationError
+from optsched.core.kinds import round_kind, round_kinds
+from optsched.core.policy import Policy
+from optsched.core.round import RoundProblem
+from optsched.perf.lookup import FittedModels
+from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+
+#: the kind ``make_policy`` and ``optsched simulate`` assume when none is named (the kind of the
+#: built-in traces)
+DEFAULT_KIND = "rubick"
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered method: its ``kind`` and ``name``, the ``build`` factory, a ``summary`` and the
+    kind ``extras`` (option names) it reads."""
+
+    kind: str
+    name: str
+    build: Callable[[PolicyOptions], Policy]
+    summary: str
+    extras: tuple[str, ...] = ()
+
+
+_METHODS: dict[tuple[str, str], Method] = {}
+
+
+def register_method(kind: str, name: str, build: Callable[[PolicyOptions], Policy], summary: str,
+                    extras: tuple[str, ...] = ()) -> Method:
+    """Register ``name`` for rounds of ``kind`` (a registered kind; another entry under a taken
+    (kind, name) is a ``ValidationError``)."""
+    round_kind(kind)
+    m = Method(kind, name, build, summary, tuple(extras))
+    old = _METHODS.get((kind, name))
+    if old is not None and old != m:
+        raise ValidationError(f"method {name!r} of round kind {kind!r} is already registered")
+    _METHODS[(kind, name)] = m
+    return m
+
+
+def methods_of(kind: str) -> tuple[str, ...]:
+    """Method names of ``kind``, in registration order (``UnknownNameError`` for an unknown kind)."""
+    round_kind(kind)
+    return tuple(name for k, name in _METHODS if k == kind)
+
+
+def method(kind: str, name: str) -> Method:
+    """The method ``name`` of ``kind``; ``UnknownNameError`` listing the methods of that kind."""
+    m = _METHODS.get((kind, name))
+    if m is None:
+        known = methods_of(kind)
+        raise UnknownNameError("method", str(name), known, context=f"for round kind {kind!r}")
+    return m
+
+
+def kind_extras(kind: str) -> tuple[str, ...]:
+    """Every extra option some method of ``kind`` reads, sorted."""
+    return tuple(sorted({e for (k, _name), m in _METHODS.items() if k == kind for e in m.extras}))
+
+
+def describe_methods() -> dict[str, dict[str, str]]:
+    """Kind -> method -> summary, for help texts and docs."""
+    return {kind: {name: _METHODS[(kind, name)].summary for name in methods_of(kind)} for kind in round_kinds()}
+
+
+def make_policy(method_name: str, options: PolicyOptions | None = None, *, kind: str = DEFAULT_KIND) -> Policy:
+    """A fresh policy for ``method_name`` of ``kind`` with ``options`` (defaults when None). Extras that
+    no method of the kind reads are a ``ValidationError`` naming them; a method ignores the extras of
+    its kind that it does not read."""
+    options = options or PolicyOptions()
+    if not isinstance(options, PolicyOptions):
+        raise ValidationError(f"options must be a PolicyOptions, got {type(options).__name__}")
+    m = method(kind, method_name)
+    unknown = sorted(set(options.extras) - set(kind_extras(kind)))
+    if unknown:
+        raise ValidationError(f"unknown option(s) {', '.join(unknown)} for round kind {kind!r}; it takes "
+                              f"{', '.join(kind_extras(kind)) or 'none'}")
+    return m.build(options)
+
+
+def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFAULT_TIME_LIMIT, seed: int = 0, *,
+          workers: int = 1, perf_models: FittedModels | None = None, **extras: Any) -> Decision:
+    """Solve one round with ``method`` of its kind (``optsched.solve``), within ``time_limit`` seconds.
+
+    ``perf_models`` override the built-in performance models, keyed by model name or by (model name,
+    GPU type); ``extras`` are the kind's options (Rubick: ``defer_unreachable_guarantees``, see
+    :mod:`optsched.policies.rubick`). Raises ``ValidationError``/``UnknownNameError`` for bad input
+    (an unknown method lists the methods of the round's kind) and ``InfeasibleError`` naming the jobs
+    and rules when the round has no feasible decision."""
+    if not isinstance(problem, RoundProblem):
+        raise ValidationError(f"solve: problem must be a RoundProblem, got {type(problem).__name__}")
+    options = PolicyOptions(time_limit=time_limit, seed=seed, workers=workers, perf_models=perf_models, extras=extras)
+    return make_policy(method, options, kind=problem.kind).decide(problem)
+
+
+__all__ = ["DEFAULT_KIND", "Method", "describe_methods", "kind_extras", "make_policy", "method", "methods_of",
+           "register_method", "solve"]

@@ -1,0 +1,281 @@
+"""The policies of the ``rubick`` round kind: each builds its table from the performance models
+(:mod:`optsched.rounds.rubick`), runs a heuristic (:mod:`optsched.heuristics`) and, for the exact
+method, the CP-SAT model (:mod:`optsched.formulations.rubick_round`) warm-started by it.
+
+Methods (registered in :mod:`optsched.policies.registry` under kind ``rubick``):
+
+* ``exact`` (alias ``rubick-exact``): the CP-SAT round warm-started by Algorithm 1's decision. The
+  better of the two (by the round objective) is returned, so the exact method is never worse than the
+  heuristic; when the solver finds nothing better in its time limit the heuristic's decision is
+  returned with status ``heuristic-fallback``.
+* ``heuristic`` (alias ``rubick``): Rubick Algorithm 1 (:mod:`optsched.heuristics.rubick`).
+* ``rubick-e``, ``rubick-r``, ``rubick-n``: Algorithm 1 on the ablation tables of Table 4 (plans
+  only / resources only / neither, see :mod:`optsched.rounds.rubick.table`).
+* ``fifo``, ``fifo-backfill``, ``synergy``, ``sia``, ``antman``: the baselines of Rubick Sec. 7.3
+  (:mod:`optsched.heuristics.baselines`, tables from :mod:`optsched.rounds.rubick.baseline_tables`).
+  They ignore the time limit and the seed: they are deterministic and run in milliseconds.
+
+The time limit covers the whole call (table, heuristic and solver). Each policy keeps a table cache
+across rounds (a simulator calls the same policy object every round).
+
+**Unreachable guarantees** (extra ``defer_unreachable_guarantees``). By default a round in which an
+admitted guaranteed job cannot reach its performance guarantee (admission counts GPUs, not node
+shapes) raises ``InfeasibleError`` naming the jobs. With ``defer_unreachable_guarantees=True`` the
+round instead defers those jobs (:func:`optsched.heuristics.rubick.schedule_with_deferral`: they wait
+this round as if for quota, a running one is preempted) and schedules everything else; the decision
+passes :func:`~optsched.rounds.rubick.feasibility.violations` for the reduced admission, its deferred
+jobs have ``protected=False`` and action ``wait`` (``preempt`` if they were running), and its
+``message`` names each deferred job and why. The exact method gives the CP-SAT model the same reduced
+admission (the heuristic decides who is deferred). The baselines ignore the option: they never fail
+on a guarantee.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from optsched.core.decision import Decision
+from optsched.core.errors import InfeasibleError, ValidationError
+from optsched.core.round import RoundProblem
+from optsched.formulations import rubick_round
+from optsched.formulations.solution import solver_seconds
+from optsched.heuristics.baselines import antman_round, schedule_fifo, schedule_sia, schedule_synergy
+from optsched.heuristics.baselines.synergy import SYNERGY_TUNE_FRACTION
+from optsched.heuristics.rubick import algorithm1
+from optsched.perf.coefficients import CoefficientTable
+from optsched.perf.lookup import PerfSource
+from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+from optsched.policies.registry import register_method
+from optsched.rounds.rubick.admission import NO_GUARANTEES, Admission, admit
+from optsched.rounds.rubick.baseline_tables import BaselineCache, request_table, sia_table, synergy_table
+from optsched.rounds.rubick.decision import Schedule, heuristic_decision, to_decision
+from optsched.rounds.rubick.objective import objective
+from optsched.rounds.rubick.problem import RubickRound
+from optsched.rounds.rubick.table import DEFAULT_GROWTH, RoundTableCache, build_round_table
+
+#: the extra option of the kind (module docstring)
+DEFER = "defer_unreachable_guarantees"
+
+
+def _rubick_round(problem: RoundProblem, policy: str) -> RubickRound:
+    if not isinstance(problem, RubickRound):
+        raise ValidationError(f"policy {policy!r} solves rubick rounds, got a round of kind {problem.kind!r}")
+    return problem
+
+
+def _infeasible_report(problem: RubickRound, admission: Admission) -> InfeasibleError:
+    reasons = [f"guaranteed job {name!r} (tenant {problem.job(name).tenant!r}) needs at least {need} GPUs to reach "
+               f"the throughput of its request" for name, need in sorted(admission.protected.items())]
+    reasons.append("free GPUs for the round: " + ", ".join(f"{v} {k}" for k, v in
+                                                            sorted(problem.free_gpus_by_type().items())))
+    return InfeasibleError("round infeasible: the performance guarantees of the admitted guaranteed jobs cannot "
+                           "all be met on the free resources (GPUs, CPUs, memory or node shapes)", tuple(reasons))
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+@dataclass(frozen=True)
+class _HeuristicPolicy:
+    """What every heuristic policy of the kind does: build its table, run its scheduler (:meth:`plan`,
+    per subclass) and return the schedule as a decision with status ``heuristic``."""
+
+    kind: ClassVar[str] = "rubick"
+
+    name: str
+    perf: PerfSource = field(default_factory=PerfSource, compare=False)
+
+    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
+        raise NotImplementedError
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        t0 = time.perf_counter()
+        rubick = _rubick_round(problem, self.name)
+        table, schedule = self.plan(rubick)
+        return heuristic_decision(rubick, table, schedule, method=self.name, started=t0)
+
+
+@dataclass(frozen=True)
+class RubickHeuristicPolicy(_HeuristicPolicy):
+    """Algorithm 1 on the full table, or on an ablation table (``fixed_plan`` / ``fixed_resources``);
+    ``defer_unreachable_guarantees``: module docstring."""
+
+    name: str = "rubick"
+    fixed_plan: bool = False
+    fixed_resources: bool = False
+    defer_unreachable_guarantees: bool = False
+    cache: RoundTableCache = field(default_factory=RoundTableCache, compare=False, repr=False)
+
+    def table(self, problem: RubickRound) -> CoefficientTable:
+        return build_round_table(problem, self.perf.lookup(problem.cluster), fixed_plan=self.fixed_plan,
+                                 fixed_resources=self.fixed_resources, cache=self.cache)
+
+    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
+        table = self.table(problem)
+        return table, algorithm1(problem, table, admit(problem, table), defer=self.defer_unreachable_guarantees)
+
+
+@dataclass(frozen=True)
+class RubickExactPolicy:
+    """The CP-SAT round warm-started by Algorithm 1 (module docstring, also for
+    ``defer_unreachable_guarantees``)."""
+
+    kind: ClassVar[str] = "rubick"
+
+    name: str = "rubick-exact"
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = 0
+    workers: int = 1
+    perf: PerfSource = field(default_factory=PerfSource, compare=False)
+    cache: RoundTableCache = field(default_factory=RoundTableCache, compare=False, repr=False)
+    defer_unreachable_guarantees: bool = False
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        t0 = time.perf_counter()
+        rubick = _rubick_round(problem, self.name)
+        table = build_round_table(rubick, self.perf.lookup(rubick.cluster), cache=self.cache)
+        admission = admit(rubick, table)
+        hint: Schedule | None = None
+        heuristic_error: InfeasibleError | None = None
+        try:
+            hint = algorithm1(rubick, table, admission, defer=self.defer_unreachable_guarantees)
+            admission = hint.admission
+        except InfeasibleError as e:
+            heuristic_error = e
+        h_obj = None if hint is None else objective(rubick, table, hint.choices)
+        sol = rubick_round.solve(rubick, table, time_limit=solver_seconds(self.time_limit, t0),
+                                 seed=self.seed, workers=self.workers, hint=None if hint is None else hint.choices,
+                                 admission=admission)
+        wall = time.perf_counter() - t0
+        size = sol.size
+        note = f"model encoding={size.encoding} variables={size.variables} constraints={size.constraints}"
+        deferral = "" if hint is None else hint.message
+        if sol.status == "infeasible":
+            raise _infeasible_report(rubick, admission)
+        exact_choices = sol.payload.get("choices") if sol.objective is not None else None
+        if exact_choices is not None and (h_obj is None or sol.objective >= h_obj - 1e-9):
+            return to_decision(rubick, table, exact_choices, method=self.name, status=sol.status, bound=sol.bound,
+                               solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
+                               message=_join(note, deferral), admission=admission)
+        if hint is None:
+            assert heuristic_error is not None
+            raise InfeasibleError(f"no feasible decision found within {self.time_limit:g} s; the heuristic "
+                                  f"reported: {heuristic_error}", heuristic_error.reasons)
+        why = ("the solver found no solution" if exact_choices is None
+               else f"the solver's best ({sol.objective:.6g}) is below the heuristic's")
+        return to_decision(rubick, table, hint.choices, method=self.name, status="heuristic-fallback", bound=sol.bound,
+                           solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
+                           message=_join(f"{note}; {why} within {self.time_limit:g} s", deferral),
+                           admission=admission)
+
+
+# -- the baselines ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FifoPolicy(_HeuristicPolicy):
+    """:func:`~optsched.heuristics.baselines.fifo.schedule_fifo` on the request-only table (strict
+    FIFO, or with ``backfill``)."""
+
+    name: str = "fifo"
+    backfill: bool = False
+    cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
+
+    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
+        table = request_table(problem, self.perf.lookup(problem.cluster), cache=self.cache)
+        return table, Schedule(schedule_fifo(problem, table, backfill=self.backfill), NO_GUARANTEES)
+
+
+@dataclass(frozen=True)
+class AntManPolicy(_HeuristicPolicy):
+    """:func:`~optsched.heuristics.baselines.antman.antman_round` on the request-only table; the
+    decision protects the guaranteed jobs AntMan runs at their request's throughput."""
+
+    name: str = "antman"
+    cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
+
+    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
+        table = request_table(problem, self.perf.lookup(problem.cluster), cache=self.cache)
+        result = antman_round(problem, table)
+        message = f"preempted for guaranteed jobs: {', '.join(result.preempted)}" if result.preempted else ""
+        return table, Schedule(result.choices, result.admission, message)
+
+
+@dataclass(frozen=True)
+class SynergyPolicy(_HeuristicPolicy):
+    """:func:`~optsched.heuristics.baselines.synergy.schedule_synergy` on
+    :func:`~optsched.rounds.rubick.baseline_tables.synergy_table`."""
+
+    name: str = "synergy"
+    tune_fraction: float = SYNERGY_TUNE_FRACTION
+    backfill: bool = True
+    cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
+
+    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
+        bt = synergy_table(problem, self.perf.lookup(problem.cluster), cache=self.cache)
+        choices = schedule_synergy(problem, bt.table, options=bt.options, tune_fraction=self.tune_fraction,
+                                   backfill=self.backfill)
+        return bt.table, Schedule(choices, NO_GUARANTEES)
+
+
+@dataclass(frozen=True)
+class SiaPolicy(_HeuristicPolicy):
+    """:func:`~optsched.heuristics.baselines.sia.schedule_sia` on
+    :func:`~optsched.rounds.rubick.baseline_tables.sia_table`."""
+
+    name: str = "sia"
+    growth: int = DEFAULT_GROWTH
+    cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
+
+    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
+        bt = sia_table(problem, self.perf.lookup(problem.cluster), growth=self.growth, cache=self.cache)
+        return bt.table, Schedule(schedule_sia(problem, bt.table, ladders=bt.options), NO_GUARANTEES)
+
+
+# -- registration ---------------------------------------------------------------------------------------
+def _defer(options: PolicyOptions) -> bool:
+    value = options.extra(DEFER, False)
+    if not isinstance(value, bool):
+        raise ValidationError(f"{DEFER} must be True or False, got {value!r}")
+    return value
+
+
+def _exact(name: str):  # noqa: ANN202 - a factory of factories
+    def build(o: PolicyOptions) -> RubickExactPolicy:
+        return RubickExactPolicy(name, o.time_limit, o.seed, o.workers, o.perf_source(),
+                                 defer_unreachable_guarantees=_defer(o))
+    return build
+
+
+def _algorithm1(name: str, fixed_plan: bool = False, fixed_resources: bool = False):  # noqa: ANN202
+    def build(o: PolicyOptions) -> RubickHeuristicPolicy:
+        return RubickHeuristicPolicy(name, o.perf_source(), fixed_plan=fixed_plan, fixed_resources=fixed_resources,
+                                     defer_unreachable_guarantees=_defer(o))
+    return build
+
+
+_EXACT = "CP-SAT round warm-started by Algorithm 1; never worse than it"
+_HEUR = "Rubick Algorithm 1 (heuristic)"
+for _name, _build, _summary, _extras in (
+        ("exact", _exact("exact"), _EXACT, (DEFER,)),
+        ("rubick-exact", _exact("rubick-exact"), _EXACT + " (alias of exact)", (DEFER,)),
+        ("heuristic", _algorithm1("heuristic"), _HEUR, (DEFER,)),
+        ("rubick", _algorithm1("rubick"), _HEUR + " (alias of heuristic)", (DEFER,)),
+        ("rubick-e", _algorithm1("rubick-e", fixed_resources=True), "Algorithm 1, plans only (Table 4 ablation)",
+         (DEFER,)),
+        ("rubick-r", _algorithm1("rubick-r", fixed_plan=True), "Algorithm 1, resources only (Table 4 ablation)",
+         (DEFER,)),
+        ("rubick-n", _algorithm1("rubick-n", fixed_plan=True, fixed_resources=True),
+         "Algorithm 1 on the requests only (Table 4 ablation)", (DEFER,)),
+        ("fifo", lambda o: FifoPolicy("fifo", o.perf_source()), "FIFO with requested resources (baseline)", ()),
+        ("fifo-backfill", lambda o: FifoPolicy("fifo-backfill", o.perf_source(), backfill=True),
+         "FIFO with backfilling (baseline)", ()),
+        ("synergy", lambda o: SynergyPolicy("synergy", o.perf_source()), "Synergy-like CPU tuning (baseline)", ()),
+        ("sia", lambda o: SiaPolicy("sia", o.perf_source()), "Sia-like GPU scaling through DP (baseline)", ()),
+        ("antman", lambda o: AntManPolicy("antman", o.perf_source()), "AntMan-like multi-tenant (baseline)", ())):
+    register_method("rubick", _name, _build, _summary, _extras)
+
+
+__all__ = ["AntManPolicy", "DEFER", "FifoPolicy", "RubickExactPolicy", "RubickHeuristicPolicy", "SiaPolicy",
+           "SynergyPolicy"]

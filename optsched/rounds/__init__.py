@@ -1,0 +1,7 @@
+"""What each round kind means: one package per kind (its problem fields, coefficient table from the
+performance models, admission, objective, feasibility check, decision assembly and random generator).
+Importing this package imports, and so registers, every built-in kind."""
+
+from optsched.rounds import rubick  # noqa: F401  (registers the kind)
+
+__all__ = ["rubick"]

@@ -1,0 +1,77 @@
+"""A job's choice in a Rubick round — a row of the round's coefficient table and the nodes its parts
+go to — and how it lands on nodes.
+
+* **Placement of a row**: a row's shape (GPUs per node) is mapped to distinct nodes of its GPU type;
+  the part of s GPUs of a row with G GPUs, C CPUs and M GiB gets ``ceil(C s / G)`` CPUs and
+  ``M s / G`` GiB (:func:`part_share`).
+* **Kept**: a running job is *kept* when it runs its current plan on exactly its current per-node
+  GPUs, with its current row or a row of the same CPUs and memory; a kept job keeps its exact
+  current shares (:func:`placement_of`) and pays no reconfiguration penalty.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from optsched.core.allocation import NodeShare, Placement
+from optsched.core.errors import ValidationError
+from optsched.perf.coefficients import CoefficientTable
+from optsched.rounds.rubick.problem import RubickRound
+
+#: tolerance of "same memory" in :func:`is_kept` (GiB)
+KEPT_MEM_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Table ``row`` chosen for a job and its ``parts``: ``((node, gpus), ...)``, one part per node."""
+
+    row: int
+    parts: tuple[tuple[str, int], ...]
+
+
+def check_round_table(problem: RubickRound, table: CoefficientTable, who: str = "coefficient table") -> None:
+    """``ValidationError`` unless ``table`` is a round table of ``problem``: its jobs are the round's,
+    in order, with ``reference_throughput`` and ``current_row``."""
+    if table.jobs != tuple(j.name for j in problem.jobs):
+        raise ValidationError(f"{who}: the coefficient table's jobs must be the round's jobs, in the round's order")
+    if table.reference_throughput is None or table.current_row is None:
+        raise ValidationError(f"{who}: a round table needs reference_throughput and current_row "
+                              "(build it with optsched.rounds.rubick.table.build_round_table)")
+
+
+def part_share(table: CoefficientTable, row: int, gpus: int) -> tuple[int, float]:
+    """(CPUs, GiB) of the part of ``gpus`` GPUs of ``row`` (module docstring)."""
+    g = int(table.gpus[row])
+    return math.ceil(int(table.cpus[row]) * gpus / g - 1e-9), float(table.mem_gib[row]) * gpus / g
+
+
+def is_kept(problem: RubickRound, table: CoefficientTable, job: int, choice: Choice | None) -> bool:
+    """Whether ``choice`` keeps running job index ``job`` exactly as it runs (module docstring)."""
+    cur_row = int(table.current_row[job])
+    if choice is None or cur_row < 0:
+        return False
+    cur = problem.current(table.jobs[job])
+    assert cur is not None
+    row = choice.row
+    return (table.plans[row] == cur.plan
+            and sorted(choice.parts) == sorted((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0)
+            and (row == cur_row or (table.cpus[row] == cur.placement.total_cpus
+                                    and abs(table.mem_gib[row] - cur.placement.total_mem_gib) < KEPT_MEM_TOL)))
+
+
+def placement_of(problem: RubickRound, table: CoefficientTable, job: int, choice: Choice) -> Placement:
+    """The per-node shares of ``choice`` (module docstring; a kept job keeps its exact shares)."""
+    if is_kept(problem, table, job, choice):
+        cur = problem.current(table.jobs[job])
+        assert cur is not None
+        return cur.placement
+    shares = {}
+    for node, gpus in choice.parts:
+        cpus, mem = part_share(table, choice.row, gpus)
+        shares[node] = NodeShare(gpus, cpus, mem)
+    return Placement.of(shares)
+
+
+__all__ = ["Choice", "KEPT_MEM_TOL", "check_round_table", "is_kept", "part_share", "placement_of"]

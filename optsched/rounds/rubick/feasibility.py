@@ -1,0 +1,66 @@
+"""The feasibility check every returned Rubick decision passes: rows of the right job, shapes on
+distinct nodes of the row's GPU type, node capacities in GPUs, CPUs and memory, protected jobs reaching
+their reference throughput, guaranteed jobs waiting for quota not running."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from optsched.core.capacity import NodeUsage
+from optsched.perf.coefficients import CoefficientTable
+from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
+from optsched.rounds.rubick.choice import Choice, check_round_table, placement_of
+from optsched.rounds.rubick.problem import RubickRound
+
+#: tolerance of the capacity check (GPUs, CPUs, GiB)
+CAPACITY_TOL = 1e-6
+
+
+def violations(problem: RubickRound, table: CoefficientTable, choices: Mapping[str, Choice],
+               admission: Admission | None = None) -> list[str]:
+    """Every rule ``choices`` breaks (module docstring; empty list: feasible). ``admission`` defaults
+    to :func:`~optsched.rounds.rubick.admission.admit`."""
+    check_round_table(problem, table)
+    admission = admission or admit(problem, table)
+    out: list[str] = []
+    known = {n.name for n in problem.cluster.nodes}
+    usage = NodeUsage()
+    for name, choice in choices.items():
+        if name not in table.jobs:
+            out.append(f"job {name!r} is not in the round")
+            continue
+        j = table.jobs.index(name)
+        row, parts = choice.row, choice.parts
+        if not 0 <= row < len(table) or table.job_index[row] != j:
+            out.append(f"job {name!r}: row {row} is not one of its configurations")
+            continue
+        nodes = [n for n, _ in parts]
+        if len(set(nodes)) != len(nodes):
+            out.append(f"job {name!r}: a node appears twice in its placement")
+        if tuple(sorted((g for _, g in parts), reverse=True)) != table.gpus_per_node[row]:
+            out.append(f"job {name!r}: placement {parts} does not have the shape {table.gpus_per_node[row]} of its row")
+        for node, _ in parts:
+            if node not in known:
+                out.append(f"job {name!r}: unknown node {node!r}")
+            elif problem.cluster.node(node).gpu_type != table.gpu_type[row]:
+                out.append(f"job {name!r}: node {node!r} is not of GPU type {table.gpu_type[row]}")
+        if any(n not in known for n in nodes):
+            continue
+        usage.add_all(placement_of(problem, table, j, choice).shares)
+        if name in admission.waiting:
+            out.append(f"job {name!r} runs although it waits for quota ({admission.waiting[name]})")
+    for name in admission.protected:
+        choice = choices.get(name)
+        if choice is None:
+            out.append(f"guaranteed job {name!r} does not run")
+        elif not reaches_guarantee(table, choice.row)[0]:
+            j = table.jobs.index(name)
+            out.append(f"guaranteed job {name!r} gets {table.throughput[choice.row]:.4g} samples/s, below the "
+                       f"{table.reference_throughput[j]:.4g} of its request")
+    for n in problem.cluster.nodes:
+        for o in usage.excess(n.name, problem.free(n.name), CAPACITY_TOL):
+            out.append(f"node {o.node!r}: {o.used:g} {o.unit} allocated, {o.capacity:g} free")
+    return out
+
+
+__all__ = ["CAPACITY_TOL", "violations"]

@@ -1,0 +1,34 @@
+"""The objective of a Rubick round (Sec. 3, "cluster throughput as the sum of normalised throughputs"):
+
+``sum_j thr_j / ref_j - reconfig_penalty x #reconfigured - preempt_penalty x #preempted``,
+
+where ``ref_j`` is job j's reference throughput (its request's), a running job is *reconfigured* when
+its choice does not keep it (:func:`~optsched.rounds.rubick.choice.is_kept`) and *preempted* when it
+gets nothing. One function scores every method, so heuristic and exact decisions compare."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from optsched.perf.coefficients import CoefficientTable
+from optsched.rounds.rubick.choice import Choice, is_kept
+from optsched.rounds.rubick.problem import RubickRound
+
+
+def objective(problem: RubickRound, table: CoefficientTable, choices: Mapping[str, Choice]) -> float:
+    """Rubick's round objective of ``choices`` (job name -> choice; absent jobs do not run)."""
+    ref = table.reference_throughput
+    total = 0.0
+    for j, name in enumerate(table.jobs):
+        choice = choices.get(name)
+        running = table.current_row[j] >= 0
+        if choice is not None:
+            total += float(table.throughput[choice.row] / ref[j])
+            if running and not is_kept(problem, table, j, choice):
+                total -= problem.reconfig_penalty
+        elif running:
+            total -= problem.preempt_penalty
+    return total
+
+
+__all__ = ["objective"]

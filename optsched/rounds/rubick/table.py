@@ -1,0 +1,364 @@
+"""The coefficient table of a Rubick round: every job's candidate configurations (plan, GPUs per
+node, CPUs, memory, predicted throughput), its reference throughput and its running configuration.
+
+This is where a round meets the performance model; the heuristic and the exact formulation read only
+the table this module builds (DESIGN.md, "A formulation takes a RoundProblem plus a CoefficientTable").
+
+Rows of a job (per GPU type it may use: its pinned type, or every type in the cluster):
+
+* the candidates of :func:`~optsched.perf.coefficients.build_coefficient_table` up to the job's GPU
+  cap (computed once per model type, GPU type and cap, then shared by every job of that model type:
+  Rubick Sec. 4.3, "reused across multiple jobs of the same model type");
+* its **request**: the requested plan (or the best enumerated plan when the user gave none) on the
+  packed placement of the requested GPUs with the requested CPUs;
+* for a running job, its **current** configuration (plan, per-node GPUs, held CPUs and memory), so
+  "keep running as is" is always a row (``current_row``).
+
+Choices where the paper is silent:
+
+* **GPU cap.** A job is offered at most ``job.max_gpus`` GPUs when set, else
+  ``max(G, growth x requested)`` GPUs (G = GPUs per node, ``growth`` = 4 by default), never more than
+  the GPUs of that type. Rubick grows jobs along their sensitivity curves; the cap keeps the table
+  (and the exact model) linear in the number of jobs on large clusters.
+* **Requested CPUs.** A job that requests 0 CPUs is taken to request ``min(8, node CPUs per GPU)``
+  per GPU, the CPU share of the Rubick measurements (:meth:`~optsched.core.job.Job.cpus_or_default`).
+* **Reference throughput** = the throughput of the request row, > 0. A requested plan that cannot
+  run on its request (memory, topology, batch divisibility) is an error naming the job.
+* **Ablations** (Rubick Table 4). ``fixed_plan`` keeps each job's plan (its requested plan, or the
+  best plan of its request when it gave none) and scales only its DP size with the GPU count, the
+  way Sia and Rubick-R scale 3D jobs ("changes the DP size when scaling GPUs"); ``fixed_resources``
+  offers only the requested GPUs (packed) and CPUs, with every enumerated plan. Both together leave
+  the request alone (Rubick-N). The running configuration is offered in every variant.
+* **Dominance.** A row is dropped when another row of the same job and GPU type needs no more GPUs,
+  CPUs or memory and is at least as fast (ties: the earlier row stays); the current row is never
+  dropped. This leaves roughly 10-25 rows per job on the 8x8 cluster.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from optsched.core.errors import PlanInfeasibleError
+from optsched.core.job import Job
+from optsched.core.plan import ExecutionPlan
+from optsched.core.pool import GpuPool, gpu_pool, usable_gpu_types
+from optsched.perf.coefficients import CoefficientTable, build_coefficient_table, candidate_gpu_counts
+from optsched.perf.lookup import PerfLookup, default_perf_lookup
+from optsched.perf.memory import config_host_gib, host_room
+from optsched.perf.performance_model import PerformanceModel
+from optsched.perf.plans import enumerate_plans, plan_violation
+from optsched.rounds.rubick.problem import RubickRound
+
+log = logging.getLogger(__name__)
+
+#: default growth factor of the GPU cap (module docstring)
+DEFAULT_GROWTH = 4
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    """One candidate configuration of a job before it joins the table: ``plan`` on ``gpus_per_node``
+    GPUs of ``gpu_type`` (``gpus`` in all) with ``cpus`` CPUs and ``mem_gib`` GiB of host memory, at
+    ``throughput`` samples/s."""
+
+    plan: ExecutionPlan
+    gpus_per_node: tuple[int, ...]
+    gpu_type: str
+    gpus: int
+    cpus: int
+    mem_gib: float
+    throughput: float
+
+    def same_config(self, other: "CandidateRow") -> bool:
+        """Same plan, shape, GPU type, GPUs, CPUs and (to 1e-9 GiB) memory."""
+        return (self.plan == other.plan and self.gpus_per_node == other.gpus_per_node
+                and self.gpu_type == other.gpu_type and self.gpus == other.gpus and self.cpus == other.cpus
+                and abs(self.mem_gib - other.mem_gib) < 1e-9)
+
+
+def job_gpu_cap(job: Job, per_node: int, total: int, growth: int = DEFAULT_GROWTH) -> int:
+    """GPU cap of ``job`` on nodes of ``per_node`` GPUs, ``total`` GPUs of the type (module docstring)."""
+    cap = job.max_gpus if job.max_gpus is not None else max(per_node, growth * job.requested_gpus)
+    return max(1, min(cap, total))
+
+
+def request_plan(job: Job, perf: PerformanceModel, pool: GpuPool, *, strict: bool = True
+                 ) -> tuple[ExecutionPlan, float] | None:
+    """The plan of ``job``'s request on ``pool`` and its throughput: the requested plan, or the fastest
+    enumerated plan on the packed request at the requested CPUs; None when the request does not fit
+    these nodes (too many GPUs, or no plan runs). A requested plan that cannot run on its request
+    raises ``PlanInfeasibleError`` naming the job (``strict=False``: None)."""
+    if job.requested_gpus > pool.total:
+        return None
+    shape = pool.shape(job.requested_gpus)
+    cpus_per_gpu = job.cpus_or_default(pool.cpus_per_gpu) / job.requested_gpus
+    if job.requested_plan is not None:
+        plan = job.requested_plan
+        reason = plan_violation(perf.model, plan, pool.gpu_type, shape, pool.host_gib)
+        if reason is not None:
+            if not strict:
+                return None
+            raise PlanInfeasibleError(
+                f"job {job.name!r}: requested plan {plan.label} cannot run on its requested {job.requested_gpus} "
+                f"{pool.gpu_type.name} GPUs {shape}: {reason}")
+        return plan, float(perf.throughput(plan, shape, cpus_per_gpu))
+    room = host_room(pool.host_gib, shape)
+    if min(room) < 0:
+        return None
+    plans = enumerate_plans(perf.model, shape, pool.gpu_type, room)
+    if not plans:
+        return None
+    t = perf.throughputs([(p, shape, cpus_per_gpu) for p in plans])
+    k = int(np.argmax(t))
+    return plans[k], float(t[k])
+
+
+def _request_row(job: Job, perf: PerformanceModel, pool: GpuPool) -> CandidateRow | None:
+    """The row of the job's request on ``pool`` (:func:`request_plan` on the packed request with the
+    requested CPUs); None when the request does not fit these nodes at all."""
+    found = request_plan(job, perf, pool)
+    if found is None:
+        return None
+    plan, thr = found
+    shape = pool.shape(job.requested_gpus)
+    return CandidateRow(plan, shape, pool.gpu_type.name, sum(shape), job.cpus_or_default(pool.cpus_per_gpu),
+                        config_host_gib(perf.model, plan), thr)
+
+
+def _fixed_plan_rows(plan: ExecutionPlan, pm: PerformanceModel, pool: GpuPool, counts: tuple[int, ...],
+                     cpus_per_gpu: tuple[float, ...]) -> list[CandidateRow]:
+    """``plan`` with its DP size scaled to each GPU count of ``counts`` that its TP x PP divides and on
+    which it runs (batch divisibility, topology, memory), at each CPU share."""
+    configs: list[tuple[ExecutionPlan, tuple[int, ...], float]] = []
+    for g in counts:
+        if g % (plan.tp * plan.pp):
+            continue
+        shape = pool.shape(g)
+        scaled = replace(plan, dp=g // (plan.tp * plan.pp))
+        if plan_violation(pm.model, scaled, pool.gpu_type, shape, pool.host_gib) is not None:
+            continue
+        configs.extend((scaled, shape, c) for c in cpus_per_gpu)
+    if not configs:
+        return []
+    thr = pm.throughputs(configs)
+    return [CandidateRow(p, shape, pool.gpu_type.name, p.num_gpus, int(round(c * p.num_gpus)),
+                         config_host_gib(pm.model, p), float(t))
+            for (p, shape, c), t in zip(configs, thr)]
+
+
+def _fixed_resource_rows(job: Job, pm: PerformanceModel, pool: GpuPool) -> list[CandidateRow]:
+    """Every enumerated plan on the job's requested GPUs (packed) and CPUs."""
+    if job.requested_gpus > pool.total:
+        return []
+    shape = pool.shape(job.requested_gpus)
+    cpus = job.cpus_or_default(pool.cpus_per_gpu)
+    room = host_room(pool.host_gib, shape)
+    if min(room) < 0:
+        return []
+    plans = enumerate_plans(pm.model, shape, pool.gpu_type, room)
+    if not plans:
+        return []
+    thr = pm.throughputs([(p, shape, cpus / job.requested_gpus) for p in plans])
+    return [CandidateRow(p, shape, pool.gpu_type.name, job.requested_gpus, cpus, config_host_gib(pm.model, p),
+                         float(t)) for p, t in zip(plans, thr)]
+
+
+def _dominated(gpus: np.ndarray, cpus: np.ndarray, mem: np.ndarray, thr: np.ndarray, keep: int | None) -> np.ndarray:
+    """Mask of rows dominated by another (module docstring, "Dominance"); row ``keep`` never is."""
+    n = len(thr)
+    out = np.zeros(n, dtype=bool)
+    for i in range(n):
+        if i == keep:
+            continue
+        better = (gpus <= gpus[i]) & (cpus <= cpus[i]) & (mem <= mem[i] + 1e-9) & (thr >= thr[i] - 1e-12)
+        strictly = (gpus < gpus[i]) | (cpus < cpus[i]) | (mem < mem[i] - 1e-9) | (thr > thr[i] + 1e-12)
+        better[i] = False
+        cand = better & (strictly | (np.arange(n) < i))
+        cand &= ~out  # a dominated row cannot dominate (its dominator does instead)
+        out[i] = bool(cand.any())
+    return out
+
+
+@dataclass
+class RoundTableCache:
+    """What a round table needs that does not change from one round to the next on the same cluster:
+    the performance-model lookup, the shared candidate tables per (model type, GPU type, cap), and each
+    job's finished block of rows keyed by everything the block depends on (the job's request, the
+    ablation flags and its current configuration). A simulator or a long-running scheduler keeps one
+    per policy so a round costs O(jobs) list work instead of re-running the performance model; the
+    cache resets itself when it sees a different cluster object or another lookup. Not thread-safe."""
+
+    cluster: object | None = None
+    perf: PerfLookup | None = None
+    shared: dict[tuple, CoefficientTable] = field(default_factory=dict)
+    blocks: dict[tuple, "_Block"] = field(default_factory=dict)
+
+    def bind(self, problem: RubickRound, perf: PerfLookup | None) -> PerfLookup:
+        """The lookup to use for ``problem`` (``perf`` or the built-in one), clearing the memo when the
+        cluster or the lookup changed."""
+        if self.cluster is not problem.cluster:
+            self.cluster = problem.cluster
+            self.perf = None
+            self.shared.clear()
+            self.blocks.clear()
+        if perf is not None:
+            if perf is not self.perf:
+                self.shared.clear()
+                self.blocks.clear()
+                self.perf = perf
+        elif self.perf is None:
+            self.perf = default_perf_lookup(problem.cluster)
+        return self.perf
+
+
+def _candidate_rows(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
+                    cpus_per_gpu_options: tuple[int, ...], fixed_plan: bool, fixed_resources: bool,
+                    shared: dict[tuple, CoefficientTable]) -> tuple[list[CandidateRow], float]:
+    """Every row of ``job`` except its current one, and its reference throughput."""
+    rows: list[CandidateRow] = []
+    ref: float | None = None
+    for gpu_type in usable_gpu_types(problem.cluster, job):
+        pm = perf(job.model, gpu_type)
+        pool = gpu_pool(problem.cluster, gpu_type)
+        cap = job_gpu_cap(job, pool.per_node, pool.total, growth)
+        req = _request_row(job, pm, pool)
+        if req is not None:
+            ref = req.throughput if ref is None else max(ref, req.throughput)
+            if fixed_plan and not fixed_resources:
+                shares = tuple(c for c in cpus_per_gpu_options if c <= pool.cpus_per_gpu + 1e-9) or (pool.cpus_per_gpu,)
+                rows.extend(_fixed_plan_rows(req.plan, pm, pool, candidate_gpu_counts(pool.per_node, cap), shares))
+            elif fixed_resources and not fixed_plan:
+                rows.extend(_fixed_resource_rows(job, pm, pool))
+            rows.append(req)
+        if fixed_plan or fixed_resources:
+            continue
+        key = (job.model, gpu_type, cap, cpus_per_gpu_options)
+        if key not in shared:
+            shared[key] = build_coefficient_table([(job.model, pm)], problem.cluster, gpu_type, max_gpus=cap,
+                                                  cpus_per_gpu_options=cpus_per_gpu_options)
+        t = shared[key]
+        rows[:0] = [CandidateRow(t.plans[k], t.gpus_per_node[k], gpu_type, int(t.gpus[k]), int(t.cpus[k]),
+                                 float(t.mem_gib[k]), float(t.throughput[k])) for k in range(len(t))]
+    if ref is None:
+        raise PlanInfeasibleError(
+            f"job {job.name!r}: no GPU type of cluster {problem.cluster.name!r} can run its request of "
+            f"{job.requested_gpus} GPUs with any plan of model {job.model!r}")
+    return rows, ref
+
+
+def _job_block(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
+               cpus_per_gpu_options: tuple[int, ...], fixed_plan: bool, fixed_resources: bool,
+               shared: dict[tuple, CoefficientTable]) -> "_Block":
+    """The job's rows after dominance pruning, its reference throughput and the index of its current
+    row (None when queued)."""
+    rows, ref = _candidate_rows(problem, job, perf, growth, cpus_per_gpu_options, fixed_plan, fixed_resources,
+                                shared)
+    rows = list(rows)
+    cur_index: int | None = None
+    cur = problem.current(job.name)
+    if cur is not None:
+        node_type = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
+        pm = perf(job.model, node_type)
+        shape = cur.placement.gpus_per_node
+        thr = pm.throughput(cur.plan, shape, max(cur.placement.total_cpus, 1) / cur.plan.num_gpus)
+        row = CandidateRow(cur.plan, shape, node_type, cur.plan.num_gpus, cur.placement.total_cpus,
+                           cur.placement.total_mem_gib, thr)
+        same = [i for i, r in enumerate(rows) if r.same_config(row)]
+        if same:
+            cur_index = same[0]
+        else:
+            rows.append(row)
+            cur_index = len(rows) - 1
+    gpus = np.array([r.gpus for r in rows])
+    cpus = np.array([r.cpus for r in rows])
+    mem = np.array([r.mem_gib for r in rows])
+    thr_arr = np.array([r.throughput for r in rows])
+    types = [r.gpu_type for r in rows]
+    drop = np.zeros(len(rows), dtype=bool)
+    for gt in set(types):
+        idx = np.array([i for i, x in enumerate(types) if x == gt])
+        keep = None if cur_index is None or types[cur_index] != gt else int(np.flatnonzero(idx == cur_index)[0])
+        drop[idx] = _dominated(gpus[idx], cpus[idx], mem[idx], thr_arr[idx], keep)
+    kept = [r for i, r in enumerate(rows) if not drop[i]]
+    new_cur = None if cur_index is None else int(np.count_nonzero(~drop[:cur_index]))
+    return _Block(tuple(r.plan for r in kept), tuple(r.gpus_per_node for r in kept), tuple(r.gpu_type for r in kept),
+                  np.array([r.gpus for r in kept], dtype=np.int64), np.array([r.cpus for r in kept], dtype=np.int64),
+                  np.array([r.mem_gib for r in kept], dtype=float), np.array([r.throughput for r in kept], dtype=float),
+                  ref, new_cur)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One job's finished rows, column-wise (what :func:`build_round_table` concatenates)."""
+
+    plans: tuple[ExecutionPlan, ...]
+    gpus_per_node: tuple[tuple[int, ...], ...]
+    gpu_type: tuple[str, ...]
+    gpus: np.ndarray
+    cpus: np.ndarray
+    mem_gib: np.ndarray
+    throughput: np.ndarray
+    reference: float
+    current: int | None
+
+
+def _block_key(problem: RubickRound, job: Job, flags: tuple) -> tuple:
+    cur = problem.current(job.name)
+    return (job.name, job.model, job.requested_gpus, job.requested_cpus, job.requested_plan, job.max_gpus,
+            job.gpu_type, flags, None if cur is None else (cur.plan, cur.placement))
+
+
+def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, growth: int = DEFAULT_GROWTH,
+                      cpus_per_gpu_options: tuple[int, ...] = (2, 4, 8, 12), fixed_plan: bool = False,
+                      fixed_resources: bool = False, cache: RoundTableCache | None = None) -> CoefficientTable:
+    """The :class:`CoefficientTable` of ``problem`` with ``reference_throughput`` and ``current_row``
+    (module docstring). ``perf(model, gpu_type)`` supplies performance models (default: built-in).
+    ``cache`` (optional) carries work over from earlier rounds (:class:`RoundTableCache`); the table is
+    the same with or without it.
+
+    Unknown model names raise ``UnknownNameError``; a job whose request fits no GPU type of the
+    cluster, or whose requested plan cannot run on its request, raises ``PlanInfeasibleError``
+    naming the job. Cost without a cache: one vectorised prediction batch per (model type, GPU type,
+    cap) plus two single predictions per job; with a warm cache, O(rows) list work."""
+    if cache is not None:
+        perf = cache.bind(problem, perf)
+        shared = cache.shared
+    else:
+        perf = perf or default_perf_lookup(problem.cluster)
+        shared = {}
+    flags = (growth, tuple(cpus_per_gpu_options), fixed_plan, fixed_resources)
+    blocks: list[_Block] = []
+    for job in problem.jobs:
+        key = _block_key(problem, job, flags) if cache is not None else None
+        block = cache.blocks.get(key) if cache is not None else None
+        if block is None:
+            block = _job_block(problem, job, perf, growth, tuple(cpus_per_gpu_options), fixed_plan, fixed_resources,
+                               shared)
+            if cache is not None:
+                cache.blocks[key] = block
+        blocks.append(block)
+    sizes = np.array([len(b.plans) for b in blocks], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])) if blocks else np.zeros(0, dtype=np.int64)
+    current_row = np.array([-1 if b.current is None else int(st) + b.current for b, st in zip(blocks, starts)],
+                           dtype=np.int64)
+
+    def cat(attr: str, dtype: type) -> np.ndarray:
+        return np.concatenate([getattr(b, attr) for b in blocks]).astype(dtype, copy=False) if blocks \
+            else np.zeros(0, dtype=dtype)
+    log.debug("round table: %d jobs, %d rows", len(problem.jobs), int(sizes.sum()))
+    return CoefficientTable(jobs=tuple(j.name for j in problem.jobs),
+                            job_index=np.repeat(np.arange(len(blocks), dtype=np.int64), sizes),
+                            plans=tuple(itertools.chain.from_iterable(b.plans for b in blocks)),
+                            gpus_per_node=tuple(itertools.chain.from_iterable(b.gpus_per_node for b in blocks)),
+                            gpu_type=tuple(itertools.chain.from_iterable(b.gpu_type for b in blocks)),
+                            gpus=cat("gpus", np.int64), cpus=cat("cpus", np.int64), mem_gib=cat("mem_gib", float),
+                            throughput=cat("throughput", float),
+                            reference_throughput=np.array([b.reference for b in blocks], dtype=float),
+                            current_row=current_row)
+
+
+__all__ = ["CandidateRow", "DEFAULT_GROWTH", "RoundTableCache", "build_round_table", "job_gpu_cap", "request_plan"]

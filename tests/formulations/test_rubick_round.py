@@ -1,0 +1,206 @@
+"""The exact Rubick round (formulations/rubick_round.py) and the solve API against brute force,
+the heuristic, the paper's Fig. 8 example, and bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from optsched import cli
+from optsched.core import ExecutionPlan, InfeasibleError, Job, ValidationError
+from optsched.core.catalog import a800_cluster
+from optsched.formulations import rubick_round
+from optsched.policies.registry import solve
+from optsched.rounds.rubick.admission import admit
+from optsched.rounds.rubick.choice import Choice
+from optsched.rounds.rubick.decision import choices_of
+from optsched.rounds.rubick.feasibility import violations
+from optsched.rounds.rubick.generate import generate_rubick_round
+from optsched.rounds.rubick.objective import objective
+from optsched.rounds.rubick.problem import RubickRound
+from optsched.rounds.rubick.table import build_round_table
+
+from helpers import alloc
+
+
+def _brute_force(problem: RubickRound, table) -> float:
+    """Best objective over every assignment: each job nothing or one row with its parts on distinct nodes."""
+    nodes = [n.name for n in problem.cluster.nodes]
+    options = []
+    for j, name in enumerate(table.jobs):
+        opts: list = [None]
+        for k in rubick_round.allowed_rows(table, admit(problem, table))[j]:
+            k = int(k)
+            shape = table.gpus_per_node[k]
+            for perm in itertools.permutations(nodes, len(shape)):
+                opts.append(Choice(k, tuple(sorted(zip(perm, shape)))))
+            cur = problem.current(name)
+            if k == int(table.current_row[j]) and cur is not None:
+                opts.append(Choice(k, tuple((n, s.gpus) for n, s in cur.placement.shares)))
+        options.append(sorted(set(opts), key=repr))
+    best = -np.inf
+    adm = admit(problem, table)
+    for combo in itertools.product(*options):
+        choices = {table.jobs[j]: c for j, c in enumerate(combo) if c is not None}
+        if not violations(problem, table, choices, adm):
+            best = max(best, objective(problem, table, choices))
+    return best
+
+
+def _tiny(seed: int) -> RubickRound:
+    rng = np.random.default_rng(seed)
+    cluster = a800_cluster(2, 4)
+    models = ["vit", "roberta", "bert", "gpt2", "t5"]
+    jobs = []
+    for i in range(3):
+        jobs.append(Job(f"j{i}", str(rng.choice(models)), int(rng.choice([1, 2, 4])), 100,
+                        guaranteed=bool(rng.random() < 0.3), max_gpus=4))
+    running = []
+    if rng.random() < 0.7:
+        j = jobs[0]
+        running.append(alloc(j.name, ExecutionPlan(dp=j.requested_gpus) if j.model not in ("gpt2", "t5")
+                             else ExecutionPlan(dp=j.requested_gpus, zero="zero-dp"),
+                             {"n000": (j.requested_gpus, 4 * j.requested_gpus, 40.0)}))
+    return RubickRound(cluster, tuple(jobs), tuple(running), reconfig_penalty=0.1, preempt_penalty=0.3)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_equals_brute_force_on_tiny_rounds(seed: int) -> None:
+    problem = _tiny(seed)
+    table = build_round_table(problem, cpus_per_gpu_options=(4, 12))
+    sol = rubick_round.solve(problem, table, time_limit=20, encoding="per-node")
+    assert sol.status == "optimal"
+    assert sol.objective == pytest.approx(_brute_force(problem, table), abs=1e-5)
+    assert violations(problem, table, sol.payload["choices"]) == []
+    agg = rubick_round.solve(problem, table, time_limit=20, encoding="aggregated")
+    assert agg.bound is not None and agg.bound >= sol.objective - 1e-5  # a relaxation bounds the optimum
+    assert violations(problem, table, agg.payload["choices"]) == []
+
+
+@pytest.mark.parametrize("nodes,jobs,seed", [(8, 20, 0), (8, 40, 1), (4, 30, 2), (8, 40, 3)])
+def test_exact_is_feasible_and_never_below_heuristic(nodes: int, jobs: int, seed: int) -> None:
+    problem = generate_rubick_round(nodes, 8, jobs, seed)
+    exact = solve(problem, "exact", time_limit=20, seed=0)
+    heur = solve(problem, "heuristic")
+    table = build_round_table(problem)
+    for d in (exact, heur):
+        assert violations(problem, table, choices_of(d, table, problem)) == []
+        for jd in d.jobs:
+            if jd.protected:
+                assert jd.allocation is not None and jd.normalised >= 1 - 1e-9
+    assert exact.objective >= heur.objective - 1e-9
+    assert exact.heuristic_objective == pytest.approx(heur.objective)
+    assert exact.status in ("optimal", "feasible", "heuristic-fallback")
+    assert exact.bound is not None and exact.bound >= exact.objective - 1e-6
+
+
+def _fig8() -> RubickRound:
+    cluster = a800_cluster(1, 4)
+    jobs = (Job("roberta", "roberta", 2, 100), Job("t5", "t5", 2, 100))
+    return RubickRound(cluster, jobs)
+
+
+def test_fig8_exact_beats_equal_split_and_heuristic() -> None:
+    """Rubick Fig. 8: a RoBERTa and a T5 job on one 4-GPU A800 node. The exact round is at least as
+    good as the equal split (2 + 2 GPUs, best row of each at 2 GPUs) and as the heuristic."""
+    problem = _fig8()
+    table = build_round_table(problem)
+    split = {}
+    for j, name in enumerate(table.jobs):
+        rows = [int(k) for k in table.configs_of(name) if table.gpus[k] == 2]
+        k = max(rows, key=lambda r: (table.throughput[r], -table.cpus[r]))
+        split[name] = Choice(k, (("n000", 2),))
+    split_obj = objective(problem, table, split)
+    # the split needs CPUs/memory of both; it must fit on the node for the comparison to be fair
+    if violations(problem, table, split):
+        pytest.skip("equal split does not fit the node's CPUs/memory")
+    exact = solve(problem, "exact", time_limit=10)
+    heur = solve(problem, "heuristic")
+    assert exact.status == "optimal"
+    assert exact.objective >= split_obj - 1e-9
+    assert exact.objective >= heur.objective - 1e-9
+    gpus = {d.job: (d.allocation.placement.total_gpus if d.allocation else 0) for d in exact.jobs}
+    assert sum(gpus.values()) <= 4
+
+
+def test_infeasible_guarantees_name_the_jobs() -> None:
+    cluster = a800_cluster(1, 8)
+    jobs = tuple(Job(f"g{i}", "gpt2", 8, 100, guaranteed=True, tenant="a") for i in range(2))
+    problem = RubickRound(cluster, jobs)
+    with pytest.raises(InfeasibleError) as exc:
+        solve(problem, "exact", time_limit=5)
+    assert "g0" in str(exc.value) and "g1" in str(exc.value) and "guarantee" in str(exc.value)
+
+
+def test_quota_keeps_a_guaranteed_job_waiting() -> None:
+    cluster = a800_cluster(2, 8)
+    jobs = (Job("a", "bert", 8, 100, guaranteed=True, tenant="t", submit_time=0.0),
+            Job("b", "bert", 8, 100, guaranteed=True, tenant="t", submit_time=1.0))
+    problem = RubickRound(cluster, jobs, quotas={"t": 8})
+    d = solve(problem, "exact", time_limit=5)
+    assert d.job("a").protected and d.job("a").allocation is not None
+    assert not d.job("b").protected and d.job("b").allocation is None
+
+
+def test_large_reconfiguration_penalty_keeps_running_jobs() -> None:
+    problem = generate_rubick_round(4, 8, 12, 5)
+    problem = RubickRound(problem.cluster, problem.jobs, problem.running, problem.occupied, quotas=problem.quotas,
+                          reconfig_penalty=100.0, preempt_penalty=100.0)
+    d = solve(problem, "exact", time_limit=10)
+    for a in problem.running:
+        jd = d.job(a.job)
+        if jd.normalised > 0:
+            assert jd.action == "keep"
+
+
+def test_time_limit_and_bad_arguments() -> None:
+    problem = generate_rubick_round(4, 8, 10, 0)
+    with pytest.raises(ValidationError):
+        solve(problem, "exact", time_limit=0)
+    with pytest.raises(ValidationError, match="unknown method"):
+        solve(problem, "simplex")
+    solve(problem, "exact", time_limit=0.5)
+
+
+def test_ablations_run_and_are_feasible() -> None:
+    problem = generate_rubick_round(8, 8, 30, 7)
+    table = build_round_table(problem)
+    for method in ("rubick-e", "rubick-r", "rubick-n"):
+        d = solve(problem, method)
+        for jd in d.jobs:
+            if jd.protected:
+                assert jd.allocation is not None
+        assert d.status == "heuristic" and d.method == method
+    full = solve(problem, "heuristic")
+    assert violations(problem, table, choices_of(full, table, problem)) == []
+
+
+def test_cli_solve_and_gen_round(tmp_path, capsys) -> None:
+    path = tmp_path / "round.json"
+    assert cli.main(["gen-round", "--kind", "rubick", "--nodes", "4", "--gpus-per-node", "8", "--jobs", "10",
+                     "--seed", "3", "--out", str(path)]) == 0
+    assert cli.main(["solve", str(path), "--method", "exact", "--time-limit", "5", "--seed", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("status", "objective", "bound", "gap", "solve_seconds", "heuristic_objective", "jobs"):
+        assert key in out
+    for jd in out["jobs"]:
+        for share in jd["placement"].values():
+            assert set(share) == {"gpus", "cpus", "mem_gb"}
+
+
+def test_cli_rejects_malformed_round_files(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "rubick", "cluster": "a800-8x8", "jobs": [ {"name": "x"')
+    assert cli.main(["solve", str(bad)]) == 2
+    assert "malformed JSON" in capsys.readouterr().err
+    bad.write_text(json.dumps({"kind": "rubick", "cluster": "a800-8x8",
+                               "jobs": [{"name": "x", "model": "gpt5", "requested_gpus": 1, "total_iterations": 5}]}))
+    assert cli.main(["solve", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "gpt5" in err and "unknown model" in err and "Traceback" not in err
+    bad.write_text(json.dumps({"kind": "crius2", "cluster": "a800-8x8", "jobs": []}))
+    assert cli.main(["solve", str(bad)]) == 2
+    assert "round kind" in capsys.readouterr().err
