@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -365,7 +366,8 @@ def _add_solve(sub: Any) -> None:
                    help="a method of the round's kind (default: exact, the CP-SAT round warm-started by the "
                         f"heuristic); {_methods_help()}")
     p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="S",
-                   help=f"wall-clock limit in seconds (default {DEFAULT_TIME_LIMIT:g})")
+                   help=f"wall-clock limit in seconds for reading, table, heuristic and solver (default "
+                        f"{DEFAULT_TIME_LIMIT:g}); a method it cuts short answers with status 'partial'")
     p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
     p.add_argument("--params", action="append", default=[], metavar="PARAMS.json",
                    help="fitted performance model (from 'optsched fit') replacing the built-in one of its model "
@@ -382,11 +384,13 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     from optsched.core.round import RoundProblem
     from optsched.policies.registry import solve
     from optsched.policies.rubick import DEFER
+    started = time.perf_counter()  # the time limit covers reading the round too
     _check_output_file(args.out)
     problem = RoundProblem.from_dict(read_json(args.round))
     models = _policy_models(args.params, problem.cluster)
     extras = {DEFER: True} if args.defer_unreachable else {}
-    decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None, **extras)
+    decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None,
+                     clock_start=started, **extras)
     _emit_json(decision.to_dict(), args.out)
     log.info("%s: status %s, objective %.4f", args.method, decision.status, decision.objective)
     return 0

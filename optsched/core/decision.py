@@ -27,8 +27,10 @@ DECISION_FORMAT = "optsched.decision/1"
 ACTIONS = ("start", "keep", "reconfigure", "preempt", "wait")
 
 #: Solver statuses: proven optimal; feasible with a gap; a heuristic's decision (asked for);
-#: the heuristic's decision returned because the solver found nothing better in its time limit.
-STATUSES = ("optimal", "feasible", "heuristic", "heuristic-fallback")
+#: the heuristic's decision returned because the solver found nothing better in its time limit; a
+#: feasible decision of a method its time limit cut short before it considered every job (the
+#: message says what was left out).
+STATUSES = ("optimal", "feasible", "heuristic", "heuristic-fallback", "partial")
 
 #: the denominator floor of :func:`relative_gap`
 GAP_FLOOR = 1e-9

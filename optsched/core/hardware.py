@@ -89,6 +89,8 @@ class Cluster:
     pcie_gbps: float
     _types: dict[str, GPUType] = field(init=False, repr=False, compare=False)
     _nodes: dict[str, Node] = field(init=False, repr=False, compare=False)
+    #: values derived from the (immutable) cluster, computed once (e.g. GPU pools, ``core.pool``)
+    memo: dict[Any, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         require_name("Cluster", self.name)
@@ -119,6 +121,7 @@ class Cluster:
             nodes[n.name] = n
         object.__setattr__(self, "_types", types)
         object.__setattr__(self, "_nodes", nodes)
+        object.__setattr__(self, "memo", {})
 
     # -- look-ups -------------------------------------------------------------------------------
     def gpu_type(self, name: str) -> GPUType:

@@ -21,6 +21,7 @@ of a ``ga`` row nor the micro-batches of a PP row; :func:`parse_plan_code` docum
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,10 +90,10 @@ class ExecutionPlan:
             return "ga"
         return "dp"
 
-    @property
+    @functools.cached_property
     def label(self) -> str:
         """Human-readable, unique description, e.g. ``3d(pp=2,tp=4,dp=8,m=4)`` or
-        ``zero-offload(dp=4,a=2,gc)``."""
+        ``zero-offload(dp=4,a=2,gc)``; computed once per plan."""
         parts = [f"pp={self.pp}", f"tp={self.tp}"] if self.is_3d else []
         parts.append(f"dp={self.dp}")
         if self.pp > 1:

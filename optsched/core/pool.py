@@ -63,6 +63,14 @@ def gpu_pool(cluster: Cluster, gpu_type: str | None = None) -> GpuPool:
     is not one of the cluster's."""
     if not isinstance(cluster, Cluster):
         raise ValidationError(f"cluster must be a Cluster, got {type(cluster).__name__}")
+    key = ("gpu_pool", gpu_type)
+    pool = cluster.memo.get(key)
+    if pool is None:
+        pool = cluster.memo[key] = _gpu_pool(cluster, gpu_type)
+    return pool
+
+
+def _gpu_pool(cluster: Cluster, gpu_type: str | None) -> GpuPool:
     if gpu_type is None:
         counts: Counter[str] = Counter()
         for n in cluster.nodes:

@@ -45,8 +45,9 @@ from typing import Mapping
 import numpy as np
 from ortools.sat.python import cp_model
 
+from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
-from optsched.formulations.solution import ModelSize, Solution, solver_seconds
+from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Solution, solver_seconds
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, part_share
@@ -126,10 +127,16 @@ def _eligible(nodes: _Nodes, gtype: str, s: int, cpus: int, mem: int) -> np.ndar
     return np.flatnonzero(ok & (np.array(nodes.types) == gtype))
 
 
+class OutOfTime(Exception):
+    """The deadline passed while the model was being built."""
+
+
 def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission | None = None,
-          max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None) -> RubickRoundModel:
+          max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None,
+          deadline: Deadline | None = None) -> RubickRoundModel:
     """Build the CP-SAT model (module docstring). ``encoding`` forces "per-node" or "aggregated";
-    by default per-node unless it would need more than ``max_node_vars`` part variables."""
+    by default per-node unless it would need more than ``max_node_vars`` part variables. Raises
+    :class:`OutOfTime` when ``deadline`` passes during the build."""
     admission = admission or admit(problem, table)
     nodes = _nodes(problem)
     rows_of = allowed_rows(table, admission)
@@ -139,6 +146,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     demand: dict[int, list[tuple[int, int, int, int]]] = {}  # row -> [(size, mult, cpus, mem MiB)]
     n_node_vars = 0
     for j, rows in rows_of.items():
+        if deadline is not None and deadline.expired():
+            raise OutOfTime
         for k in rows:
             k = int(k)
             if k in cur_rows:
@@ -182,6 +191,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     use_m: list[list] = [[] for _ in classes]
     big: list[list] = [[] for _ in classes]
     for j, rows in rows_of.items():
+        if deadline is not None and deadline.expired():
+            raise OutOfTime
         name = table.jobs[j]
         ref = float(table.reference_throughput[j])
         cur = int(table.current_row[j])
@@ -358,11 +369,18 @@ def solve(problem: RubickRound, table: CoefficientTable, *, time_limit: float, s
     gets what is left, at least 0.1 s). ``hint`` (e.g. the heuristic's choices) warm-starts CP-SAT.
     The payload is ``{"choices": {job: Choice}}`` (empty when nothing was found). Status
     ``infeasible`` means the protected jobs cannot all be placed (proven, on a relaxation in the
-    aggregated encoding)."""
+    aggregated encoding). Status ``unknown`` with payload ``{"reason": ...}`` when the time limit passes
+    while the model is being built (less :data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS`
+    is kept for the solver)."""
     if not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ValidationError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
     t0 = time.perf_counter()
-    built = build(problem, table, admission=admission, max_node_vars=max_node_vars, encoding=encoding)
+    try:
+        built = build(problem, table, admission=admission, max_node_vars=max_node_vars, encoding=encoding,
+                      deadline=Deadline(max(time_limit - MIN_SOLVER_SECONDS, 1e-9), start=t0))
+    except OutOfTime:
+        return Solution("unknown", None, None, time.perf_counter() - t0, bool(hint), ModelSize(0, 0, "unbuilt"),
+                        {"reason": f"the time limit ({time_limit:g} s) passed while the model was being built"})
     if hint:
         _hint(built, hint)
     solver = cp_model.CpSolver()

@@ -49,11 +49,13 @@ class NodeLedger:
     """Free resources per node and the holding of each holder index (module docstring).
 
     ``free_gpus``, ``free_cpus`` and ``free_mem`` are mutated in place by :meth:`assign`; callers may
-    keep references to them. Inside a transaction (:meth:`begin`) every change is logged
+    keep references to them. Holders may be put in ``groups`` (integers, default all 0); the ledger
+    keeps the GPUs each group holds per node (``group_gpus``) and the nodes whose holdings changed
+    (``touched``, cleared by the caller). Inside a transaction (:meth:`begin`) every change is logged
     (:attr:`log`: (holder, previous holding) pairs, oldest first) and :meth:`rollback` undoes them."""
 
     def __init__(self, node_names: Sequence[str], node_types: np.ndarray, free_gpus: np.ndarray,
-                 free_cpus: np.ndarray, free_mem: np.ndarray, holders: int) -> None:
+                 free_cpus: np.ndarray, free_mem: np.ndarray, holders: int, groups: np.ndarray | None = None) -> None:
         self.names: list[str] = list(node_names)
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
         self.types = np.asarray(node_types)
@@ -61,6 +63,11 @@ class NodeLedger:
         self.holding: list[Holding | None] = [None] * holders
         self.holders_on: list[set[int]] = [set() for _ in self.names]
         self.log: list[tuple[int, Holding | None]] | None = None
+        #: nodes whose holdings changed since the caller last cleared this set
+        self.touched: set[int] = set()
+        #: holder -> group (e.g. protected or not); ``group_gpus[g, n]``: GPUs group g holds on node n
+        self.groups = np.zeros(holders, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
+        self.group_gpus = np.zeros((int(self.groups.max(initial=0)) + 1, len(self.names)), dtype=np.int64)
 
     # -- changes ----------------------------------------------------------------------------------
     def assign(self, holder: int, new: Holding | None) -> None:
@@ -68,18 +75,23 @@ class NodeLedger:
         old = self.holding[holder]
         if old is new:
             return
+        held = self.group_gpus[self.groups[holder]]
         if old is not None:
             for n, g, c, m in old.shares:
                 self.free_gpus[n] += g
                 self.free_cpus[n] += c
                 self.free_mem[n] += m
+                held[n] -= g
                 self.holders_on[n].discard(holder)
+                self.touched.add(n)
         if new is not None:
             for n, g, c, m in new.shares:
                 self.free_gpus[n] -= g
                 self.free_cpus[n] -= c
                 self.free_mem[n] -= m
+                held[n] += g
                 self.holders_on[n].add(holder)
+                self.touched.add(n)
         self.holding[holder] = new
         if self.log is not None:
             self.log.append((holder, old))

@@ -85,14 +85,15 @@ class RoundState:
         self.type_id = {name: i for i, name in enumerate(types)}
         node_type = np.array([self.type_id[n.gpu_type] for n in nodes], dtype=np.int64)
         n_jobs, n_nodes = len(table.jobs), len(nodes)
-        self.ledger = NodeLedger(node_names, node_type, *problem.free_arrays(node_names), n_jobs)
-        self.node_names = self.ledger.names
-        self.node_type = node_type
-        ledger = self.ledger
-        self.free_gpus, self.free_cpus, self.free_mem = ledger.free_gpus, ledger.free_cpus, ledger.free_mem
-        self.value = table.throughput / table.reference_throughput[table.job_index]
         self.names = table.jobs
         self.protected = np.array([name in admission.protected for name in self.names], dtype=bool)
+        #: ledger groups: 1 = protected jobs, 0 = the others
+        self.ledger = ledger = NodeLedger(node_names, node_type, *problem.free_arrays(node_names), n_jobs,
+                                          groups=self.protected.astype(np.int64))
+        self.node_names = ledger.names
+        self.node_type = node_type
+        self.free_gpus, self.free_cpus, self.free_mem = ledger.free_gpus, ledger.free_cpus, ledger.free_mem
+        self.value = table.throughput / table.reference_throughput[table.job_index]
         self.waiting = np.array([name in admission.waiting for name in self.names], dtype=bool)
         self.running = np.asarray(table.current_row) >= 0
         self.reconfig_penalty = float(problem.reconfig_penalty)

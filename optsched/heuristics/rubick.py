@@ -89,13 +89,18 @@ jobs' quota is not handed to other guaranteed jobs (they keep their place in lin
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 
+from optsched.core.deadline import Deadline
 from optsched.core.errors import InfeasibleError
 from optsched.heuristics.round_state import EPS, Config, RoundState
+from optsched.heuristics.rubick_walk import CPU as _CPU
+from optsched.heuristics.rubick_walk import GPU as _GPU
+from optsched.heuristics.rubick_walk import NodeWalk, _Parts
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit
 from optsched.rounds.rubick.choice import Choice
@@ -129,9 +134,6 @@ class DeferralResult:
     deferred: Mapping[str, str]
 
 
-_GPU, _CPU = 0, 1
-
-
 @dataclass(frozen=True)
 class _Shrink:
     """Shrinking a job by one unit of a resource on a node: its re-fitted configuration ``new`` (None:
@@ -156,26 +158,47 @@ class Algorithm1(RoundState):
                         np.zeros(n_nodes, dtype=float))
         self.name_rank = {j: r for r, j in enumerate(sorted(range(len(self.names)), key=lambda j: self.names[j]))}
         self.shrink_cache: dict[tuple[int, Config, int, int], _Shrink | None] = {}
+        self._parts: dict[int, _Parts] = {}
+        self._slope_memo: dict[tuple, float] = {}
+        self._gpu_levels: dict[int, np.ndarray] = {}
+        self._min_slope = np.full((2, n_nodes), math.inf)
+        self._slope_valid = np.zeros((2, n_nodes), dtype=bool)
 
     # -- slopes ---------------------------------------------------------------------------------
     def slope_gpu(self, j: int, v: float, g: int) -> float:
-        """Growth slope along the GPU curve from ``(g, v)`` (module docstring)."""
-        rows = self.rows[j]
-        m = (rows.value > v + EPS) & (rows.gpus > g)
-        if not m.any():
-            return 0.0
-        g2 = int(rows.gpus[m].min())
-        return (float(rows.value[rows.gpus <= g2].max()) - v) / (g2 - g)
+        """Growth slope along the GPU curve from ``(g, v)`` (module docstring); memoised."""
+        key = (j, v, g)
+        out = self._slope_memo.get(key)
+        if out is None:
+            rows = self.rows[j]
+            m = (rows.value > v + EPS) & (rows.gpus > g)
+            if not m.any():
+                out = 0.0
+            else:
+                g2 = int(rows.gpus[m].min())
+                out = (float(rows.value[rows.gpus <= g2].max()) - v) / (g2 - g)
+            self._slope_memo[key] = out
+        return out
 
     def slope_cpu(self, j: int, v: float, c: int, g_cap: int) -> float:
-        """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs."""
+        """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs; memoised (it
+        depends on ``g_cap`` only through which GPU counts of the job's rows it reaches)."""
         rows = self.rows[j]
-        within = rows.gpus <= g_cap
-        m = within & (rows.value > v + EPS) & (rows.cpus > c)
-        if not m.any():
-            return 0.0
-        c2 = int(rows.cpus[m].min())
-        return (float(rows.value[within & (rows.cpus <= c2)].max()) - v) / (c2 - c)
+        levels = self._gpu_levels.get(j)
+        if levels is None:
+            levels = self._gpu_levels[j] = np.unique(rows.gpus)
+        key = (j, v, c, -1 - int(np.searchsorted(levels, g_cap, side="right")))
+        out = self._slope_memo.get(key)
+        if out is None:
+            within = rows.gpus <= g_cap
+            m = within & (rows.value > v + EPS) & (rows.cpus > c)
+            if not m.any():
+                out = 0.0
+            else:
+                c2 = int(rows.cpus[m].min())
+                out = (float(rows.value[within & (rows.cpus <= c2)].max()) - v) / (c2 - c)
+            self._slope_memo[key] = out
+        return out
 
     # -- GetLowestSlopeOverMinJob -----------------------------------------------------------------
     def shrink(self, v: int, n: int, res: int) -> _Shrink | None:
@@ -223,15 +246,9 @@ class Algorithm1(RoundState):
         return best
 
     # -- ScheduleJob ----------------------------------------------------------------------------
-    def _held_by_best_effort(self) -> np.ndarray:
-        """GPUs per node held by jobs that are not protected."""
-        held = np.zeros(len(self.node_names), dtype=np.int64)
-        for v in range(len(self.names)):
-            cfg = self.config(v)
-            if cfg is not None and not self.protected[v]:
-                for n, g, _, _ in cfg.shares:
-                    held[n] += g
-        return held
+    def held_by_best_effort(self) -> np.ndarray:
+        """GPUs per node held by jobs that are not protected (a live view: do not modify)."""
+        return self.ledger.group_gpus[0]
 
     def walk_order(self, j: int, privileged: bool) -> np.ndarray:
         cur = self.current[j]
@@ -239,81 +256,50 @@ class Algorithm1(RoundState):
         rest = np.flatnonzero(self.eligible[j] & ~self.on_current_node[j])
         score = self.free_gpus[rest].astype(float)
         if privileged:
-            score = score + self._held_by_best_effort()[rest]
+            score = score + self.held_by_best_effort()[rest]
         rest = rest[np.lexsort((rest, -score))]
         return np.concatenate([np.array(first, dtype=np.int64), rest]).astype(np.int64)
 
+    def walk_parts(self, j: int) -> _Parts:
+        """Job ``j``'s rows as part demands (:class:`~optsched.heuristics.rubick_walk.NodeWalk`)."""
+        parts = self._parts.get(j)
+        if parts is None:
+            parts = self._parts[j] = _Parts(self, j)
+        return parts
+
+    def node_min_slopes(self, nodes: np.ndarray, res: int) -> np.ndarray:
+        """Per node of ``nodes``, the lowest shrink slope (:meth:`shrink`) for ``res`` of a job on it
+        (inf when no job there can be shrunk); kept per node and recomputed where holdings changed."""
+        if self.ledger.touched:
+            stale = np.fromiter(self.ledger.touched, dtype=np.int64)
+            self._slope_valid[:, stale] = False
+            self.ledger.touched.clear()
+        valid, slopes = self._slope_valid[res], self._min_slope[res]
+        for n in nodes[~valid[nodes]]:
+            n = int(n)
+            low = self.lowest(n, res, -1)
+            slopes[n] = math.inf if low is None else low[1].slope
+            valid[n] = True
+        return slopes[nodes]
+
     def schedule_job(self, j: int, forced: bool) -> bool:
         """ScheduleJob [Algorithm 1, lines 6-25] for job index ``j``; True when committed. ``forced``:
-        a privileged job below its minimum (committed whenever it reaches its guarantee)."""
+        a privileged job below its minimum (committed whenever it reaches its guarantee). The node walk
+        is :class:`~optsched.heuristics.rubick_walk.NodeWalk`."""
         self.ledger.begin()
         prot = bool(self.protected[j])
         self.set(j, None)
         free = (self.free_gpus, self.free_cpus, self.free_mem)
         base = self.free_gpus.copy()
         order = self.walk_order(j, forced)
-        rows = self.rows[j]
-        vis = np.empty(order.size, dtype=np.int64)
-        shrunk: list[int] = []
-        seen: set[int] = set()
-        u: Config | None = None
-        state: dict[str, float] = {}
-
-        def refresh(k: int) -> None:
-            nonlocal u
-            cand = vis[:k]
-            u = self.best(j, cand, free, guarantee=False, keep=True, base=base)
-            v, g, c = self.position(u)
-            below = prot and (u is None or not self.reaches(u.row))
-            if below and u is not None:
-                below = self.best(j, cand, free, guarantee=True, keep=True) is None
-            state.update(v=v, g=g, c=c, below=float(below), sg=self.slope_gpu(j, v, g),
-                         sc=self.slope_cpu(j, v, c, int(self.free_gpus[cand].sum())))
-
-        def done() -> bool:
-            return u is not None and not state["below"] and state["v"] >= rows.best_value - EPS
-
-        finished = False
-        for k, n in enumerate(order):
-            n = int(n)
-            vis[k] = n
-            if k == 0 or self.free_gpus[n] > 0:
-                refresh(k + 1)
-            if done():
-                break
-            for res in (_GPU, _CPU):
-                if res == _CPU and self.free_gpus[n] <= 0:
-                    break
-                while True:
-                    s_j = state["sg"] if res == _GPU else state["sc"]
-                    below = bool(state["below"])
-                    if s_j <= 0 and not below:
-                        break
-                    low = self.lowest(n, res, j)
-                    if low is None:
-                        break
-                    v, ev = low
-                    if not (below or ev.slope < s_j - EPS):
-                        break
-                    self.set(v, ev.new)
-                    if v not in seen:
-                        seen.add(v)
-                        shrunk.append(v)
-                    refresh(k + 1)
-                    if done():
-                        finished = True
-                        break
-                if finished:
-                    break
-            if finished or done():
-                break
-        cand = vis[:k + 1] if order.size else vis[:0]
-        final = self.best(j, cand, free, guarantee=prot, keep=True, base=base)
+        walk = NodeWalk(self, j, order, prot, base)
+        k = walk.run()
+        final = self.best(j, order[:k + 1], free, guarantee=prot, keep=True, base=base)
         if final is None:
             self.ledger.rollback()
             return False
         self.set(j, final)
-        self.give_back(shrunk)
+        self.give_back(walk.shrunk)
         first = self.ledger.first_holdings()
         delta = sum(self.contrib(job, self.config(job)) - self.contrib(job, old)  # type: ignore[arg-type]
                     for job, old in first.items())
@@ -367,7 +353,7 @@ class Algorithm1(RoundState):
         shapes = sorted({rows.shapes[i] for i in ok if rows.gpus[i] == need})
         types = sorted({self.table.gpu_type[int(rows.rows[i])] for i in ok if rows.gpus[i] == need})
         mask = np.isin(self.node_type, [self.type_id[x] for x in types])
-        avail = (self.free_gpus + self._held_by_best_effort())[mask]
+        avail = (self.free_gpus + self.held_by_best_effort())[mask]
         most = int(avail.max()) if avail.size else 0
         return (f"guaranteed job {self.names[j]!r} needs {need} {'/'.join(types)} GPUs "
                 f"(shape {' or '.join(map(str, shapes))}) to reach its reference throughput "
@@ -375,14 +361,30 @@ class Algorithm1(RoundState):
                 f"type are free or held by best-effort jobs (at most {most} on one node)")
 
 
-def _privileged_phase(problem: RubickRound, table: CoefficientTable, admission: Admission, *, repack: bool
-                      ) -> tuple[Algorithm1, list[int], list[tuple[int, str]]]:
+#: why a protected job is left out when the time limit runs out before its turn
+TIME_LIMIT_REASON = "the time limit ran out before Algorithm 1 reached it"
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One pass of Algorithm 1: the ``choices``, the protected jobs it had no time for (name -> why;
+    a running one is preempted) and whether it stopped early (``cut``: jobs were left as they were)."""
+
+    choices: dict[str, Choice]
+    timed_out: dict[str, str]
+    cut: bool
+
+
+def _privileged_phase(problem: RubickRound, table: CoefficientTable, admission: Admission, *, repack: bool,
+                      deadline: Deadline | None = None
+                      ) -> tuple[Algorithm1, list[int], list[tuple[int, str]], list[int]]:
     """Start state and Algorithm 1 lines 2-3. Running jobs hold their current configuration, waiting
     guaranteed jobs do not run; then every privileged job not yet at a row reaching its guarantee is
     scheduled (forced), in admission order. With ``repack`` (the fallback when that fails, since
     Algorithm 1 never moves a job it shrinks) every protected job first gives up its resources and
     all are placed again, most GPUs of minimum demand first (then admission order), each preferring
-    its current nodes. Returns the engine, the privileged jobs and the failures (job index, reason)."""
+    its current nodes. Returns the engine, the privileged jobs, the failures (job index, reason) and
+    the privileged jobs the ``deadline`` left no time for (they hold nothing)."""
     eng = Algorithm1(problem, table, admission)
     eng.hold_running(skip_waiting=True)
     admitted = [table.jobs.index(name) for name in admission.protected]
@@ -392,8 +394,16 @@ def _privileged_phase(problem: RubickRound, table: CoefficientTable, admission: 
             eng.set(j, None)
     else:
         privileged = [j for j in admitted if (cfg := eng.config(j)) is None or not eng.reaches(cfg.row)]
-    failures = [(j, eng.infeasible_reason(j)) for j in privileged if not eng.schedule_job(j, forced=True)]
-    return eng, privileged, failures
+    failures: list[tuple[int, str]] = []
+    for at, j in enumerate(privileged):
+        if deadline is not None and deadline.expired():
+            skipped = privileged[at:]
+            for k in skipped:
+                eng.set(k, None)
+            return eng, privileged, failures, skipped
+        if not eng.schedule_job(j, forced=True):
+            failures.append((j, eng.infeasible_reason(j)))
+    return eng, privileged, failures, []
 
 
 def schedule(problem: RubickRound, table: CoefficientTable, admission: Admission | None = None) -> dict[str, Choice]:
@@ -405,23 +415,28 @@ def schedule(problem: RubickRound, table: CoefficientTable, admission: Admission
     (an ``InfeasibleError``) naming every protected job that cannot reach its guarantee, with the GPUs
     it needs and what is free or held by best-effort jobs; :func:`schedule_with_deferral` defers them
     instead. Deterministic: ties are broken by job and node name."""
-    return _algorithm1(problem, table, admission or admit(problem, table))
+    return _algorithm1(problem, table, admission or admit(problem, table)).choices
 
 
-def schedule_with_deferral(problem: RubickRound, table: CoefficientTable, admission: Admission | None = None
-                           ) -> DeferralResult:
+def schedule_with_deferral(problem: RubickRound, table: CoefficientTable, admission: Admission | None = None,
+                           deadline: Deadline | None = None) -> DeferralResult:
     """:func:`schedule`, deferring the protected jobs whose guarantee is unreachable this round instead
     of raising (module docstring, "Deferring unreachable guarantees"): each failure's
     :attr:`UnreachableGuaranteeError.jobs` move to ``waiting`` (a running one is preempted) and the round
     is run again with the reduced admission. Returns the choices, which pass
     :func:`~optsched.rounds.rubick.feasibility.violations` for the returned (reduced) admission, that
     admission and the deferred jobs with their reasons. When nothing is unreachable the choices are
-    exactly :func:`schedule`'s and the admission is unchanged."""
-    admission = admission or admit(problem, table)
+    exactly :func:`schedule`'s and the admission is unchanged. With a ``deadline`` see
+    :func:`algorithm1`."""
+    return _with_deferral(problem, table, admission or admit(problem, table), deadline)[0]
+
+
+def _with_deferral(problem: RubickRound, table: CoefficientTable, admission: Admission, deadline: Deadline | None
+                   ) -> tuple[DeferralResult, bool]:
     deferred: dict[str, str] = {}
     while True:  # every failing pass defers >= 1 protected job; with none left Algorithm 1 cannot fail
         try:
-            choices = _algorithm1(problem, table, admission)
+            outcome = _algorithm1(problem, table, admission, deadline)
         except UnreachableGuaranteeError as e:
             new = {name: why for name, why in e.job_reasons.items() if name in admission.protected}
             if not new:  # pragma: no cover - the failing jobs are always protected ones
@@ -431,37 +446,56 @@ def schedule_with_deferral(problem: RubickRound, table: CoefficientTable, admiss
             deferred.update(new)
             admission = admission.defer(new)
             continue
-        return DeferralResult(choices, admission, deferred)
+        if outcome.timed_out:
+            deferred.update(outcome.timed_out)
+            admission = admission.defer(outcome.timed_out)
+        return DeferralResult(outcome.choices, admission, deferred), outcome.cut
 
 
-def _algorithm1(problem: RubickRound, table: CoefficientTable, admission: Admission) -> dict[str, Choice]:
-    """:func:`schedule` for a given admission."""
-    eng, privileged, failures = _privileged_phase(problem, table, admission, repack=False)
+def _algorithm1(problem: RubickRound, table: CoefficientTable, admission: Admission,
+                deadline: Deadline | None = None) -> _Outcome:
+    """One pass of Algorithm 1 for a given admission. Past the ``deadline`` it schedules no more jobs:
+    protected jobs it has not reached are left out (:attr:`_Outcome.timed_out`), the others keep what
+    they hold (running jobs their allocation, queued jobs nothing)."""
+    eng, privileged, failures, skipped = _privileged_phase(problem, table, admission, repack=False,
+                                                           deadline=deadline)
     if failures:
         log.debug("rubick heuristic: %d protected job(s) unplaced; repacking every protected job", len(failures))
         first = {eng.names[j]: why for j, why in failures}
-        eng, privileged, failures = _privileged_phase(problem, table, admission, repack=True)
-        if failures:
+        if not skipped:
+            eng, privileged, failures, skipped = _privileged_phase(problem, table, admission, repack=True,
+                                                                   deadline=deadline)
+        if failures or skipped:
             repacked = tuple(f"repacking every protected job does not help either: {why}" for _, why in failures)
             raise UnreachableGuaranteeError("Rubick heuristic: a protected job cannot reach its performance guarantee",
                                             (*first.values(), *repacked), first)
+    timed_out = {eng.names[j]: TIME_LIMIT_REASON for j in skipped}
+    if skipped:
+        return _Outcome(eng.choices(), timed_out, True)
     # lines 4-5: SortBySlope(best-effort queued U running), each scheduled once
     done = set(privileged)
     rest = [j for j in range(len(eng.names)) if not eng.waiting[j] and j not in done
             and (not eng.protected[j] or eng.current[j] is not None)]
     rest.sort(key=eng.sort_key)
     committed = 0
+    cut = False
     for j in rest:
+        if deadline is not None and deadline.expired():
+            cut = True
+            break
         committed += eng.schedule_job(j, forced=False)
     # preempted / unplaced jobs return to the queue: one try on the free resources
-    left = [j for j in range(len(eng.names)) if eng.config(j) is None and not eng.waiting[j]]
+    left = [] if cut else [j for j in range(len(eng.names)) if eng.config(j) is None and not eng.waiting[j]]
     left.sort(key=eng.sort_key)
     for j in left:
+        if deadline is not None and deadline.expired():
+            cut = True
+            break
         eng.fill(j)
     out = eng.choices()
-    log.debug("rubick heuristic: %d privileged, %d sorted jobs (%d changed), %d jobs run",
-              len(privileged), len(rest), committed, len(out))
-    return out
+    log.debug("rubick heuristic: %d privileged, %d sorted jobs (%d changed), %d jobs run%s",
+              len(privileged), len(rest), committed, len(out), " (cut by the time limit)" if cut else "")
+    return _Outcome(out, timed_out, cut)
 
 
 def deferral_message(problem: RubickRound, deferred: Mapping[str, str]) -> str:
@@ -475,16 +509,37 @@ def deferral_message(problem: RubickRound, deferred: Mapping[str, str]) -> str:
 
 
 def algorithm1(problem: RubickRound, table: CoefficientTable, admission: Admission | None = None, *,
-               defer: bool = False) -> Schedule:
+               defer: bool = False, deadline: Deadline | None = None) -> Schedule:
     """Algorithm 1 as a :class:`~optsched.rounds.rubick.decision.Schedule`: :func:`schedule` (raising
     :class:`UnreachableGuaranteeError`), or with ``defer`` :func:`schedule_with_deferral`, whose reduced
-    admission the schedule carries and whose deferred jobs its message names."""
+    admission the schedule carries and whose deferred jobs its message names.
+
+    With a ``deadline`` Algorithm 1 stops scheduling once it has passed (between two jobs): the
+    protected jobs it has not reached wait this round (a running one is preempted; they are moved to
+    ``waiting`` like deferred jobs, with or without ``defer``), the other jobs keep what they hold, and
+    the schedule is marked incomplete with a message saying so."""
     admission = admission or admit(problem, table)
     if not defer:
-        return Schedule(_algorithm1(problem, table, admission), admission)
-    result = schedule_with_deferral(problem, table, admission)
-    return Schedule(result.choices, result.admission, deferral_message(problem, result.deferred))
+        outcome = _algorithm1(problem, table, admission, deadline)
+        if outcome.timed_out:
+            admission = admission.defer(outcome.timed_out)
+        return Schedule(outcome.choices, admission, _cut_message(problem, outcome.cut, outcome.timed_out),
+                        complete=not outcome.cut)
+    result, cut = _with_deferral(problem, table, admission, deadline)
+    timed_out = {k: v for k, v in result.deferred.items() if v == TIME_LIMIT_REASON}
+    late = {k: v for k, v in result.deferred.items() if v != TIME_LIMIT_REASON}
+    message = "; ".join(m for m in (deferral_message(problem, late), _cut_message(problem, cut, timed_out)) if m)
+    return Schedule(result.choices, result.admission, message, complete=not cut)
 
 
-__all__ = ["Algorithm1", "DeferralResult", "UnreachableGuaranteeError", "algorithm1", "deferral_message", "schedule",
+def _cut_message(problem: RubickRound, cut: bool, timed_out: Mapping[str, str]) -> str:
+    if not cut:
+        return ""
+    names = ", ".join(map(repr, list(timed_out)[:10])) + (" ..." if len(timed_out) > 10 else "")
+    left = f"; guaranteed job(s) left waiting: {names}" if timed_out else ""
+    return (f"partial: the time limit ran out during Algorithm 1, the jobs it had not reached keep their "
+            f"allocation or wait{left}")
+
+
+__all__ = ["Algorithm1", "DeferralResult", "TIME_LIMIT_REASON", "UnreachableGuaranteeError", "algorithm1", "deferral_message", "schedule",
            "schedule_with_deferral"]

@@ -197,6 +197,23 @@ def _group_node_spread(dp: int, tp: int, pp: int, gpn: tuple[int, ...]) -> tuple
 def plan_features(model: ModelSpec, plan: ExecutionPlan, gpus_per_node: Sequence[int],
                   cpus_per_gpu: float, bw: Bandwidths) -> PlanFeatures:
     """Features of one (plan, placement, CPUs) sample; see the module docstring for each formula."""
+    return features_of(model, [(plan, tuple(gpus_per_node), cpus_per_gpu)], bw)
+
+
+def features_of(model: ModelSpec, configs: Sequence[tuple[ExecutionPlan, Sequence[int], float]],
+                bw: Bandwidths) -> PlanFeatures:
+    """Features of many (plan, placement, CPUs) samples, one row each (:func:`feature_values`)."""
+    rows = [feature_values(model, plan, gpn if type(gpn) is tuple else tuple(int(g) for g in gpn), float(c), bw)
+            for plan, gpn, c in configs]
+    cols = list(zip(*rows))
+    return PlanFeatures(*(np.array(col, dtype=float) for col in cols[:-1]), offload=np.array(cols[-1], dtype=bool))
+
+
+@lru_cache(maxsize=1 << 18)
+def feature_values(model: ModelSpec, plan: ExecutionPlan, gpus_per_node: tuple[int, ...], cpus_per_gpu: float,
+                   bw: Bandwidths) -> tuple[float, float, float, float, float, float, float, float, bool]:
+    """The features of one sample as plain values, in :class:`PlanFeatures` field order; cached (the
+    round tables ask for the same configurations over and over)."""
     if not cpus_per_gpu > 0 and plan.zero is ZeroMode.OFFLOAD:
         raise ValidationError(f"plan {plan.label} of model {model.name!r}: ZeRO-Offload needs CPUs (> 0 per GPU)")
     d, t, p, m, a = plan.dp, plan.tp, plan.pp, plan.micro_batches, plan.ga_steps
@@ -217,15 +234,9 @@ def plan_features(model: ModelSpec, plan: ExecutionPlan, gpus_per_node: Sequence
         x = d if plan.zero is ZeroMode.DP else t * p
         opt_units = P / 1e9 / x
         t_off = 0.0
-
-    def arr(v: float) -> np.ndarray:
-        return np.array([v], dtype=float)
-
-    return PlanFeatures(
-        fwd_units=arr(fwd_units), ga_steps=arr(a), gc=arr(1.0 if plan.gc else 0.0),
-        t_dp=arr(v_dp / (dp_k * share if dp_k else intra)), t_tp=arr(v_tp / (tp_k * share if tp_k else intra)),
-        t_pp=arr(v_pp / (share if pp_k else intra)), t_off=arr(t_off), opt_units=arr(opt_units),
-        offload=np.array([offload]))
+    return (float(fwd_units), float(a), 1.0 if plan.gc else 0.0,
+            float(v_dp / (dp_k * share if dp_k else intra)), float(v_tp / (tp_k * share if tp_k else intra)),
+            float(v_pp / (share if pp_k else intra)), float(t_off), float(opt_units), offload)
 
 
 def overlap(k: float | np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:

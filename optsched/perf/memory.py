@@ -66,6 +66,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from optsched.core.errors import PlanInfeasibleError, ValidationError
 from optsched.core.hardware import GPUType
@@ -209,6 +210,7 @@ def host_gib_per_gpu(model: ModelSpec, plan: ExecutionPlan) -> float:
     return HOST_BASE_GIB_PER_GPU + estimate_memory(model, plan).host_gib_per_gpu
 
 
+@lru_cache(maxsize=1 << 16)
 def config_host_gib(model: ModelSpec, plan: ExecutionPlan) -> float:
     """Host memory (GiB) of ``plan`` on all its GPUs: ``plan.num_gpus * host_gib_per_gpu``."""
     return plan.num_gpus * host_gib_per_gpu(model, plan)

@@ -13,7 +13,7 @@ from optsched.core.errors import ValidationError
 from optsched.core.model import ModelSpec
 from optsched.core.plan import ExecutionPlan
 from optsched.perf.iteration_time import (Bandwidths, IterationBreakdown, PerfParams, PlanFeatures,
-                                          breakdown, plan_features, predict_iteration_time)
+                                          breakdown, features_of, predict_iteration_time)
 
 #: one prediction request: (plan, GPUs per node, CPU cores per GPU)
 Config = tuple[ExecutionPlan, tuple[int, ...], float]
@@ -47,7 +47,7 @@ class PerformanceModel:
     def features(self, configs: Sequence[Config]) -> PlanFeatures:
         if not configs:
             raise ValidationError("no configurations to predict")
-        return PlanFeatures.concat([plan_features(self.model, p, g, c, self.bandwidths) for p, g, c in configs])
+        return features_of(self.model, configs, self.bandwidths)
 
     def iteration_times(self, configs: Sequence[Config]) -> np.ndarray:
         """T_iter in seconds for every configuration (vectorised Eq. 1)."""

@@ -17,6 +17,8 @@ intra-node; :func:`enumerate_plans` keeps the strict rule, so the search only pr
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from optsched.core.errors import ValidationError
 from optsched.core.hardware import GPUType
 from optsched.core.model import ModelSpec
@@ -123,9 +125,18 @@ def enumerate_plans(model: ModelSpec, gpus_per_node: tuple[int, ...], gpu_type: 
     steps = tuple(ga_steps)
     if any(isinstance(a, bool) or not isinstance(a, int) or a < 1 for a in steps):
         raise ValidationError(f"ga_steps must be positive integers (accumulation steps), got {ga_steps!r}")
+    host = None if host_mem_gib_per_node is None else tuple(float(x) for x in host_mem_gib_per_node)
+    return _enumerate_plans(model, counts, gpu_type, host, steps)
+
+
+@lru_cache(maxsize=1 << 14)
+def _enumerate_plans(model: ModelSpec, counts: tuple[int, ...], gpu_type: GPUType, host: tuple[float, ...] | None,
+                     steps: tuple[int, ...]) -> tuple[ExecutionPlan, ...]:
+    """:func:`enumerate_plans` on checked, hashable arguments; cached (tables ask for the same shapes
+    over and over)."""
     g = sum(counts)
     candidates = _data_parallel_plans(model.global_batch, g, steps) + _three_d_plans(model, counts, g)
     feasible = {p for p in candidates
                 if topology_violation(model, p, counts) is None
-                and memory_violation(model, p, gpu_type, counts, host_mem_gib_per_node) is None}
+                and memory_violation(model, p, gpu_type, counts, host) is None}
     return tuple(sorted(feasible, key=lambda p: p.label))

@@ -26,7 +26,9 @@ class PolicyOptions:
     * ``perf_models``: fitted performance models keyed by model name or (model name, GPU type),
       replacing the built-in ones (:class:`~optsched.perf.lookup.PerfSource`);
     * ``extras``: options of the round kind (Rubick: ``defer_unreachable_guarantees``); each kind's
-      methods say which they read (:func:`optsched.policies.registry.kind_extras`).
+      methods say which they read (:func:`optsched.policies.registry.kind_extras`);
+    * ``clock_start``: the ``time.perf_counter()`` reading the time limit counts from (e.g. when a
+      command started, so that parsing counts); None: each ``decide`` call starts its own clock.
     """
 
     time_limit: float = DEFAULT_TIME_LIMIT
@@ -34,6 +36,7 @@ class PolicyOptions:
     workers: int = 1
     perf_models: FittedModels | None = field(default=None, compare=False)
     extras: Mapping[str, Any] = field(default_factory=dict)
+    clock_start: float | None = None
 
     def __post_init__(self) -> None:
         tl = self.time_limit
@@ -47,6 +50,9 @@ class PolicyOptions:
         if not isinstance(self.extras, Mapping) or not all(isinstance(k, str) for k in self.extras):
             raise ValidationError(f"extras must be a mapping of option names to values, got {self.extras!r}")
         object.__setattr__(self, "extras", MappingProxyType(dict(self.extras)))
+        if self.clock_start is not None and (isinstance(self.clock_start, bool)
+                                             or not isinstance(self.clock_start, (int, float))):
+            raise ValidationError(f"clock_start must be a time.perf_counter() reading, got {self.clock_start!r}")
 
     def extra(self, name: str, default: Any = None) -> Any:
         return self.extras.get(name, default)

@@ -92,17 +92,21 @@ def make_policy(method_name: str, options: PolicyOptions | None = None, *, kind:
 
 
 def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFAULT_TIME_LIMIT, seed: int = 0, *,
-          workers: int = 1, perf_models: FittedModels | None = None, **extras: Any) -> Decision:
+          workers: int = 1, perf_models: FittedModels | None = None, clock_start: float | None = None,
+          **extras: Any) -> Decision:
     """Solve one round with ``method`` of its kind (``optsched.solve``), within ``time_limit`` seconds.
 
     ``perf_models`` override the built-in performance models, keyed by model name or by (model name,
     GPU type); ``extras`` are the kind's options (Rubick: ``defer_unreachable_guarantees``, see
     :mod:`optsched.policies.rubick`). Raises ``ValidationError``/``UnknownNameError`` for bad input
     (an unknown method lists the methods of the round's kind) and ``InfeasibleError`` naming the jobs
-    and rules when the round has no feasible decision."""
+    and rules when the round has no feasible decision. The time limit covers the whole call, counted
+    from ``clock_start`` (a ``time.perf_counter()`` reading, e.g. before the round was parsed) or from
+    the call; a method its limit cuts short returns a feasible decision of status ``partial``."""
     if not isinstance(problem, RoundProblem):
         raise ValidationError(f"solve: problem must be a RoundProblem, got {type(problem).__name__}")
-    options = PolicyOptions(time_limit=time_limit, seed=seed, workers=workers, perf_models=perf_models, extras=extras)
+    options = PolicyOptions(time_limit=time_limit, seed=seed, workers=workers, perf_models=perf_models, extras=extras,
+                            clock_start=clock_start)
     return make_policy(method, options, kind=problem.kind).decide(problem)
 
 

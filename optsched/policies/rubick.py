@@ -36,11 +36,12 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
 from optsched.formulations import rubick_round
-from optsched.formulations.solution import solver_seconds
+from optsched.formulations.solution import MIN_SOLVER_SECONDS
 from optsched.heuristics.baselines import antman_round, schedule_fifo, schedule_sia, schedule_synergy
 from optsched.heuristics.baselines.synergy import SYNERGY_TUNE_FRACTION
 from optsched.heuristics.rubick import algorithm1
@@ -78,23 +79,47 @@ def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
 
+def _deadline(time_limit: float, clock_start: float | None) -> Deadline:
+    return Deadline(time_limit, start=time.perf_counter() if clock_start is None else clock_start)
+
+
+def _table_note(left_out: list[str]) -> str:
+    if not left_out:
+        return ""
+    names = ", ".join(map(repr, left_out[:10])) + (" ..." if len(left_out) > 10 else "")
+    return (f"partial: the time limit ran out while the round's table was built; {len(left_out)} job(s) were "
+            f"not considered (running ones keep their allocation, queued ones wait): {names}")
+
+
+def _cut(schedule: Schedule, left_out: list[str]) -> Schedule:
+    """``schedule`` marked incomplete when the table left jobs out."""
+    if not left_out:
+        return schedule
+    return Schedule(schedule.choices, schedule.admission, _join(_table_note(left_out), schedule.message),
+                    complete=False)
+
+
 @dataclass(frozen=True)
 class _HeuristicPolicy:
     """What every heuristic policy of the kind does: build its table, run its scheduler (:meth:`plan`,
-    per subclass) and return the schedule as a decision with status ``heuristic``."""
+    per subclass) and return the schedule as a decision with status ``heuristic`` (``partial`` when the
+    time limit cut the table or the scheduler short). The time limit counts from ``clock_start`` (a
+    ``time.perf_counter()`` reading) or, when None, from the call of :meth:`decide`."""
 
     kind: ClassVar[str] = "rubick"
 
     name: str
     perf: PerfSource = field(default_factory=PerfSource, compare=False)
+    time_limit: float = DEFAULT_TIME_LIMIT
+    clock_start: float | None = None
 
-    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
+    def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
         raise NotImplementedError
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
         rubick = _rubick_round(problem, self.name)
-        table, schedule = self.plan(rubick)
+        table, schedule = self.plan(rubick, _deadline(self.time_limit, self.clock_start))
         return heuristic_decision(rubick, table, schedule, method=self.name, started=t0)
 
 
@@ -109,19 +134,27 @@ class RubickHeuristicPolicy(_HeuristicPolicy):
     defer_unreachable_guarantees: bool = False
     cache: RoundTableCache = field(default_factory=RoundTableCache, compare=False, repr=False)
 
-    def table(self, problem: RubickRound) -> CoefficientTable:
+    def table(self, problem: RubickRound, deadline: Deadline | None = None,
+              left_out: list[str] | None = None) -> CoefficientTable:
         return build_round_table(problem, self.perf.lookup(problem.cluster), fixed_plan=self.fixed_plan,
-                                 fixed_resources=self.fixed_resources, cache=self.cache)
+                                 fixed_resources=self.fixed_resources, cache=self.cache, deadline=deadline,
+                                 left_out=left_out)
 
-    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
-        table = self.table(problem)
-        return table, algorithm1(problem, table, admit(problem, table), defer=self.defer_unreachable_guarantees)
+    def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
+        left_out: list[str] = []
+        table = self.table(problem, deadline, left_out)
+        schedule = algorithm1(problem, table, admit(problem, table), defer=self.defer_unreachable_guarantees,
+                              deadline=deadline)
+        return table, _cut(schedule, left_out)
 
 
 @dataclass(frozen=True)
 class RubickExactPolicy:
     """The CP-SAT round warm-started by Algorithm 1 (module docstring, also for
-    ``defer_unreachable_guarantees``)."""
+    ``defer_unreachable_guarantees``). The time limit covers the table, the heuristic and the solver
+    (counted from ``clock_start``, or from the call of :meth:`decide` when None); when the heuristic
+    leaves no time for the solver its decision is returned (``heuristic-fallback``, or ``partial`` when
+    it was cut short itself)."""
 
     kind: ClassVar[str] = "rubick"
 
@@ -132,26 +165,39 @@ class RubickExactPolicy:
     perf: PerfSource = field(default_factory=PerfSource, compare=False)
     cache: RoundTableCache = field(default_factory=RoundTableCache, compare=False, repr=False)
     defer_unreachable_guarantees: bool = False
+    clock_start: float | None = None
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
+        deadline = _deadline(self.time_limit, self.clock_start)
         rubick = _rubick_round(problem, self.name)
-        table = build_round_table(rubick, self.perf.lookup(rubick.cluster), cache=self.cache)
+        left_out: list[str] = []
+        table = build_round_table(rubick, self.perf.lookup(rubick.cluster), cache=self.cache, deadline=deadline,
+                                  left_out=left_out)
         admission = admit(rubick, table)
         hint: Schedule | None = None
         heuristic_error: InfeasibleError | None = None
         try:
-            hint = algorithm1(rubick, table, admission, defer=self.defer_unreachable_guarantees)
+            hint = _cut(algorithm1(rubick, table, admission, defer=self.defer_unreachable_guarantees,
+                                   deadline=deadline), left_out)
             admission = hint.admission
         except InfeasibleError as e:
             heuristic_error = e
         h_obj = None if hint is None else objective(rubick, table, hint.choices)
-        sol = rubick_round.solve(rubick, table, time_limit=solver_seconds(self.time_limit, t0),
+        if hint is not None and (not hint.complete or deadline.expired(reserve=MIN_SOLVER_SECONDS)):
+            status = "heuristic-fallback" if hint.complete else "partial"
+            note = "" if not hint.complete else f"no time left for the solver within {self.time_limit:g} s"
+            return to_decision(rubick, table, hint.choices, method=self.name, status=status,
+                               solve_seconds=time.perf_counter() - t0, heuristic_objective=h_obj,
+                               message=_join(note, hint.message), admission=admission)
+        sol = rubick_round.solve(rubick, table, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS),
                                  seed=self.seed, workers=self.workers, hint=None if hint is None else hint.choices,
                                  admission=admission)
         wall = time.perf_counter() - t0
         size = sol.size
         note = f"model encoding={size.encoding} variables={size.variables} constraints={size.constraints}"
+        if "reason" in sol.payload:
+            note = f"{note}; {sol.payload['reason']}"
         deferral = "" if hint is None else hint.message
         if sol.status == "infeasible":
             raise _infeasible_report(rubick, admission)
@@ -182,9 +228,11 @@ class FifoPolicy(_HeuristicPolicy):
     backfill: bool = False
     cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
 
-    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
-        table = request_table(problem, self.perf.lookup(problem.cluster), cache=self.cache)
-        return table, Schedule(schedule_fifo(problem, table, backfill=self.backfill), NO_GUARANTEES)
+    def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
+        left_out: list[str] = []
+        table = request_table(problem, self.perf.lookup(problem.cluster), cache=self.cache, deadline=deadline,
+                              left_out=left_out)
+        return table, _cut(Schedule(schedule_fifo(problem, table, backfill=self.backfill), NO_GUARANTEES), left_out)
 
 
 @dataclass(frozen=True)
@@ -195,11 +243,13 @@ class AntManPolicy(_HeuristicPolicy):
     name: str = "antman"
     cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
 
-    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
-        table = request_table(problem, self.perf.lookup(problem.cluster), cache=self.cache)
+    def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
+        left_out: list[str] = []
+        table = request_table(problem, self.perf.lookup(problem.cluster), cache=self.cache, deadline=deadline,
+                              left_out=left_out)
         result = antman_round(problem, table)
         message = f"preempted for guaranteed jobs: {', '.join(result.preempted)}" if result.preempted else ""
-        return table, Schedule(result.choices, result.admission, message)
+        return table, _cut(Schedule(result.choices, result.admission, message), left_out)
 
 
 @dataclass(frozen=True)
@@ -212,11 +262,13 @@ class SynergyPolicy(_HeuristicPolicy):
     backfill: bool = True
     cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
 
-    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
-        bt = synergy_table(problem, self.perf.lookup(problem.cluster), cache=self.cache)
+    def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
+        left_out: list[str] = []
+        bt = synergy_table(problem, self.perf.lookup(problem.cluster), cache=self.cache, deadline=deadline,
+                           left_out=left_out)
         choices = schedule_synergy(problem, bt.table, options=bt.options, tune_fraction=self.tune_fraction,
                                    backfill=self.backfill)
-        return bt.table, Schedule(choices, NO_GUARANTEES)
+        return bt.table, _cut(Schedule(choices, NO_GUARANTEES), left_out)
 
 
 @dataclass(frozen=True)
@@ -228,9 +280,12 @@ class SiaPolicy(_HeuristicPolicy):
     growth: int = DEFAULT_GROWTH
     cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
 
-    def plan(self, problem: RubickRound) -> tuple[CoefficientTable, Schedule]:
-        bt = sia_table(problem, self.perf.lookup(problem.cluster), growth=self.growth, cache=self.cache)
-        return bt.table, Schedule(schedule_sia(problem, bt.table, ladders=bt.options), NO_GUARANTEES)
+    def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
+        left_out: list[str] = []
+        bt = sia_table(problem, self.perf.lookup(problem.cluster), growth=self.growth, cache=self.cache,
+                       deadline=deadline, left_out=left_out)
+        return bt.table, _cut(Schedule(schedule_sia(problem, bt.table, ladders=bt.options), NO_GUARANTEES),
+                              left_out)
 
 
 # -- registration ---------------------------------------------------------------------------------------
@@ -244,14 +299,20 @@ def _defer(options: PolicyOptions) -> bool:
 def _exact(name: str):  # noqa: ANN202 - a factory of factories
     def build(o: PolicyOptions) -> RubickExactPolicy:
         return RubickExactPolicy(name, o.time_limit, o.seed, o.workers, o.perf_source(),
-                                 defer_unreachable_guarantees=_defer(o))
+                                 defer_unreachable_guarantees=_defer(o), clock_start=o.clock_start)
     return build
 
 
 def _algorithm1(name: str, fixed_plan: bool = False, fixed_resources: bool = False):  # noqa: ANN202
     def build(o: PolicyOptions) -> RubickHeuristicPolicy:
-        return RubickHeuristicPolicy(name, o.perf_source(), fixed_plan=fixed_plan, fixed_resources=fixed_resources,
-                                     defer_unreachable_guarantees=_defer(o))
+        return RubickHeuristicPolicy(name, o.perf_source(), o.time_limit, o.clock_start, fixed_plan=fixed_plan,
+                                     fixed_resources=fixed_resources, defer_unreachable_guarantees=_defer(o))
+    return build
+
+
+def _baseline(cls: type[_HeuristicPolicy], name: str, **fields: object):  # noqa: ANN202
+    def build(o: PolicyOptions) -> _HeuristicPolicy:
+        return cls(name, o.perf_source(), o.time_limit, o.clock_start, **fields)  # type: ignore[call-arg]
     return build
 
 
@@ -268,12 +329,12 @@ for _name, _build, _summary, _extras in (
          (DEFER,)),
         ("rubick-n", _algorithm1("rubick-n", fixed_plan=True, fixed_resources=True),
          "Algorithm 1 on the requests only (Table 4 ablation)", (DEFER,)),
-        ("fifo", lambda o: FifoPolicy("fifo", o.perf_source()), "FIFO with requested resources (baseline)", ()),
-        ("fifo-backfill", lambda o: FifoPolicy("fifo-backfill", o.perf_source(), backfill=True),
-         "FIFO with backfilling (baseline)", ()),
-        ("synergy", lambda o: SynergyPolicy("synergy", o.perf_source()), "Synergy-like CPU tuning (baseline)", ()),
-        ("sia", lambda o: SiaPolicy("sia", o.perf_source()), "Sia-like GPU scaling through DP (baseline)", ()),
-        ("antman", lambda o: AntManPolicy("antman", o.perf_source()), "AntMan-like multi-tenant (baseline)", ())):
+        ("fifo", _baseline(FifoPolicy, "fifo"), "FIFO with requested resources (baseline)", ()),
+        ("fifo-backfill", _baseline(FifoPolicy, "fifo-backfill", backfill=True), "FIFO with backfilling (baseline)",
+         ()),
+        ("synergy", _baseline(SynergyPolicy, "synergy"), "Synergy-like CPU tuning (baseline)", ()),
+        ("sia", _baseline(SiaPolicy, "sia"), "Sia-like GPU scaling through DP (baseline)", ()),
+        ("antman", _baseline(AntManPolicy, "antman"), "AntMan-like multi-tenant (baseline)", ())):
     register_method("rubick", _name, _build, _summary, _extras)
 
 

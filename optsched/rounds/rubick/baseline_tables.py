@@ -38,6 +38,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan, offload_runs_with_gc, parse_plan_code
@@ -254,50 +255,59 @@ def _lookup(problem: RubickRound, perf: PerfLookup | None, cache: BaselineCache 
     return perf or default_perf_lookup(problem.cluster), {}
 
 
-def request_table(problem: RubickRound, perf: PerfLookup | None = None, *,
-                  cache: BaselineCache | None = None) -> CoefficientTable:
-    """The request-only table of FIFO and AntMan (module docstring)."""
+def _expired(deadline: Deadline | None) -> bool:
+    return deadline is not None and deadline.expired()
+
+
+def request_table(problem: RubickRound, perf: PerfLookup | None = None, *, cache: BaselineCache | None = None,
+                  deadline: Deadline | None = None, left_out: list[str] | None = None) -> CoefficientTable:
+    """The request-only table of FIFO and AntMan (module docstring); ``deadline`` and ``left_out`` as
+    for :func:`~optsched.rounds.rubick.table.build_round_table`."""
     lookup, _ = _lookup(problem, perf, cache)
     return build_round_table(problem, lookup, fixed_plan=True, fixed_resources=True,
-                             cache=None if cache is None else cache.round)
+                             cache=None if cache is None else cache.round, deadline=deadline, left_out=left_out)
 
 
 def synergy_table(problem: RubickRound, perf: PerfLookup | None = None, *,
-                  cpus_per_gpu: tuple[int, ...] = SYNERGY_CPUS_PER_GPU,
-                  cache: BaselineCache | None = None) -> BaselineTable:
+                  cpus_per_gpu: tuple[int, ...] = SYNERGY_CPUS_PER_GPU, cache: BaselineCache | None = None,
+                  deadline: Deadline | None = None, left_out: list[str] | None = None) -> BaselineTable:
     """Synergy's table and each job's CPU ladder (module docstring). Options: a queued job's request
-    rows and ladders; a running job's current row and the ladder of its current plan and nodes."""
+    rows and ladders; a running job's current row and the ladder of its current plan and nodes. Past
+    the ``deadline`` jobs get no ladder (``left_out`` as for the request-only table)."""
     if not cpus_per_gpu or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in cpus_per_gpu):
         raise ValidationError(f"synergy_table: cpus_per_gpu must be positive integers, got {cpus_per_gpu!r}")
     lookup, memo = _lookup(problem, perf, cache)
     base = build_round_table(problem, lookup, fixed_plan=True, fixed_resources=True,
-                             cache=None if cache is None else cache.round)
+                             cache=None if cache is None else cache.round, deadline=deadline, left_out=left_out)
     extra, include = [], []
     for j, job in enumerate(problem.jobs):
         key = _job_key(problem, job, ("synergy", tuple(cpus_per_gpu)))
-        if key not in memo:
+        if key not in memo and not _expired(deadline):
             memo[key] = _synergy_rows(problem, job, lookup, tuple(cpus_per_gpu), _base_request_plans(base, j))
-        extra.append(memo[key])
+        extra.append(memo.get(key, []))
         cur = int(base.current_row[j])
         include.append([cur] if cur >= 0 else [int(r) for r in np.flatnonzero(base.job_index == j)])
     return _extend(base, extra, include)
 
 
 def sia_table(problem: RubickRound, perf: PerfLookup | None = None, *, growth: int = DEFAULT_GROWTH,
-              cache: BaselineCache | None = None) -> BaselineTable:
+              cache: BaselineCache | None = None, deadline: Deadline | None = None,
+              left_out: list[str] | None = None) -> BaselineTable:
     """Sia's table and each job's scaling ladder (module docstring). A job whose ladder is empty on
-    every GPU type (its request cannot run at proportional CPUs) gets its request rows instead."""
+    every GPU type (its request cannot run at proportional CPUs) gets its request rows instead, and so
+    does a job past the ``deadline`` (``left_out`` as for the request-only table)."""
     lookup, memo = _lookup(problem, perf, cache)
     base = build_round_table(problem, lookup, fixed_plan=True, fixed_resources=True,
-                             cache=None if cache is None else cache.round)
+                             cache=None if cache is None else cache.round, deadline=deadline, left_out=left_out)
     extra, include = [], []
     for j, job in enumerate(problem.jobs):
         key = _job_key(problem, job, ("sia", growth))
-        if key not in memo:
+        if key not in memo and not _expired(deadline):
             memo[key] = _sia_rows(problem, job, lookup, growth, _base_request_plans(base, j))
-        extra.append(memo[key])
+        rows = memo.get(key, [])
+        extra.append(rows)
         own = [int(r) for r in np.flatnonzero(base.job_index == j) if r != base.current_row[j]]
-        include.append([] if memo[key] else own)
+        include.append([] if rows else own)
     return _extend(base, extra, include)
 
 

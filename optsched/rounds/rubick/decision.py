@@ -27,11 +27,13 @@ from optsched.rounds.rubick.problem import RubickRound
 @dataclass(frozen=True)
 class Schedule:
     """What a Rubick-kind heuristic returns: the ``choices`` of the jobs that run, the ``admission``
-    they satisfy (who is protected, who waits) and a ``message`` for the decision."""
+    they satisfy (who is protected, who waits), a ``message`` for the decision, and whether the
+    heuristic finished (``complete``; False when its time limit cut it short)."""
 
     choices: Mapping[str, Choice]
     admission: Admission
     message: str = field(default="")
+    complete: bool = True
 
 
 def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[str, Choice], *, method: str,
@@ -60,9 +62,11 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
 
 def heuristic_decision(problem: RubickRound, table: CoefficientTable, schedule: Schedule, *, method: str,
                        started: float) -> Decision:
-    """The :class:`Decision` of a heuristic's ``schedule`` (status ``heuristic``, its own objective as
-    ``heuristic_objective``), timed from ``started`` (a ``time.perf_counter()`` reading)."""
-    return to_decision(problem, table, schedule.choices, method=method, status="heuristic",
+    """The :class:`Decision` of a heuristic's ``schedule`` (status ``heuristic``, or ``partial`` when the
+    schedule is incomplete; its own objective as ``heuristic_objective``), timed from ``started`` (a
+    ``time.perf_counter()`` reading)."""
+    return to_decision(problem, table, schedule.choices, method=method,
+                       status="heuristic" if schedule.complete else "partial",
                        solve_seconds=time.perf_counter() - started,
                        heuristic_objective=objective(problem, table, schedule.choices), message=schedule.message,
                        admission=schedule.admission)

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from optsched.core.deadline import Deadline
 from optsched.core.errors import PlanInfeasibleError
 from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan
@@ -168,18 +169,23 @@ def _fixed_resource_rows(job: Job, pm: PerformanceModel, pool: GpuPool) -> list[
 
 
 def _dominated(gpus: np.ndarray, cpus: np.ndarray, mem: np.ndarray, thr: np.ndarray, keep: int | None) -> np.ndarray:
-    """Mask of rows dominated by another (module docstring, "Dominance"); row ``keep`` never is."""
+    """Mask of rows dominated by another (module docstring, "Dominance"); row ``keep`` never is. Rows are
+    decided in order; a row already found dominated dominates nothing (its dominator does instead)."""
     n = len(thr)
+    # better[k, i]: row k needs no more of anything than row i and is at least as fast, and beats it in
+    # something or comes first (ties: the earlier row stays)
+    better = ((gpus[:, None] <= gpus[None, :]) & (cpus[:, None] <= cpus[None, :]) & (mem[:, None] <= mem[None, :] + 1e-9)
+              & (thr[:, None] >= thr[None, :] - 1e-12))
+    strictly = ((gpus[:, None] < gpus[None, :]) | (cpus[:, None] < cpus[None, :]) | (mem[:, None] < mem[None, :] - 1e-9)
+                | (thr[:, None] > thr[None, :] + 1e-12))
+    idx = np.arange(n)
+    better &= strictly | (idx[:, None] < idx[None, :])
+    better[idx, idx] = False
     out = np.zeros(n, dtype=bool)
-    for i in range(n):
-        if i == keep:
-            continue
-        better = (gpus <= gpus[i]) & (cpus <= cpus[i]) & (mem <= mem[i] + 1e-9) & (thr >= thr[i] - 1e-12)
-        strictly = (gpus < gpus[i]) | (cpus < cpus[i]) | (mem < mem[i] - 1e-9) | (thr > thr[i] + 1e-12)
-        better[i] = False
-        cand = better & (strictly | (np.arange(n) < i))
-        cand &= ~out  # a dominated row cannot dominate (its dominator does instead)
-        out[i] = bool(cand.any())
+    for i in np.flatnonzero(better.any(axis=0)):
+        if i != keep:
+            col = better[:, i]
+            out[i] = bool(col[i + 1:].any() or (col[:i] & ~out[:i]).any())
     return out
 
 
@@ -261,12 +267,7 @@ def _job_block(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
     cur_index: int | None = None
     cur = problem.current(job.name)
     if cur is not None:
-        node_type = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
-        pm = perf(job.model, node_type)
-        shape = cur.placement.gpus_per_node
-        thr = pm.throughput(cur.plan, shape, max(cur.placement.total_cpus, 1) / cur.plan.num_gpus)
-        row = CandidateRow(cur.plan, shape, node_type, cur.plan.num_gpus, cur.placement.total_cpus,
-                           cur.placement.total_mem_gib, thr)
+        row = _current_row(problem, job, perf)
         same = [i for i, r in enumerate(rows) if r.same_config(row)]
         if same:
             cur_index = same[0]
@@ -307,57 +308,95 @@ class _Block:
 
 
 def _block_key(problem: RubickRound, job: Job, flags: tuple) -> tuple:
+    """Everything a job's block depends on (not its name: identical requests share a block)."""
     cur = problem.current(job.name)
-    return (job.name, job.model, job.requested_gpus, job.requested_cpus, job.requested_plan, job.max_gpus,
+    return (job.model, job.requested_gpus, job.requested_cpus, job.requested_plan, job.max_gpus,
             job.gpu_type, flags, None if cur is None else (cur.plan, cur.placement))
+
+
+def _current_row(problem: RubickRound, job: Job, perf: PerfLookup) -> CandidateRow:
+    """The row of a running job's current configuration (plan, per-node GPUs, held CPUs and memory)."""
+    cur = problem.current(job.name)
+    assert cur is not None
+    node_type = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
+    shape = cur.placement.gpus_per_node
+    thr = perf(job.model, node_type).throughput(cur.plan, shape, max(cur.placement.total_cpus, 1) / cur.plan.num_gpus)
+    return CandidateRow(cur.plan, shape, node_type, cur.plan.num_gpus, cur.placement.total_cpus,
+                        cur.placement.total_mem_gib, thr)
+
+
+def _short_block(problem: RubickRound, job: Job, perf: PerfLookup) -> _Block:
+    """The block of a job the table had no time for (``build_round_table``'s ``deadline``): a running
+    job gets its current row only, its throughput standing in as the reference; a queued job no row."""
+    if problem.current(job.name) is None:
+        empty = np.zeros(0)
+        return _Block((), (), (), empty.astype(np.int64), empty.astype(np.int64), empty, empty, 1.0, None)
+    r = _current_row(problem, job, perf)
+    return _Block((r.plan,), (r.gpus_per_node,), (r.gpu_type,), np.array([r.gpus], dtype=np.int64),
+                  np.array([r.cpus], dtype=np.int64), np.array([r.mem_gib]), np.array([r.throughput]),
+                  float(r.throughput), 0)
 
 
 def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, growth: int = DEFAULT_GROWTH,
                       cpus_per_gpu_options: tuple[int, ...] = (2, 4, 8, 12), fixed_plan: bool = False,
-                      fixed_resources: bool = False, cache: RoundTableCache | None = None) -> CoefficientTable:
+                      fixed_resources: bool = False, cache: RoundTableCache | None = None,
+                      deadline: Deadline | None = None, left_out: list[str] | None = None) -> CoefficientTable:
     """The :class:`CoefficientTable` of ``problem`` with ``reference_throughput`` and ``current_row``
     (module docstring). ``perf(model, gpu_type)`` supplies performance models (default: built-in).
     ``cache`` (optional) carries work over from earlier rounds (:class:`RoundTableCache`); the table is
-    the same with or without it.
+    the same with or without it. Jobs with the same request (and no running configuration, or the same
+    one) share one block of rows.
+
+    With a ``deadline``, the running jobs are done first, then the queued ones in round order, and once
+    it has passed the jobs not done yet get a short block (a running job its current row only, with
+    its current throughput standing in as its reference; a queued job no row, so it waits); their
+    names are appended to ``left_out`` when given.
 
     Unknown model names raise ``UnknownNameError``; a job whose request fits no GPU type of the
     cluster, or whose requested plan cannot run on its request, raises ``PlanInfeasibleError``
     naming the job. Cost without a cache: one vectorised prediction batch per (model type, GPU type,
-    cap) plus two single predictions per job; with a warm cache, O(rows) list work."""
+    cap) plus two single predictions per distinct request; with a warm cache, O(rows) list work."""
     if cache is not None:
         perf = cache.bind(problem, perf)
-        shared = cache.shared
+        shared, memo = cache.shared, cache.blocks
     else:
         perf = perf or default_perf_lookup(problem.cluster)
-        shared = {}
+        shared, memo = {}, {}
     flags = (growth, tuple(cpus_per_gpu_options), fixed_plan, fixed_resources)
-    blocks: list[_Block] = []
-    for job in problem.jobs:
-        key = _block_key(problem, job, flags) if cache is not None else None
-        block = cache.blocks.get(key) if cache is not None else None
+    jobs = problem.jobs
+    order = sorted(range(len(jobs)), key=lambda i: problem.current(jobs[i].name) is None)
+    blocks: list[_Block | None] = [None] * len(jobs)
+    for i in order:
+        job = jobs[i]
+        if deadline is not None and deadline.expired():
+            blocks[i] = _short_block(problem, job, perf)
+            if left_out is not None:
+                left_out.append(job.name)
+            continue
+        key = _block_key(problem, job, flags)
+        block = memo.get(key)
         if block is None:
-            block = _job_block(problem, job, perf, growth, tuple(cpus_per_gpu_options), fixed_plan, fixed_resources,
-                               shared)
-            if cache is not None:
-                cache.blocks[key] = block
-        blocks.append(block)
-    sizes = np.array([len(b.plans) for b in blocks], dtype=np.int64)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])) if blocks else np.zeros(0, dtype=np.int64)
-    current_row = np.array([-1 if b.current is None else int(st) + b.current for b, st in zip(blocks, starts)],
+            block = memo[key] = _job_block(problem, job, perf, growth, tuple(cpus_per_gpu_options), fixed_plan,
+                                           fixed_resources, shared)
+        blocks[i] = block
+    done: list[_Block] = blocks  # type: ignore[assignment]
+    sizes = np.array([len(b.plans) for b in done], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])) if done else np.zeros(0, dtype=np.int64)
+    current_row = np.array([-1 if b.current is None else int(st) + b.current for b, st in zip(done, starts)],
                            dtype=np.int64)
 
     def cat(attr: str, dtype: type) -> np.ndarray:
-        return np.concatenate([getattr(b, attr) for b in blocks]).astype(dtype, copy=False) if blocks \
+        return np.concatenate([getattr(b, attr) for b in done]).astype(dtype, copy=False) if done \
             else np.zeros(0, dtype=dtype)
-    log.debug("round table: %d jobs, %d rows", len(problem.jobs), int(sizes.sum()))
-    return CoefficientTable(jobs=tuple(j.name for j in problem.jobs),
-                            job_index=np.repeat(np.arange(len(blocks), dtype=np.int64), sizes),
-                            plans=tuple(itertools.chain.from_iterable(b.plans for b in blocks)),
-                            gpus_per_node=tuple(itertools.chain.from_iterable(b.gpus_per_node for b in blocks)),
-                            gpu_type=tuple(itertools.chain.from_iterable(b.gpu_type for b in blocks)),
+    log.debug("round table: %d jobs, %d rows", len(jobs), int(sizes.sum()))
+    return CoefficientTable(jobs=tuple(j.name for j in jobs),
+                            job_index=np.repeat(np.arange(len(done), dtype=np.int64), sizes),
+                            plans=tuple(itertools.chain.from_iterable(b.plans for b in done)),
+                            gpus_per_node=tuple(itertools.chain.from_iterable(b.gpus_per_node for b in done)),
+                            gpu_type=tuple(itertools.chain.from_iterable(b.gpu_type for b in done)),
                             gpus=cat("gpus", np.int64), cpus=cat("cpus", np.int64), mem_gib=cat("mem_gib", float),
                             throughput=cat("throughput", float),
-                            reference_throughput=np.array([b.reference for b in blocks], dtype=float),
+                            reference_throughput=np.array([b.reference for b in done], dtype=float),
                             current_row=current_row)
 
 
