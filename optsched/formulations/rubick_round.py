@@ -58,8 +58,14 @@ log = logging.getLogger(__name__)
 
 SCALE = 1_000_000
 MIB = 1024
-#: above this many per-node part variables the aggregated encoding is used
+#: the per-node encoding is never built with more part variables than this
 DEFAULT_MAX_NODE_VARS = 60_000
+#: up to this many part variables the per-node encoding is solved directly; above, the aggregated
+#: encoding first (measured, ``benchmarks/gap_study.py``: per-node rounds of 192-512 GPUs spent the
+#: whole 10 s in presolve probing without a solution, the aggregated encoding proved them optimal in
+#: 0.4-1.2 s), then the per-node one, hinted with the aggregated answer and without probing, when the
+#: aggregated answer is not proven optimal and time is left
+PER_NODE_FIRST_VARS = 5_000
 
 
 @dataclass
@@ -135,8 +141,9 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
           max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None,
           deadline: Deadline | None = None) -> RubickRoundModel:
     """Build the CP-SAT model (module docstring). ``encoding`` forces "per-node" or "aggregated";
-    by default per-node unless it would need more than ``max_node_vars`` part variables. Raises
-    :class:`OutOfTime` when ``deadline`` passes during the build."""
+    by default per-node when it needs at most :data:`PER_NODE_FIRST_VARS` part variables (and
+    ``max_node_vars``), else aggregated. Raises :class:`OutOfTime` when ``deadline`` passes during the
+    build."""
     admission = admission or admit(problem, table)
     nodes = _nodes(problem)
     rows_of = allowed_rows(table, admission)
@@ -159,7 +166,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 n_node_vars += len(_eligible(nodes, table.gpu_type[k], s, cpus, _mib_up(mem)))
             demand[k] = d
     if encoding is None:
-        encoding = "per-node" if n_node_vars <= max_node_vars else "aggregated"
+        encoding = "per-node" if n_node_vars <= min(max_node_vars, PER_NODE_FIRST_VARS) else "aggregated"
     if encoding not in ("per-node", "aggregated"):
         raise ValidationError(f"unknown encoding {encoding!r}; known: aggregated, per-node")
 
@@ -366,21 +373,60 @@ def solve(problem: RubickRound, table: CoefficientTable, *, time_limit: float, s
           hint: Mapping[str, Choice] | None = None, admission: Admission | None = None,
           max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None) -> Solution:
     """Build and solve within ``time_limit`` seconds (building included in the wall time, the solver
-    gets what is left, at least 0.1 s). ``hint`` (e.g. the heuristic's choices) warm-starts CP-SAT.
-    The payload is ``{"choices": {job: Choice}}`` (empty when nothing was found). Status
+    gets what is left, at least :data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS`). ``hint``
+    (e.g. the heuristic's choices) warm-starts CP-SAT. ``encoding`` forces one encoding; by default
+    small rounds are solved per node and larger ones aggregated first, then per node when that is not
+    proven optimal (:data:`PER_NODE_FIRST_VARS`); the better answer is returned with the tighter of the
+    two bounds. The payload is ``{"choices": {job: Choice}}`` (empty when nothing was found). Status
     ``infeasible`` means the protected jobs cannot all be placed (proven, on a relaxation in the
     aggregated encoding). Status ``unknown`` with payload ``{"reason": ...}`` when the time limit passes
-    while the model is being built (less :data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS`
-    is kept for the solver)."""
+    while the model is being built."""
     if not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ValidationError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
     t0 = time.perf_counter()
+    first = _solve_once(problem, table, t0, time_limit, seed, workers, hint, admission, max_node_vars, encoding, {})
+    if (encoding is not None or first.size.encoding != "aggregated" or first.status in ("optimal", "infeasible")
+            or time_limit - (time.perf_counter() - t0) < 1.0):
+        return first
+    refine_hint = first.payload.get("choices") or hint
+    second = _solve_once(problem, table, t0, time_limit, seed, workers, refine_hint, admission, max_node_vars,
+                         "per-node", {"cp_model_probing_level": 0}, max_vars=max_node_vars)
+    return _better(problem, table, first, second, time.perf_counter() - t0)
+
+
+def _better(problem: RubickRound, table: CoefficientTable, a: Solution, b: Solution, wall: float) -> Solution:
+    """The better answer of two encodings of the same round, with the tighter bound (both bounds are
+    valid upper bounds of the round)."""
+    bounds = [x.bound for x in (a, b) if x.bound is not None]
+    bound = min(bounds) if bounds else None
+    best = max((x for x in (a, b) if x.objective is not None), key=lambda x: x.objective, default=None)
+    size = ModelSize(a.size.variables + b.size.variables, a.size.constraints + b.size.constraints,
+                     f"{a.size.encoding}+{b.size.encoding}")
+    if best is None:
+        status = "infeasible" if "infeasible" in (a.status, b.status) else "unknown"
+        return Solution(status, None, bound, wall, a.warm_start, size, {**a.payload, **b.payload})
+    slack = 0.5 * len(table.jobs) / SCALE + 1e-9
+    proven = best.status == "optimal" or (bound is not None and best.objective >= bound - slack)
+    if proven and bound is not None:
+        bound = max(best.objective, min(bound, best.objective + 1e-6 * max(1.0, abs(best.objective))))
+    return Solution("optimal" if proven else "feasible", best.objective, bound, wall, a.warm_start, size,
+                    dict(best.payload))
+
+
+def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_limit: float, seed: int, workers: int,
+                hint: Mapping[str, Choice] | None, admission: Admission | None, max_node_vars: int,
+                encoding: str | None, params: Mapping[str, object], max_vars: int | None = None) -> Solution:
+    """One build and solve in what is left of ``time_limit`` since ``t0``; ``params`` are CP-SAT
+    parameters beyond the defaults below; ``max_vars`` skips a per-node model larger than that."""
+    left = time_limit - (time.perf_counter() - t0)
     try:
         built = build(problem, table, admission=admission, max_node_vars=max_node_vars, encoding=encoding,
-                      deadline=Deadline(max(time_limit - MIN_SOLVER_SECONDS, 1e-9), start=t0))
+                      deadline=Deadline(max(left - MIN_SOLVER_SECONDS, 1e-9)))
     except OutOfTime:
         return Solution("unknown", None, None, time.perf_counter() - t0, bool(hint), ModelSize(0, 0, "unbuilt"),
                         {"reason": f"the time limit ({time_limit:g} s) passed while the model was being built"})
+    if max_vars is not None and len(built.parts) > max_vars:
+        return Solution("unknown", None, None, time.perf_counter() - t0, bool(hint), ModelSize(0, 0, "skipped"))
     if hint:
         _hint(built, hint)
     solver = cp_model.CpSolver()
@@ -390,6 +436,8 @@ def solve(problem: RubickRound, table: CoefficientTable, *, time_limit: float, s
     # measured (benchmarks/rubick_round.py): the default level leaves a 25% gap on 1,280 GPUs and
     # 400 jobs after 25 s; level 2 (full LP relaxation with cuts) proves optimality there in < 20 s
     solver.parameters.linearization_level = 2
+    for key, value in params.items():
+        setattr(solver.parameters, key, value)
     status = solver.solve(built.model)
     name = solver.status_name(status)
     bound = solver.best_objective_bound / SCALE + built.offset if name in ("OPTIMAL", "FEASIBLE") else None
@@ -418,4 +466,4 @@ def solve(problem: RubickRound, table: CoefficientTable, *, time_limit: float, s
                     {"choices": choices, "solver_status": name})
 
 
-__all__ = ["DEFAULT_MAX_NODE_VARS", "RubickRoundModel", "allowed_rows", "build", "solve"]
+__all__ = ["DEFAULT_MAX_NODE_VARS", "PER_NODE_FIRST_VARS", "RubickRoundModel", "allowed_rows", "build", "solve"]
