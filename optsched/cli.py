@@ -376,6 +376,9 @@ def _add_solve(sub: Any) -> None:
                    help="rubick rounds: defer a guaranteed job whose performance guarantee no node shape can reach "
                         "this round (it waits; named in the decision's message) instead of reporting the round "
                         "infeasible")
+    p.add_argument("--partitions", type=int, metavar="K",
+                   help="solve K parts of the round (nodes and jobs split with --seed) in parallel processes and join "
+                        "their decisions (POP-style; faster on large rounds, not optimal)")
     p.add_argument("--out", metavar="FILE", help="write the decision here instead of stdout")
     p.set_defaults(handler=_cmd_solve)
 
@@ -390,7 +393,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     models = _policy_models(args.params, problem.cluster)
     extras = {DEFER: True} if args.defer_unreachable else {}
     decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None,
-                     clock_start=started, **extras)
+                     clock_start=started, partitions=args.partitions, **extras)
     _emit_json(decision.to_dict(), args.out)
     log.info("%s: status %s, objective %.4f", args.method, decision.status, decision.objective)
     return 0

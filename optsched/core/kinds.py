@@ -12,26 +12,45 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from optsched.core.errors import UnknownNameError, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from optsched.core.decision import DecisionPayload
+    from optsched.core.decision import Decision, DecisionPayload
     from optsched.core.round import RoundProblem
+
+
+class Split(Protocol):
+    """A round split into independent ``parts``; ``left_out`` names the jobs in no part and why."""
+
+    parts: Sequence["RoundProblem"]
+    left_out: Mapping[str, str]
+
+
+class Partitioner(Protocol):
+    """How a kind's rounds are split into independent parts and the parts' decisions joined again
+    (partitioned solving in the manner of POP, :mod:`optsched.policies.partitioned`)."""
+
+    def split(self, problem: "RoundProblem", parts: int, seed: int, perf_models: Any = None) -> Split: ...
+
+    def merge(self, problem: "RoundProblem", split: Any, decisions: Sequence["Decision"], *, method: str,
+              solve_seconds: float, message: str = "") -> "Decision": ...
 
 
 @dataclass(frozen=True)
 class RoundKind:
     """A registered round kind: its ``name`` (the ``kind`` of round and decision files), ``problem``
     class, decision ``payload`` class, ``generate`` function (keyword arguments, ``seed`` among them,
-    returning a problem of the kind) and a one-line ``summary``."""
+    returning a problem of the kind), a one-line ``summary`` and, when its rounds can be solved in
+    parts, a ``partitioner``."""
 
     name: str
     problem: type["RoundProblem"]
     payload: type["DecisionPayload"]
     generate: Callable[..., "RoundProblem"]
     summary: str
+    partitioner: Partitioner | None = None
 
     @property
     def generator_options(self) -> tuple[str, ...]:
@@ -74,4 +93,4 @@ def describe_kinds() -> dict[str, Any]:
     return {name: _KINDS[name].summary for name in round_kinds()}
 
 
-__all__ = ["RoundKind", "describe_kinds", "register_kind", "round_kind", "round_kinds"]
+__all__ = ["Partitioner", "RoundKind", "Split", "describe_kinds", "register_kind", "round_kind", "round_kinds"]

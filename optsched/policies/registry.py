@@ -93,7 +93,7 @@ def make_policy(method_name: str, options: PolicyOptions | None = None, *, kind:
 
 def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFAULT_TIME_LIMIT, seed: int = 0, *,
           workers: int = 1, perf_models: FittedModels | None = None, clock_start: float | None = None,
-          **extras: Any) -> Decision:
+          partitions: int | None = None, **extras: Any) -> Decision:
     """Solve one round with ``method`` of its kind (``optsched.solve``), within ``time_limit`` seconds.
 
     ``perf_models`` override the built-in performance models, keyed by model name or by (model name,
@@ -102,12 +102,18 @@ def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFA
     (an unknown method lists the methods of the round's kind) and ``InfeasibleError`` naming the jobs
     and rules when the round has no feasible decision. The time limit covers the whole call, counted
     from ``clock_start`` (a ``time.perf_counter()`` reading, e.g. before the round was parsed) or from
-    the call; a method its limit cuts short returns a feasible decision of status ``partial``."""
+    the call; a method its limit cuts short returns a feasible decision of status ``partial``. With
+    ``partitions=K`` (>= 2) the method runs on K parts of the round in parallel processes and the parts'
+    decisions are joined (:mod:`optsched.policies.partitioned`)."""
     if not isinstance(problem, RoundProblem):
         raise ValidationError(f"solve: problem must be a RoundProblem, got {type(problem).__name__}")
     options = PolicyOptions(time_limit=time_limit, seed=seed, workers=workers, perf_models=perf_models, extras=extras,
                             clock_start=clock_start)
-    return make_policy(method, options, kind=problem.kind).decide(problem)
+    policy = make_policy(method, options, kind=problem.kind)  # validates the method and the options
+    if partitions is not None and partitions != 1:
+        from optsched.policies.partitioned import PartitionedPolicy
+        policy = PartitionedPolicy(problem.kind, method, partitions, options)
+    return policy.decide(problem)
 
 
 __all__ = ["DEFAULT_KIND", "Method", "describe_methods", "kind_extras", "make_policy", "method", "methods_of",

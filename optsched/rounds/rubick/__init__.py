@@ -5,12 +5,13 @@ Files: ``problem.py`` (the round's fields and JSON), ``table.py`` (its coefficie
 performance models), ``baseline_tables.py`` (the tables the Table 4 baselines choose from),
 ``choice.py`` (a job's choice and how it lands on nodes), ``admission.py`` (who is protected),
 ``objective.py``, ``feasibility.py``, ``decision.py`` (decision assembly) and ``generate.py`` (random
-rounds). Importing this package registers the kind (:mod:`optsched.core.kinds`).
+rounds), ``partition.py`` (split into parts, merge). Importing this package registers the kind (:mod:`optsched.core.kinds`).
 """
 
 from optsched.core.decision import JobAllocations
 from optsched.core.kinds import RoundKind, register_kind
 from optsched.rounds.rubick.generate import generate_rubick_round
+from optsched.rounds.rubick.partition import RubickPartitioner
 from optsched.rounds.rubick.problem import RubickRound
 
 
@@ -22,6 +23,7 @@ def generate(*, seed: int = 0, nodes: int = 8, gpus_per_node: int = 8, jobs: int
 
 KIND = register_kind(RoundKind(
     "rubick", RubickRound, JobAllocations, generate,
-    "reconfigurable jobs: plan, GPUs, CPUs and memory per node; guarantees and tenant quotas (Rubick)"))
+    "reconfigurable jobs: plan, GPUs, CPUs and memory per node; guarantees and tenant quotas (Rubick)",
+    RubickPartitioner()))
 
 __all__ = ["KIND", "RubickRound", "generate", "generate_rubick_round"]

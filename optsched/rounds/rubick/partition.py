@@ -1,0 +1,183 @@
+"""Splitting a Rubick round into independent parts and merging their decisions, for partitioned solving
+in the manner of POP (Narayanan et al., "Solving Large-Scale Granular Resource Allocation Problems
+Efficiently with POP", SOSP'21): each part holds a share of the nodes and of the jobs, is solved on
+its own, and the union of the parts' decisions is a decision for the whole cluster.
+
+Rules (POP leaves the split to the problem; these are ours):
+
+* **Admission first.** Guaranteed jobs are admitted once, on the whole round
+  (:func:`~optsched.rounds.rubick.admission.admit`), so a quota is never split: the parts carry no
+  quotas, a guaranteed job waiting for quota is in no part (it waits; a running one is preempted)
+  and every admitted guaranteed job keeps its guarantee in its part.
+* **Nodes.** Nodes that a running job spans are kept together (connected components of "a running
+  job holds both"); the components are shuffled with the seed and dealt, largest first, to the part
+  with the fewest GPUs of their type so far, so every part gets about ``1/k`` of each GPU type.
+* **Jobs.** A running job goes with the part holding its nodes. Queued jobs are shuffled with the
+  seed and dealt, most requested GPUs first, to the part of a type they may use with the most GPUs
+  neither held by its running jobs nor asked for by the queued jobs dealt to it so far; a job whose request exceeds the GPUs of every part it may use is in no part (it
+  waits this round; the message names it).
+* **Merge.** The parts' per-job decisions are joined; the objective is the round's (normalised
+  throughputs minus penalties; a part's reference throughput is the whole round's when the nodes of
+  a GPU type are alike, which the catalogue clusters are). The union is feasible for the whole cluster
+  because the parts' nodes are disjoint. No bound is reported: the parts restrict the round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from optsched.core.decision import Decision, JobAllocations, JobDecision
+from optsched.core.errors import ValidationError
+from optsched.core.pool import usable_gpu_types
+from optsched.perf.coefficients import CoefficientTable
+from optsched.perf.lookup import FittedModels, PerfSource
+from optsched.rounds.rubick.admission import Admission, admit
+from optsched.rounds.rubick.problem import RubickRound
+from optsched.rounds.rubick.table import build_round_table
+
+
+@dataclass(frozen=True)
+class RoundSplit:
+    """The ``parts`` of a round, the jobs in no part (name -> why) and the round's admission."""
+
+    parts: tuple[RubickRound, ...]
+    left_out: Mapping[str, str]
+    admission: Admission
+
+
+def _components(problem: RubickRound) -> list[list[str]]:
+    """Groups of node names that a running job spans together (union-find), in cluster order."""
+    parent = {n.name: n.name for n in problem.cluster.nodes}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+    for a in problem.running:
+        names = [n for n, _ in a.placement.shares]
+        for other in names[1:]:
+            ra, rb = find(names[0]), find(other)
+            if ra != rb:
+                parent[rb] = ra
+    groups: dict[str, list[str]] = {}
+    for n in problem.cluster.nodes:
+        groups.setdefault(find(n.name), []).append(n.name)
+    return list(groups.values())
+
+
+def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientTable) -> RoundSplit:
+    """Split ``problem`` into ``parts`` independent rounds (module docstring); ``table`` is the round's
+    coefficient table (for the admission). Deterministic given ``seed``."""
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
+        raise ValidationError(f"partitions must be an integer >= 2, got {parts!r}")
+    rng = np.random.default_rng(seed)
+    cluster = problem.cluster
+    admission = admit(problem, table)
+    node_type = {n.name: n.gpu_type for n in cluster.nodes}
+    gpus_of = {n.name: problem.free(n.name).gpus for n in cluster.nodes}
+    comps = _components(problem)
+    order = [comps[i] for i in rng.permutation(len(comps))]
+    order.sort(key=lambda c: -sum(gpus_of[n] for n in c))
+    part_nodes: list[list[str]] = [[] for _ in range(parts)]
+    part_gpus: list[dict[str, int]] = [{} for _ in range(parts)]
+    for comp in order:
+        t = node_type[comp[0]]
+        p = min(range(parts), key=lambda i: (part_gpus[i].get(t, 0), sum(part_gpus[i].values()), i))
+        part_nodes[p].extend(comp)
+        for n in comp:
+            part_gpus[p][node_type[n]] = part_gpus[p].get(node_type[n], 0) + gpus_of[n]
+    part_of_node = {n: p for p, nodes in enumerate(part_nodes) for n in nodes}
+    left_out: dict[str, str] = dict(admission.waiting)
+    jobs_of: list[list[str]] = [[] for _ in range(parts)]
+    for a in problem.running:
+        if a.job not in left_out:
+            jobs_of[part_of_node[a.placement.shares[0][0]]].append(a.job)
+    queued = [j for j in problem.jobs if problem.current(j.name) is None and j.name not in left_out]
+    queued = [queued[i] for i in rng.permutation(len(queued))]
+    queued.sort(key=lambda j: -j.requested_gpus)
+    asked: list[dict[str, int]] = [{} for _ in range(parts)]  # GPUs held or requested per part and type
+    for a in problem.running:
+        if a.job not in left_out:
+            p = part_of_node[a.placement.shares[0][0]]
+            t = node_type[a.placement.shares[0][0]]
+            asked[p][t] = asked[p].get(t, 0) + a.placement.total_gpus
+    for job in queued:
+        types = usable_gpu_types(cluster, job)
+        options = [(part_gpus[p].get(t, 0) - asked[p].get(t, 0), -p, p, t) for p in range(parts) for t in types
+                   if part_gpus[p].get(t, 0) >= job.requested_gpus]
+        if not options:
+            left_out[job.name] = (f"its request of {job.requested_gpus} GPUs exceeds the GPUs of every part of the "
+                                  f"partitioned round")
+            continue
+        _, _, p, t = max(options)
+        jobs_of[p].append(job.name)
+        asked[p][t] = asked[p].get(t, 0) + job.requested_gpus
+    subs = []
+    for p in range(parts):
+        names = set(part_nodes[p])
+        if not names:
+            continue
+        members = set(jobs_of[p])
+        sub_cluster = type(cluster)(f"{cluster.name}/part{p}", tuple(n for n in cluster.nodes if n.name in names),
+                                    cluster.gpu_types, cluster.intra_node_gbps, cluster.inter_node_gbps,
+                                    cluster.pcie_gbps)
+        subs.append(RubickRound(
+            cluster=sub_cluster, jobs=tuple(j for j in problem.jobs if j.name in members),
+            running=tuple(a for a in problem.running if a.job in members),
+            occupied=tuple((n, s) for n, s in problem.occupied if n in names), time=problem.time, quotas=(),
+            reconfig_penalty=problem.reconfig_penalty, preempt_penalty=problem.preempt_penalty))
+    return RoundSplit(tuple(subs), left_out, admission)
+
+
+def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence[Decision], *, method: str,
+                    solve_seconds: float, message: str = "") -> Decision:
+    """The decision for the whole round from the parts' ``decisions`` (module docstring, "Merge"):
+    status ``partial`` when a part's is, ``heuristic`` when every part's is a heuristic's, else
+    ``feasible`` (no bound)."""
+    by_job: dict[str, JobDecision] = {}
+    for d in decisions:
+        for x in d.jobs:
+            by_job[x.job] = x
+    jobs: list[JobDecision] = []
+    for job in problem.jobs:
+        x = by_job.get(job.name)
+        if x is None:
+            running = problem.current(job.name) is not None
+            x = JobDecision(job.name, None, 0.0, 0.0, "preempt" if running else "wait", False)
+        jobs.append(x)
+    objective = sum(x.normalised for x in jobs)
+    objective -= problem.reconfig_penalty * sum(x.action == "reconfigure" for x in jobs)
+    objective -= problem.preempt_penalty * sum(x.action == "preempt" for x in jobs)
+    statuses = {d.status for d in decisions}
+    status = ("partial" if "partial" in statuses else
+              "heuristic" if statuses <= {"heuristic"} else "feasible")
+    h = [d.heuristic_objective for d in decisions]
+    notes = [message]
+    if split.left_out:
+        shown = "; ".join(f"{n!r}: {why}" for n, why in list(split.left_out.items())[:10])
+        notes.append(f"in no part ({len(split.left_out)} job(s)): {shown}")
+    notes.extend(f"part {i}: {d.message}" for i, d in enumerate(decisions) if d.message)
+    return Decision(problem.kind, method, status, float(objective), JobAllocations(tuple(jobs)), None, None,
+                    solve_seconds, None if any(v is None for v in h) else float(sum(h)),  # type: ignore[arg-type]
+                    any(d.warm_start for d in decisions), "; ".join(n for n in notes if n))
+
+
+class RubickPartitioner:
+    """The round kind's partitioner (:class:`~optsched.core.kinds.Partitioner`)."""
+
+    def split(self, problem: RubickRound, parts: int, seed: int,
+              perf_models: FittedModels | None = None) -> RoundSplit:
+        table = build_round_table(problem, PerfSource(perf_models).lookup(problem.cluster))
+        return split_round(problem, parts, seed, table)
+
+    def merge(self, problem: RubickRound, split: RoundSplit, decisions: Sequence[Decision], *, method: str,
+              solve_seconds: float, message: str = "") -> Decision:
+        return merge_decisions(problem, split, decisions, method=method, solve_seconds=solve_seconds,
+                               message=message)
+
+
+__all__ = ["RoundSplit", "RubickPartitioner", "merge_decisions", "split_round"]
