@@ -7,6 +7,7 @@ Subcommands (one ``_cmd_*`` handler each, registered in :func:`build_parser`):
 * ``curves``  print a model's GPU or CPU sensitivity curve on a built-in cluster;
 * ``solve``   solve a round file (``docs/rounds.md``) and print the decision as JSON;
 * ``gen-round`` write a random but realistic round file;
+* ``gap``     measure the heuristic's and the exact solver's gap on round files;
 * ``simulate`` replay a trace (or the built-in synthetic one) under several policies and compare them.
 
 Every :class:`~optsched.core.errors.OptschedError` and every usage error ends with one line
@@ -376,6 +377,9 @@ def _add_solve(sub: Any) -> None:
                    help="rubick rounds: defer a guaranteed job whose performance guarantee no node shape can reach "
                         "this round (it waits; named in the decision's message) instead of reporting the round "
                         "infeasible")
+    p.add_argument("--backend", default="cpsat", choices=("cpsat", "cbc", "highs"),
+                   help="what solves exact formulations: CP-SAT (default), or a MILP through pulp with CBC, or HiGHS "
+                        "when highspy is installed")
     p.add_argument("--partitions", type=int, metavar="K",
                    help="solve K parts of the round (nodes and jobs split with --seed) in parallel processes and join "
                         "their decisions (POP-style; faster on large rounds, not optimal)")
@@ -385,7 +389,7 @@ def _add_solve(sub: Any) -> None:
 
 def _cmd_solve(args: argparse.Namespace) -> int:
     from optsched.core.round import RoundProblem
-    from optsched.policies.registry import solve
+    from optsched.policies.solve import solve
     from optsched.policies.rubick import DEFER
     started = time.perf_counter()  # the time limit covers reading the round too
     _check_output_file(args.out)
@@ -393,7 +397,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     models = _policy_models(args.params, problem.cluster)
     extras = {DEFER: True} if args.defer_unreachable else {}
     decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None,
-                     clock_start=started, partitions=args.partitions, **extras)
+                     clock_start=started, partitions=args.partitions, backend=args.backend, **extras)
     _emit_json(decision.to_dict(), args.out)
     log.info("%s: status %s, objective %.4f", args.method, decision.status, decision.objective)
     return 0
@@ -437,6 +441,53 @@ def _cmd_gen_round(args: argparse.Namespace) -> int:
             raise ValidationError(f"gen-round --kind {args.kind} does not take {flag}")
         options[key] = value
     _emit_json(kind.generate(**options).to_dict(), args.out)
+    return 0
+
+
+# -- gap -----------------------------------------------------------------------------------------
+_GAP_COLUMNS = ("instance", "kind", "gpus", "jobs", "heuristic_objective", "exact_objective", "bound", "gap",
+                "heuristic_gap", "exact_s", "status", "first_warm_s", "gap1_warm_s", "first_cold_s", "gap1_cold_s",
+                "lp_bound")
+
+
+def _add_gap(sub: Any) -> None:
+    p = sub.add_parser("gap", help="measure how far the heuristic is from the exact optimum on round files",
+                       description="For each round file: the heuristic's and the exact objective, the proven bound and "
+                                   "gap, solve time, times to the first solution and to a 1%% gap with and without the "
+                                   "heuristic's warm start, and an LP-relaxation bound (docs/rounds.md).")
+    p.add_argument("rounds", nargs="+", metavar="ROUND.json", help="round files")
+    p.add_argument("--time-limit", type=float, default=30.0, metavar="S", help="limit of each exact solve (30)")
+    p.add_argument("--seed", type=int, default=0, help="solver seed (0)")
+    p.add_argument("--out", metavar="CSV", help="also write the table as CSV")
+    p.add_argument("--plots", metavar="DIR", help="write gap_vs_size.png and time_vs_size.png there (matplotlib)")
+    p.set_defaults(handler=_cmd_gap)
+
+
+def _cmd_gap(args: argparse.Namespace) -> int:
+    from optsched.core.round import RoundProblem
+    from optsched.experiments.gap import gap_row, plot_study
+    _check_output_file(args.out)
+    if args.plots:
+        _check_output_dir(args.plots, "--plots")
+    if not args.time_limit > 0:
+        raise ValidationError(f"--time-limit must be a positive number of seconds, got {args.time_limit}")
+    problems = [(path, RoundProblem.from_dict(read_json(path))) for path in args.rounds]
+    rows = [gap_row(problem, time_limit=args.time_limit, seed=args.seed, label=Path(path).name)
+            for path, problem in problems]
+
+    def fmt(v: Any) -> str:
+        return "-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
+    body = [[fmt(r.get(c)) for c in _GAP_COLUMNS] for r in rows]
+    _out(_table(_GAP_COLUMNS, body))
+    if args.out:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(_GAP_COLUMNS)
+        writer.writerows(body)
+        _write_text(args.out, buf.getvalue())
+    if args.plots:
+        for path in plot_study(rows, args.plots):
+            _out(f"wrote {path}")
     return 0
 
 
@@ -556,7 +607,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 _SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_fit, _add_predict, _add_curves, _add_solve, _add_gen_round,
-                                                   _add_simulate)
+                                                   _add_gap, _add_simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -139,4 +139,4 @@ def test_type_checking_imports_and_relative_imports(tmp_path: Path) -> None:
     })
     problems = check_layers(root)
     assert not any(p.startswith("import cycle") for p in problems), problems
-    assert problems == [f"optsched/perf/p.py:1 imports optsched.rounds.r (perf may import only core, schemas)"]
+    assert problems == ["optsched/perf/p.py:1 imports optsched.rounds.r (perf may import only core, schemas)"]

@@ -31,6 +31,11 @@ is a relaxation (every per-node solution maps onto it), so its CP-SAT bound is a
 the round; its solution is mapped to nodes by best-fit decreasing (:func:`_repair`), which may lose a
 little, and the reported gap is against the relaxation's bound. Size: ``|rows| + sum_k |parts_k| x
 |classes|`` variables.
+
+**Back ends.** The model is built in CP-SAT and solved by CP-SAT (default) or, being made of linear,
+at-most-one and bool-or constraints only, as a MILP through pulp with CBC or HiGHS
+(:mod:`optsched.formulations.milp`, ``solve(..., backend=...)``); both decode the solution's variable
+values with the same :func:`_decode`. :func:`lp_relaxation_bound` is the LP relaxation's bound.
 """
 
 from __future__ import annotations
@@ -40,13 +45,14 @@ import math
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
+from optsched.formulations import milp
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Solution, solver_seconds
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
@@ -66,6 +72,9 @@ DEFAULT_MAX_NODE_VARS = 60_000
 #: 0.4-1.2 s), then the per-node one, hinted with the aggregated answer and without probing, when the
 #: aggregated answer is not proven optimal and time is left
 PER_NODE_FIRST_VARS = 5_000
+#: the solvers :func:`solve` runs the model on: CP-SAT, or the MILP of the same model through pulp
+#: (:mod:`optsched.formulations.milp`)
+BACKENDS = ("cpsat", *milp.BACKENDS)
 
 
 @dataclass
@@ -266,28 +275,45 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     return RubickRoundModel(problem, table, admission, encoding, m, y, parts, classes, nodes, offset, n_cons)
 
 
-def _hint(built: RubickRoundModel, hint: Mapping[str, Choice]) -> None:
+def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tuple[cp_model.IntVar, int]]:
+    """The value of every variable of ``built`` under ``hint`` (job -> choice): ``y`` 1 for the chosen
+    rows, parts counted per (row, size, node or class); rows first, then parts."""
     class_of = {built.nodes.names[i]: ci for ci, c in enumerate(built.classes) for i in c}
     chosen_rows = {ch.row for ch in hint.values()}
     counts: Counter = Counter()
     for ch in hint.values():
         for node, g in ch.parts:
             counts[(ch.row, g, class_of[node])] += 1
-    for k, v in built.y.items():
-        built.model.add_hint(v, 1 if k in chosen_rows else 0)
-    for key, v in built.parts.items():
-        built.model.add_hint(v, counts.get(key, 0))
+    out = [(v, 1 if k in chosen_rows else 0) for k, v in built.y.items()]
+    out.extend((v, counts.get(key, 0)) for key, v in built.parts.items())
+    return out
 
 
-def _choices_per_node(built: RubickRoundModel, solver: cp_model.CpSolver) -> dict[str, Choice]:
+def _hint(built: RubickRoundModel, hint: Mapping[str, Choice]) -> None:
+    for v, value in _hint_values(built, hint):
+        built.model.add_hint(v, value)
+
+
+def _decode(built: RubickRoundModel, values: Sequence[int]) -> dict[str, Choice] | None:
+    """The choices of a solution given as a value per model variable index (CP-SAT's response or a
+    MILP's): read off the parts per node, or, aggregated, the chosen rows mapped to nodes by
+    :func:`_repair` (None when a protected job does not fit there)."""
+    if built.encoding == "per-node":
+        return _choices_per_node(built, values)
+    t = built.table
+    chosen = {t.jobs[int(t.job_index[k])]: k for k, v in built.y.items() if values[v.index]}
+    return _repair(built, chosen)
+
+
+def _choices_per_node(built: RubickRoundModel, values: Sequence[int]) -> dict[str, Choice]:
     t = built.table
     out: dict[str, Choice] = {}
     placed: dict[int, list[tuple[str, int]]] = defaultdict(list)
     for (k, s, ci), v in built.parts.items():
-        if solver.value(v):
+        if values[v.index]:
             placed[k].append((built.nodes.names[built.classes[ci][0]], s))
     for k, v in built.y.items():
-        if solver.value(v):
+        if values[v.index]:
             j = int(t.job_index[k])
             name = t.jobs[j]
             if k == int(t.current_row[j]):
@@ -371,26 +397,40 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, int]) -> dict[str, Cho
 
 def solve(problem: RubickRound, table: CoefficientTable, *, time_limit: float, seed: int = 0, workers: int = 1,
           hint: Mapping[str, Choice] | None = None, admission: Admission | None = None,
-          max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None) -> Solution:
+          max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None,
+          backend: str = "cpsat", trace: list[tuple[float, float, float]] | None = None) -> Solution:
     """Build and solve within ``time_limit`` seconds (building included in the wall time, the solver
     gets what is left, at least :data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS`). ``hint``
-    (e.g. the heuristic's choices) warm-starts CP-SAT. ``encoding`` forces one encoding; by default
+    (e.g. the heuristic's choices) warm-starts the solver. ``encoding`` forces one encoding; by default
     small rounds are solved per node and larger ones aggregated first, then per node when that is not
     proven optimal (:data:`PER_NODE_FIRST_VARS`); the better answer is returned with the tighter of the
-    two bounds. The payload is ``{"choices": {job: Choice}}`` (empty when nothing was found). Status
-    ``infeasible`` means the protected jobs cannot all be placed (proven, on a relaxation in the
-    aggregated encoding). Status ``unknown`` with payload ``{"reason": ...}`` when the time limit passes
-    while the model is being built."""
+    two bounds. ``backend`` (:data:`BACKENDS`): ``"cpsat"``, or ``"cbc"``/``"highs"``, the same model
+    solved as a MILP through pulp (:func:`optsched.formulations.milp.solve_milp`, on ``workers``
+    threads; ``seed`` is CP-SAT's only). CBC reports no bound before it proves optimality, so a
+    time-limited CBC answer has no bound (and no gap). The payload is ``{"choices": {job: Choice},
+    "backend": backend}`` (no choices when nothing was found). Status ``infeasible`` means the protected
+    jobs cannot all be placed (proven, on a relaxation in the aggregated encoding). Status ``unknown``
+    with payload ``{"reason": ...}`` when the time limit passes while the model is being built. Raises
+    :class:`~optsched.core.errors.ValidationError` for an unknown backend and
+    :class:`~optsched.formulations.milp.BackendUnavailableError` when a MILP backend is not installed.
+    ``trace``, when given, receives (seconds since the call, objective, bound) in round units at every
+    solution CP-SAT finds (the model's objective, weights rounded to 1/SCALE; gap studies read it)."""
     if not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ValidationError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    if backend not in BACKENDS:
+        raise ValidationError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+    if backend != "cpsat":
+        milp.require_backend(backend)
     t0 = time.perf_counter()
-    first = _solve_once(problem, table, t0, time_limit, seed, workers, hint, admission, max_node_vars, encoding, {})
+    first = _solve_once(problem, table, t0, time_limit, seed, workers, hint, admission, max_node_vars, encoding, {},
+                        backend=backend, trace=trace)
     if (encoding is not None or first.size.encoding != "aggregated" or first.status in ("optimal", "infeasible")
             or time_limit - (time.perf_counter() - t0) < 1.0):
         return first
     refine_hint = first.payload.get("choices") or hint
     second = _solve_once(problem, table, t0, time_limit, seed, workers, refine_hint, admission, max_node_vars,
-                         "per-node", {"cp_model_probing_level": 0}, max_vars=max_node_vars)
+                         "per-node", {"cp_model_probing_level": 0}, max_vars=max_node_vars, backend=backend,
+                         trace=trace)
     return _better(problem, table, first, second, time.perf_counter() - t0)
 
 
@@ -413,57 +453,106 @@ def _better(problem: RubickRound, table: CoefficientTable, a: Solution, b: Solut
                     dict(best.payload))
 
 
+class _Trace(cp_model.CpSolverSolutionCallback):
+    """Records (seconds since ``t0``, objective, bound) in round units at every solution."""
+
+    def __init__(self, out: list[tuple[float, float, float]], t0: float, offset: float) -> None:
+        super().__init__()
+        self.out, self.t0, self.offset = out, t0, offset
+
+    def on_solution_callback(self) -> None:
+        self.out.append((time.perf_counter() - self.t0, self.objective_value / SCALE + self.offset,
+                         self.best_objective_bound / SCALE + self.offset))
+
+
 def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_limit: float, seed: int, workers: int,
                 hint: Mapping[str, Choice] | None, admission: Admission | None, max_node_vars: int,
-                encoding: str | None, params: Mapping[str, object], max_vars: int | None = None) -> Solution:
+                encoding: str | None, params: Mapping[str, object], max_vars: int | None = None,
+                backend: str = "cpsat", trace: list[tuple[float, float, float]] | None = None) -> Solution:
     """One build and solve in what is left of ``time_limit`` since ``t0``; ``params`` are CP-SAT
     parameters beyond the defaults below; ``max_vars`` skips a per-node model larger than that."""
     left = time_limit - (time.perf_counter() - t0)
+    tag = {"backend": backend}
     try:
         built = build(problem, table, admission=admission, max_node_vars=max_node_vars, encoding=encoding,
                       deadline=Deadline(max(left - MIN_SOLVER_SECONDS, 1e-9)))
     except OutOfTime:
         return Solution("unknown", None, None, time.perf_counter() - t0, bool(hint), ModelSize(0, 0, "unbuilt"),
-                        {"reason": f"the time limit ({time_limit:g} s) passed while the model was being built"})
+                        {"reason": f"the time limit ({time_limit:g} s) passed while the model was being built", **tag})
     if max_vars is not None and len(built.parts) > max_vars:
-        return Solution("unknown", None, None, time.perf_counter() - t0, bool(hint), ModelSize(0, 0, "skipped"))
-    if hint:
-        _hint(built, hint)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = solver_seconds(time_limit, t0)
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
-    # measured (benchmarks/rubick_round.py): the default level leaves a 25% gap on 1,280 GPUs and
-    # 400 jobs after 25 s; level 2 (full LP relaxation with cuts) proves optimality there in < 20 s
-    solver.parameters.linearization_level = 2
-    for key, value in params.items():
-        setattr(solver.parameters, key, value)
-    status = solver.solve(built.model)
-    name = solver.status_name(status)
-    bound = solver.best_objective_bound / SCALE + built.offset if name in ("OPTIMAL", "FEASIBLE") else None
+        return Solution("unknown", None, None, time.perf_counter() - t0, bool(hint), ModelSize(0, 0, "skipped"), tag)
+    if backend == "cpsat":
+        if hint:
+            _hint(built, hint)
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = solver_seconds(time_limit, t0)
+        solver.parameters.num_workers = workers
+        solver.parameters.random_seed = seed
+        # measured (benchmarks/rubick_round.py): the default level leaves a 25% gap on 1,280 GPUs and
+        # 400 jobs after 25 s; level 2 (full LP relaxation with cuts) proves optimality there in < 20 s
+        solver.parameters.linearization_level = 2
+        for key, value in params.items():
+            setattr(solver.parameters, key, value)
+        status = solver.solve(built.model, None if trace is None else _Trace(trace, t0, built.offset))
+        name = solver.status_name(status)
+        found = name in ("OPTIMAL", "FEASIBLE")
+        bound = solver.best_objective_bound / SCALE + built.offset if found else None
+        values: Sequence[int] | None = list(solver.response_proto.solution) if found else None
+    else:
+        start = None if not hint else {v.index: value for v, value in _hint_values(built, hint)}
+        res = milp.solve_milp(built.model, backend, solver_seconds(time_limit, t0), hint=start or {},
+                              threads=workers)
+        name = res.status.upper()
+        found = name in ("OPTIMAL", "FEASIBLE")
+        bound = res.bound / SCALE + built.offset if found and res.bound is not None else None
+        values = res.values
     choices: dict[str, Choice] = {}
-    if name in ("OPTIMAL", "FEASIBLE"):
-        if built.encoding == "per-node":
-            choices = _choices_per_node(built, solver)
-        else:
-            chosen = {table.jobs[int(table.job_index[k])]: k for k, v in built.y.items() if solver.value(v)}
-            repaired = _repair(built, chosen)
-            if repaired is None:  # a protected job did not fit after mapping to nodes
-                return Solution("unknown", None, bound, time.perf_counter() - t0, bool(hint), built.size)
-            choices = repaired
+    if found:
+        assert values is not None
+        decoded = _decode(built, values)
+        if decoded is None:  # a protected job did not fit after mapping to nodes
+            return Solution("unknown", None, bound, time.perf_counter() - t0, bool(hint), built.size, tag)
+        choices = decoded
     wall = time.perf_counter() - t0
     if name == "INFEASIBLE":
-        return Solution("infeasible", None, None, wall, bool(hint), built.size)
-    if name not in ("OPTIMAL", "FEASIBLE"):
-        return Solution("unknown", None, None, wall, bool(hint), built.size)
+        return Solution("infeasible", None, None, wall, bool(hint), built.size, tag)
+    if not found:
+        return Solution("unknown", None, None, wall, bool(hint), built.size, tag)
     obj = objective(problem, table, choices)
     slack = 0.5 * len(table.jobs) / SCALE + 1e-9  # objective weights are rounded to 1/SCALE
-    proven = name == "OPTIMAL" and (built.encoding == "per-node" or obj >= bound - slack)
+    proven = name == "OPTIMAL" and (built.encoding == "per-node" or (bound is not None and obj >= bound - slack))
     if proven and bound is not None:
         bound = max(obj, min(bound, obj + 1e-6 * max(1.0, abs(obj))))
-    log.debug("rubick round %s: %s, objective %.6g, bound %s, %.2f s", built.encoding, name, obj, bound, wall)
+    log.debug("rubick round %s (%s): %s, objective %.6g, bound %s, %.2f s", built.encoding, backend, name, obj,
+              bound, wall)
     return Solution("optimal" if proven else "feasible", obj, bound, wall, bool(hint), built.size,
-                    {"choices": choices, "solver_status": name})
+                    {"choices": choices, "solver_status": name, **tag})
 
 
-__all__ = ["DEFAULT_MAX_NODE_VARS", "PER_NODE_FIRST_VARS", "RubickRoundModel", "allowed_rows", "build", "solve"]
+def lp_relaxation_bound(problem: RubickRound, table: CoefficientTable, admission: Admission | None = None,
+                        time_limit: float = 10.0, *, encoding: str | None = None) -> float | None:
+    """An upper bound of the round's objective from the LP relaxation of its model (every variable
+    continuous), solved by CBC through pulp (:func:`optsched.formulations.milp.lp_bound`) within
+    ``time_limit`` seconds (the build included). The model is the per-node encoding when it is small
+    and the aggregated one otherwise (the default of :func:`build`; ``encoding`` forces one): the LP of
+    either bounds the round, since the aggregated model is itself a relaxation. In round-objective units:
+    the LP optimum over :data:`SCALE`, plus the model's offset, plus the rounding of the weights to
+    1/SCALE (half a unit per job) so that it bounds the objective recomputed in floating point. ``None``
+    when the LP is not solved in time or is infeasible (the protected jobs cannot all be placed), or
+    when the time passes while the model is built."""
+    if not (isinstance(time_limit, (int, float)) and time_limit > 0):
+        raise ValidationError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    t0 = time.perf_counter()
+    try:
+        built = build(problem, table, admission=admission, encoding=encoding,
+                      deadline=Deadline(max(time_limit - MIN_SOLVER_SECONDS, 1e-9)))
+    except OutOfTime:
+        return None
+    lp = milp.lp_bound(built.model, solver_seconds(time_limit, t0))
+    if lp is None:
+        return None
+    return lp / SCALE + built.offset + 0.5 * len(table.jobs) / SCALE
+
+
+__all__ = ["BACKENDS", "DEFAULT_MAX_NODE_VARS", "PER_NODE_FIRST_VARS", "RubickRoundModel", "allowed_rows", "build",
+           "lp_relaxation_bound", "solve"]

@@ -98,7 +98,6 @@ import numpy as np
 from optsched.core.deadline import Deadline
 from optsched.core.errors import InfeasibleError
 from optsched.heuristics.round_state import EPS, Config, RoundState
-from optsched.heuristics.rubick_walk import CPU as _CPU
 from optsched.heuristics.rubick_walk import GPU as _GPU
 from optsched.heuristics.rubick_walk import NodeWalk, _Parts
 from optsched.perf.coefficients import CoefficientTable

@@ -5,7 +5,8 @@ Importing this package registers the methods of every built-in kind."""
 from optsched.policies import rubick  # noqa: F401  (registers the methods of the rubick kind)
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import (DEFAULT_KIND, describe_methods, make_policy, method, methods_of,
-                                        register_method, solve)
+                                        register_method)
+from optsched.policies.solve import solve
 
 __all__ = ["DEFAULT_KIND", "DEFAULT_TIME_LIMIT", "PolicyOptions", "describe_methods", "make_policy", "method",
            "methods_of", "register_method", "solve"]

@@ -9,7 +9,11 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from optsched.core.errors import ValidationError
+from optsched.formulations.milp import BACKENDS as MILP_BACKENDS
 from optsched.perf.lookup import FittedModels, PerfSource
+
+#: what may solve an exact formulation: CP-SAT, or a MILP through pulp
+BACKENDS: tuple[str, ...] = ("cpsat", *MILP_BACKENDS)
 
 #: seconds a solver-backed policy gets per round unless told otherwise
 DEFAULT_TIME_LIMIT = 10.0
@@ -27,6 +31,8 @@ class PolicyOptions:
       replacing the built-in ones (:class:`~optsched.perf.lookup.PerfSource`);
     * ``extras``: options of the round kind (Rubick: ``defer_unreachable_guarantees``); each kind's
       methods say which they read (:func:`optsched.policies.registry.kind_extras`);
+    * ``backend``: what solves the exact formulations: ``"cpsat"`` (default), ``"cbc"`` or ``"highs"``
+      (a MILP through pulp, :mod:`optsched.formulations.milp`; HiGHS when ``highspy`` is installed);
     * ``clock_start``: the ``time.perf_counter()`` reading the time limit counts from (e.g. when a
       command started, so that parsing counts); None: each ``decide`` call starts its own clock.
     """
@@ -37,6 +43,7 @@ class PolicyOptions:
     perf_models: FittedModels | None = field(default=None, compare=False)
     extras: Mapping[str, Any] = field(default_factory=dict)
     clock_start: float | None = None
+    backend: str = "cpsat"
 
     def __post_init__(self) -> None:
         tl = self.time_limit
@@ -50,6 +57,8 @@ class PolicyOptions:
         if not isinstance(self.extras, Mapping) or not all(isinstance(k, str) for k in self.extras):
             raise ValidationError(f"extras must be a mapping of option names to values, got {self.extras!r}")
         object.__setattr__(self, "extras", MappingProxyType(dict(self.extras)))
+        if self.backend not in BACKENDS:
+            raise ValidationError(f"unknown backend {self.backend!r}; known: {', '.join(BACKENDS)}")
         if self.clock_start is not None and (isinstance(self.clock_start, bool)
                                              or not isinstance(self.clock_start, (int, float))):
             raise ValidationError(f"clock_start must be a time.perf_counter() reading, got {self.clock_start!r}")
@@ -62,4 +71,4 @@ class PolicyOptions:
         return PerfSource(self.perf_models)
 
 
-__all__ = ["DEFAULT_TIME_LIMIT", "PolicyOptions"]
+__all__ = ["BACKENDS", "DEFAULT_TIME_LIMIT", "PolicyOptions"]

@@ -27,6 +27,7 @@ from optsched.core.errors import ValidationError
 from optsched.core.kinds import round_kind
 from optsched.core.round import RoundProblem
 from optsched.policies.options import PolicyOptions
+from optsched.policies.registry import make_policy
 
 #: seconds kept for joining the parts' decisions
 MERGE_RESERVE_S = 0.2
@@ -34,7 +35,6 @@ MERGE_RESERVE_S = 0.2
 
 def _solve_part(args: tuple[RoundProblem, str, dict[str, Any]]) -> tuple[Decision, float]:
     """Solve one part in this process; (decision, CPU seconds). Module level, so a process pool can run it."""
-    from optsched.policies.registry import make_policy  # a worker process imports the registry itself
     problem, method, opts = args
     cpu0 = time.process_time()
     decision = make_policy(method, PolicyOptions(**opts), kind=problem.kind).decide(problem)
@@ -78,7 +78,7 @@ class PartitionedPolicy:
         waves = math.ceil(k / procs)
         share = max(1e-3, (deadline.remaining() - MERGE_RESERVE_S) / waves)
         opts = {"time_limit": share, "seed": o.seed, "workers": o.workers, "perf_models": o.perf_models,
-                "extras": dict(o.extras)}
+                "extras": dict(o.extras), "backend": o.backend}
         work = [(p, self.method, opts) for p in split.parts]
         s0 = time.perf_counter()
         if procs == 1:

@@ -1,4 +1,5 @@
-"""Policies keyed by (round kind, method), and :func:`solve`, which dispatches on the round's kind.
+"""Policies keyed by (round kind, method) (:func:`optsched.policies.solve.solve` dispatches on the round's
+kind through them).
 
 A kind's package under ``optsched/policies/`` registers each of its methods with
 :func:`register_method`: a factory ``PolicyOptions -> Policy``, a one-line summary, and the kind
@@ -8,15 +9,12 @@ extras it reads. ``optsched solve --help`` and ``docs/rounds.md`` list the metho
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
-from optsched.core.decision import Decision
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.kinds import round_kind, round_kinds
 from optsched.core.policy import Policy
-from optsched.core.round import RoundProblem
-from optsched.perf.lookup import FittedModels
-from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+from optsched.policies.options import PolicyOptions
 
 #: the kind ``make_policy`` and ``optsched simulate`` assume when none is named (the kind of the
 #: built-in traces)
@@ -91,30 +89,5 @@ def make_policy(method_name: str, options: PolicyOptions | None = None, *, kind:
     return m.build(options)
 
 
-def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFAULT_TIME_LIMIT, seed: int = 0, *,
-          workers: int = 1, perf_models: FittedModels | None = None, clock_start: float | None = None,
-          partitions: int | None = None, **extras: Any) -> Decision:
-    """Solve one round with ``method`` of its kind (``optsched.solve``), within ``time_limit`` seconds.
-
-    ``perf_models`` override the built-in performance models, keyed by model name or by (model name,
-    GPU type); ``extras`` are the kind's options (Rubick: ``defer_unreachable_guarantees``, see
-    :mod:`optsched.policies.rubick`). Raises ``ValidationError``/``UnknownNameError`` for bad input
-    (an unknown method lists the methods of the round's kind) and ``InfeasibleError`` naming the jobs
-    and rules when the round has no feasible decision. The time limit covers the whole call, counted
-    from ``clock_start`` (a ``time.perf_counter()`` reading, e.g. before the round was parsed) or from
-    the call; a method its limit cuts short returns a feasible decision of status ``partial``. With
-    ``partitions=K`` (>= 2) the method runs on K parts of the round in parallel processes and the parts'
-    decisions are joined (:mod:`optsched.policies.partitioned`)."""
-    if not isinstance(problem, RoundProblem):
-        raise ValidationError(f"solve: problem must be a RoundProblem, got {type(problem).__name__}")
-    options = PolicyOptions(time_limit=time_limit, seed=seed, workers=workers, perf_models=perf_models, extras=extras,
-                            clock_start=clock_start)
-    policy = make_policy(method, options, kind=problem.kind)  # validates the method and the options
-    if partitions is not None and partitions != 1:
-        from optsched.policies.partitioned import PartitionedPolicy
-        policy = PartitionedPolicy(problem.kind, method, partitions, options)
-    return policy.decide(problem)
-
-
 __all__ = ["DEFAULT_KIND", "Method", "describe_methods", "kind_extras", "make_policy", "method", "methods_of",
-           "register_method", "solve"]
+           "register_method"]

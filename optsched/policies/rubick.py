@@ -151,7 +151,8 @@ class RubickHeuristicPolicy(_HeuristicPolicy):
 @dataclass(frozen=True)
 class RubickExactPolicy:
     """The CP-SAT round warm-started by Algorithm 1 (module docstring, also for
-    ``defer_unreachable_guarantees``). The time limit covers the table, the heuristic and the solver
+    ``defer_unreachable_guarantees``); ``backend`` solves the formulation (``PolicyOptions.backend``).
+    The time limit covers the table, the heuristic and the solver
     (counted from ``clock_start``, or from the call of :meth:`decide` when None); when the heuristic
     leaves no time for the solver its decision is returned (``heuristic-fallback``, or ``partial`` when
     it was cut short itself)."""
@@ -166,6 +167,7 @@ class RubickExactPolicy:
     cache: RoundTableCache = field(default_factory=RoundTableCache, compare=False, repr=False)
     defer_unreachable_guarantees: bool = False
     clock_start: float | None = None
+    backend: str = "cpsat"
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
@@ -192,7 +194,7 @@ class RubickExactPolicy:
                                message=_join(note, hint.message), admission=admission)
         sol = rubick_round.solve(rubick, table, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS),
                                  seed=self.seed, workers=self.workers, hint=None if hint is None else hint.choices,
-                                 admission=admission)
+                                 admission=admission, backend=self.backend)
         wall = time.perf_counter() - t0
         size = sol.size
         note = f"model encoding={size.encoding} variables={size.variables} constraints={size.constraints}"
@@ -299,7 +301,7 @@ def _defer(options: PolicyOptions) -> bool:
 def _exact(name: str):  # noqa: ANN202 - a factory of factories
     def build(o: PolicyOptions) -> RubickExactPolicy:
         return RubickExactPolicy(name, o.time_limit, o.seed, o.workers, o.perf_source(),
-                                 defer_unreachable_guarantees=_defer(o), clock_start=o.clock_start)
+                                 defer_unreachable_guarantees=_defer(o), clock_start=o.clock_start, backend=o.backend)
     return build
 
 

@@ -13,7 +13,7 @@ from optsched import cli
 from optsched.core import ExecutionPlan, InfeasibleError, Job, ValidationError
 from optsched.core.catalog import a800_cluster
 from optsched.formulations import rubick_round
-from optsched.policies.registry import solve
+from optsched.policies.solve import solve
 from optsched.rounds.rubick.admission import admit
 from optsched.rounds.rubick.choice import Choice
 from optsched.rounds.rubick.decision import choices_of

@@ -16,7 +16,8 @@ from optsched.experiments.compare import run_policies
 from optsched.heuristics.rubick import UnreachableGuaranteeError, schedule, schedule_with_deferral
 from optsched.perf.coefficients import CoefficientTable
 from optsched.policies.options import PolicyOptions
-from optsched.policies.registry import make_policy, methods_of, solve
+from optsched.policies.registry import make_policy, methods_of
+from optsched.policies.solve import solve
 from optsched.rounds.rubick.admission import admit, reaches_guarantee
 from optsched.rounds.rubick.decision import choices_of
 from optsched.rounds.rubick.feasibility import violations

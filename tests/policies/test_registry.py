@@ -19,7 +19,8 @@ from optsched.core.policy import Policy
 from optsched.core.round import RoundProblem
 from optsched.policies import registry
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
-from optsched.policies.registry import kind_extras, make_policy, method, methods_of, register_method, solve
+from optsched.policies.registry import kind_extras, make_policy, method, methods_of, register_method
+from optsched.policies.solve import solve
 from optsched.policies.rubick import RubickExactPolicy, RubickHeuristicPolicy, SiaPolicy
 from optsched.rounds.rubick.generate import generate_rubick_round
 
@@ -132,3 +133,13 @@ def test_solve_dispatches_on_the_kind_of_the_round(echo_kind: None) -> None:
         make_policy("rubick").decide(problem)
     with pytest.raises(ValidationError, match="already registered"):
         register_method("toy-echo", "echo", lambda o: EchoPolicy("other", o), "another")
+
+
+def test_backend_option() -> None:
+    with pytest.raises(ValidationError, match="unknown backend 'gurobi'; known: cpsat, cbc, highs"):
+        PolicyOptions(backend="gurobi")
+    problem = generate_rubick_round(2, 8, 8, 4)
+    cpsat = solve(problem, "exact", 20.0)
+    cbc = solve(problem, "exact", 20.0, backend="cbc")
+    assert cpsat.status == cbc.status == "optimal"
+    assert cbc.objective == pytest.approx(cpsat.objective, abs=1e-6)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from typing import Mapping, Sequence
 
-import numpy as np
 
 from optsched.heuristics.baselines.common import BaselineState, best_step, grow_greedily, rows_allowed
 from optsched.perf.coefficients import CoefficientTable

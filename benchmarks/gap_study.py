@@ -1,0 +1,85 @@
+"""Gap study (issue "Scale and optimality gap", item 5): for every round kind with a probe
+(:data:`optsched.experiments.gap.PROBES`) and a size sweep, the heuristic's and the exact objective, the
+bound and the gap, solve times, the times to the first solution and to a 1% gap with and without the
+heuristic's warm start, and the pulp LP bound as a second opinion.
+
+    python benchmarks/gap_study.py [--time-limit 20] [--seeds 3] [--sizes 8:40 24:100 64:200 160:400]
+                                   [--plots DIR]
+
+Prints the per-instance table and a summary per size (median heuristic gap to the best bound, median
+exact gap, median warm-start speed-up to 1%), the fitted growth exponents of exact solve time and of
+time to 1% (log-log least squares over GPUs), writes ``benchmarks/out/gap_study.csv`` and
+``gap_study_summary.csv``, and the PNG plots under ``benchmarks/out/`` (``--plots``) when matplotlib is
+installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from optsched.core.kinds import round_kind  # noqa: E402
+from optsched.experiments.gap import PROBES, gap_row, growth_exponent, median_by, plot_study  # noqa: E402
+from report import OUT, emit  # noqa: E402  (benchmarks/report.py, next to this script)
+
+#: default sweep: (nodes, jobs) on 8-GPU nodes
+SIZES = ("8:20", "8:40", "8:80", "24:100", "32:120", "48:150", "64:200", "160:400")
+COLUMNS = ("kind", "gpus", "jobs", "seed", "heuristic_objective", "heuristic_s", "exact_objective", "bound", "gap",
+           "heuristic_gap", "exact_s", "status", "encoding", "first_warm_s", "gap1_warm_s", "first_cold_s",
+           "gap1_cold_s", "lp_bound", "table_s")
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time-limit", type=float, default=20.0)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--sizes", nargs="+", default=list(SIZES), help="NODES:JOBS on 8-GPU nodes")
+    ap.add_argument("--plots", type=Path, default=OUT, help="directory of the PNG plots")
+    args = ap.parse_args(argv)
+    rows = []
+    for kind in sorted(PROBES):
+        gen = round_kind(kind).generate
+        for size in args.sizes:
+            nodes, jobs = (int(x) for x in size.split(":"))
+            for seed in range(args.seeds):
+                problem = gen(seed=seed, nodes=nodes, jobs=jobs)
+                row = gap_row(problem, time_limit=args.time_limit, seed=seed, label=f"{kind}-{size}-s{seed}")
+                rows.append(row)
+                sys.stdout.write("  ".join(_fmt(row.get(c)) for c in COLUMNS) + "\n")
+                sys.stdout.flush()
+    emit(COLUMNS, [[_fmt(r.get(c)) for c in COLUMNS] for r in rows], "gap_study.csv")
+    summary = []
+    for kind in sorted({r["kind"] for r in rows}):
+        mine = [r for r in rows if r["kind"] == kind]
+        h_gap = median_by(mine, "gpus", "heuristic_gap")
+        e_gap = median_by(mine, "gpus", "gap")
+        t_exact = median_by(mine, "gpus", "exact_s")
+        speedups = [dict(r, speedup=r["gap1_cold_s"] / r["gap1_warm_s"]) for r in mine
+                    if r.get("gap1_cold_s") and r.get("gap1_warm_s")]
+        speed = median_by(speedups, "gpus", "speedup")
+        for g in sorted({r["gpus"] for r in mine}):
+            summary.append((kind, g, _fmt(100 * h_gap[g]) if g in h_gap else "-",
+                            _fmt(100 * e_gap[g]) if g in e_gap else "-", _fmt(t_exact.get(g)), _fmt(speed.get(g))))
+        for key in ("exact_s", "gap1_warm_s", "gap1_cold_s"):
+            b = growth_exponent([r["gpus"] for r in mine], [r.get(key) for r in mine])
+            sys.stdout.write(f"{kind}: growth exponent of {key} over GPUs: {_fmt(b)}\n")
+    emit(("kind", "gpus", "median_heuristic_gap_%", "median_exact_gap_%", "median_exact_s",
+          "median_warm_speedup_to_1%"), summary, "gap_study_summary.csv")
+    for p in plot_study(rows, args.plots):
+        sys.stdout.write(f"wrote {p}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Optimality-gap studies: how far the papers' heuristics are from the exact optimum, and how the exact
+solve scales (issue "Scale and optimality gap", item 5).
+
+For one round, :func:`gap_row` measures with the round kind's *probe* (one per kind, :data:`PROBES`;
+a new kind adds its own): the heuristic's objective and time; the exact objective, its proven bound,
+the gap and the solve time; the times to the first feasible solution and to a 1% gap, with the
+heuristic's warm start and without it; and an LP-relaxation bound through pulp as an independent
+second opinion on the solver's bound (when the kind's formulation offers one). :func:`growth_exponent`
+fits ``time = c size^b`` on log-log axes; :func:`plot_study` draws gap vs size and time vs size (PNG,
+with the ``plot`` extra).
+
+Gaps are relative to the bound: ``(bound - objective) / |bound|`` (``optsched.core.decision.relative_gap``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from optsched.core.decision import relative_gap
+from optsched.core.errors import ValidationError
+from optsched.core.round import RoundProblem
+
+log = logging.getLogger(__name__)
+
+#: the gap at which "time to gap" is measured
+TARGET_GAP = 0.01
+
+
+def _rubick_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
+    from optsched.formulations import rubick_round
+    from optsched.heuristics.rubick import algorithm1
+    from optsched.rounds.rubick.admission import admit
+    from optsched.rounds.rubick.objective import objective
+    from optsched.rounds.rubick.table import build_round_table
+
+    t0 = time.perf_counter()
+    table = build_round_table(problem)  # type: ignore[arg-type]
+    table_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    sched = algorithm1(problem, table, admit(problem, table), defer=True)  # type: ignore[arg-type]
+    heur_s = time.perf_counter() - t1
+    h_obj = objective(problem, table, sched.choices)  # type: ignore[arg-type]
+    row: dict[str, Any] = {"table_s": table_s, "heuristic_objective": h_obj, "heuristic_s": heur_s}
+    for label, hint in (("warm", sched.choices), ("cold", None)):
+        trace: list[tuple[float, float, float]] = []
+        sol = rubick_round.solve(problem, table, time_limit=time_limit, seed=seed,  # type: ignore[arg-type]
+                                 hint=hint, admission=sched.admission, trace=trace)
+        row.update(_trace_times(label, trace, sol.objective, sol.bound, sol.wall_seconds))
+        if label == "warm":
+            best = sol.objective if sol.objective is not None and sol.objective >= h_obj - 1e-9 else h_obj
+            row.update(exact_objective=best, bound=sol.bound, gap=relative_gap(sol.bound, best),
+                       exact_s=sol.wall_seconds, status=sol.status, encoding=sol.size.encoding,
+                       variables=sol.size.variables)
+    lp = getattr(rubick_round, "lp_relaxation_bound", None)
+    if lp is not None:
+        t2 = time.perf_counter()
+        row["lp_bound"] = lp(problem, table, sched.admission, time_limit=time_limit)
+        row["lp_s"] = time.perf_counter() - t2
+    row["heuristic_gap"] = relative_gap(row["bound"], h_obj)
+    return row
+
+
+def _trace_times(label: str, trace: Sequence[tuple[float, float, float]], objective: float | None,
+                 bound: float | None, wall: float) -> dict[str, Any]:
+    """Time to the first solution and to a gap of at most :data:`TARGET_GAP` from a solver's trace
+    of (seconds, objective, bound) at each solution it found, and its final objective and bound."""
+    first = trace[0][0] if trace else (wall if objective is not None else None)
+    to_target = next((t for t, o, b in trace if (g := relative_gap(b, o)) is not None and g <= TARGET_GAP), None)
+    final = relative_gap(bound, objective)
+    if to_target is None and final is not None and final <= TARGET_GAP:
+        to_target = wall
+    return {f"first_{label}_s": first, f"gap1_{label}_s": to_target}
+
+
+#: round kind -> probe(problem, time_limit, seed) -> measurements (module docstring)
+PROBES: dict[str, Callable[[RoundProblem, float, int], dict[str, Any]]] = {"rubick": _rubick_probe}
+
+
+def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, label: str = "") -> dict[str, Any]:
+    """One row of a gap study for ``problem`` (module docstring); ``label`` names the instance."""
+    probe = PROBES.get(problem.kind)
+    if probe is None:
+        raise ValidationError(f"no gap study for rounds of kind {problem.kind!r} (known: {', '.join(sorted(PROBES))})")
+    gpus = sum(n.num_gpus for n in problem.cluster.nodes)
+    row: dict[str, Any] = {"instance": label, "kind": problem.kind, "nodes": len(problem.cluster.nodes),
+                           "gpus": gpus, "jobs": len(problem.jobs), "seed": seed, "time_limit": time_limit}
+    row.update(probe(problem, time_limit, seed))
+    return row
+
+
+def growth_exponent(sizes: Sequence[float], times: Sequence[float | None]) -> float | None:
+    """``b`` of the least-squares fit ``log t = log c + b log size`` over the points with a positive
+    time (None with fewer than two distinct sizes)."""
+    pts = [(float(s), float(t)) for s, t in zip(sizes, times) if t is not None and t > 0 and s > 0]
+    if len({s for s, _ in pts}) < 2:
+        return None
+    x = np.log([s for s, _ in pts])
+    y = np.log([t for _, t in pts])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def median_by(rows: Sequence[Mapping[str, Any]], key: str, value: str) -> dict[Any, float]:
+    """Median of ``value`` per ``key`` over the rows where it is known."""
+    groups: dict[Any, list[float]] = {}
+    for r in rows:
+        v = r.get(value)
+        if v is not None and not (isinstance(v, float) and math.isnan(v)):
+            groups.setdefault(r[key], []).append(float(v))
+    return {k: float(np.median(v)) for k, v in sorted(groups.items())}
+
+
+def plot_study(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
+    """``gap_vs_size.png`` (heuristic and exact gaps) and ``time_vs_size.png`` (exact time, warm and
+    cold time to 1%, log-log, with the fitted growth exponent) under ``out_dir``; nothing without
+    matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.info("matplotlib is not installed; no plots (pip install 'optsched[plot]')")
+        return []
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "gap_vs_size.png", out / "time_vs_size.png"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, label in (("heuristic_gap", "heuristic (to the bound)"), ("gap", "exact")):
+        pts = [(r["gpus"], 100 * r[key]) for r in rows if r.get(key) is not None]
+        if pts:
+            ax.scatter(*zip(*pts), label=label, s=18)
+    ax.set_xscale("log")
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("gap (%)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(paths[0], dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, label in (("exact_s", "exact solve"), ("gap1_warm_s", "to 1%, warm start"),
+                       ("gap1_cold_s", "to 1%, no warm start")):
+        pts = [(r["gpus"], r[key]) for r in rows if r.get(key)]
+        if pts:
+            b = growth_exponent(*zip(*pts))
+            ax.scatter(*zip(*pts), s=18, label=f"{label}" + ("" if b is None else f" (~size^{b:.2f})"))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("seconds")
+    ax.legend()
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(paths[1], dpi=120)
+    plt.close(fig)
+    return paths
+
+
+__all__ = ["PROBES", "TARGET_GAP", "gap_row", "growth_exponent", "median_by", "plot_study"]

@@ -1,0 +1,41 @@
+"""``optsched.solve``: one round, any kind, any registered method, optionally partitioned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optsched.core.decision import Decision
+from optsched.core.errors import ValidationError
+from optsched.core.round import RoundProblem
+from optsched.perf.lookup import FittedModels
+from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+from optsched.policies.partitioned import PartitionedPolicy
+from optsched.policies.registry import make_policy
+
+
+def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFAULT_TIME_LIMIT, seed: int = 0, *,
+          workers: int = 1, perf_models: FittedModels | None = None, clock_start: float | None = None,
+          partitions: int | None = None, backend: str = "cpsat", **extras: Any) -> Decision:
+    """Solve one round with ``method`` of its kind (``optsched.solve``), within ``time_limit`` seconds.
+
+    ``perf_models`` override the built-in performance models, keyed by model name or by (model name,
+    GPU type); ``extras`` are the kind's options (Rubick: ``defer_unreachable_guarantees``, see
+    :mod:`optsched.policies.rubick`). Raises ``ValidationError``/``UnknownNameError`` for bad input
+    (an unknown method lists the methods of the round's kind) and ``InfeasibleError`` naming the jobs
+    and rules when the round has no feasible decision. The time limit covers the whole call, counted
+    from ``clock_start`` (a ``time.perf_counter()`` reading, e.g. before the round was parsed) or from
+    the call; a method its limit cuts short returns a feasible decision of status ``partial``. With
+    ``partitions=K`` (>= 2) the method runs on K parts of the round in parallel processes and the parts'
+    decisions are joined (:mod:`optsched.policies.partitioned`). ``backend`` chooses what solves exact
+    formulations (``PolicyOptions.backend``)."""
+    if not isinstance(problem, RoundProblem):
+        raise ValidationError(f"solve: problem must be a RoundProblem, got {type(problem).__name__}")
+    options = PolicyOptions(time_limit=time_limit, seed=seed, workers=workers, perf_models=perf_models, extras=extras,
+                            clock_start=clock_start, backend=backend)
+    policy = make_policy(method, options, kind=problem.kind)  # validates the method and the options
+    if partitions is not None and partitions != 1:
+        policy = PartitionedPolicy(problem.kind, method, partitions, options)
+    return policy.decide(problem)
+
+
+__all__ = ["solve"]

@@ -1,0 +1,59 @@
+"""Gap studies (optsched/experiments/gap.py, ``optsched gap``): the measured quantities are consistent
+(bound >= exact >= heuristic, gaps from them, LP bound >= optimum), the growth-exponent fit recovers a
+known exponent, and the command prints and writes the table."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from optsched import cli
+from optsched.core import ValidationError
+from optsched.experiments.gap import gap_row, growth_exponent, median_by
+from optsched.rounds.rubick.generate import generate_rubick_round
+
+
+@pytest.fixture(scope="module")
+def row() -> dict:
+    return gap_row(generate_rubick_round(4, 8, 16, 2), time_limit=20.0, label="small")
+
+
+def test_a_row_is_consistent(row: dict) -> None:
+    assert row["kind"] == "rubick" and row["gpus"] == 32 and row["jobs"] == 16 and row["instance"] == "small"
+    assert row["status"] == "optimal" and row["gap"] == pytest.approx(0.0, abs=1e-6)
+    assert row["bound"] >= row["exact_objective"] - 1e-6 >= row["heuristic_objective"] - 1e-6
+    assert row["heuristic_gap"] == pytest.approx((row["bound"] - row["heuristic_objective"]) / abs(row["bound"]))
+    assert row["lp_bound"] >= row["exact_objective"] - 1e-6
+    for label in ("warm", "cold"):  # proven optimal, so both reached 1% and a first solution
+        assert 0 < row[f"first_{label}_s"] <= row[f"gap1_{label}_s"] + 1e-9 <= row["exact_s"] * 3 + 1.0
+
+
+def test_growth_exponent_and_medians() -> None:
+    sizes = [8, 16, 32, 64, 128]
+    assert growth_exponent(sizes, [0.5 * s ** 1.5 for s in sizes]) == pytest.approx(1.5)
+    assert growth_exponent([8, 8], [1.0, 2.0]) is None
+    assert growth_exponent(sizes, [None, 0.0, 1.0, None, None]) is None
+    rows = [{"g": 1, "v": 3.0}, {"g": 1, "v": 1.0}, {"g": 2, "v": None}, {"g": 2, "v": 5.0}]
+    assert median_by(rows, "g", "v") == {1: 2.0, 2: 5.0}
+
+
+def test_unknown_kind_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from optsched.experiments import gap
+    monkeypatch.setattr(gap, "PROBES", {})
+    with pytest.raises(ValidationError, match="no gap study for rounds of kind 'rubick'"):
+        gap_row(generate_rubick_round(1, 8, 3, 0))
+
+
+def test_gap_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    round_file = tmp_path / "r.json"
+    round_file.write_text(json.dumps(generate_rubick_round(2, 8, 8, 1).to_dict()))
+    out = tmp_path / "gap.csv"
+    assert cli.main(["gap", str(round_file), "--time-limit", "10", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "r.json" in printed and "optimal" in printed
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 1 and rows[0]["instance"] == "r.json" and rows[0]["status"] == "optimal"
+    assert cli.main(["gap", str(round_file), "--time-limit", "0"]) == 2

@@ -1,0 +1,172 @@
+"""The MILP back end (formulations/milp.py): a CP-SAT model translated to pulp and solved by CBC (and
+HiGHS when installed) agrees with CP-SAT; the Rubick round on the MILP back ends gives feasible
+decisions with CP-SAT's optimum; the LP relaxation bounds the optimum; clear errors."""
+
+from __future__ import annotations
+
+import pytest
+from ortools.sat.python import cp_model
+
+from optsched.core import ValidationError
+from optsched.formulations import milp, rubick_round
+from optsched.heuristics.rubick import algorithm1
+from optsched.rounds.rubick.feasibility import violations
+from optsched.rounds.rubick.generate import generate_rubick_round
+from optsched.rounds.rubick.objective import objective
+from optsched.rounds.rubick.table import build_round_table
+
+HAS_HIGHS = "highs" in milp.available_backends()
+needs_highs = pytest.mark.skipif(not HAS_HIGHS, reason=f"HiGHS is not available to pulp ({milp.HIGHS_INSTALL_HINT})")
+
+#: (nodes of 8 GPUs, jobs, seed) of the small generated rounds
+ROUNDS = [(1, 4, 0), (1, 6, 1), (2, 5, 2), (2, 6, 3), (2, 8, 4), (1, 8, 5)]
+
+
+def _cpsat(model: cp_model.CpModel) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_time_in_seconds = 10
+    assert solver.solve(model) == cp_model.OPTIMAL
+    return solver
+
+
+def _knapsack() -> tuple[cp_model.CpModel, list[cp_model.IntVar]]:
+    """A small maximisation with an offset, a negated literal, at-most-one, exactly-one and bool-or."""
+    m = cp_model.CpModel()
+    b = [m.new_bool_var(f"b{i}") for i in range(5)]
+    z = m.new_int_var(0, 5, "z")
+    m.new_int_var(-3, 4, "unused")
+    m.add(2 * b[0] + 3 * b[1] + 4 * b[2] + z <= 6)
+    m.add(b[3] + b[4] >= 1)
+    m.add_at_most_one([b[0], b[3].Not()])
+    m.add_exactly_one([b[1], b[4]])
+    m.add_bool_or([b[1], b[2]])
+    m.maximize(5 * b[0] + 4 * b[1] + 3 * b[2] + b[3] + 2 * b[4] + z + 7)
+    return m, [*b, z]
+
+
+def test_generic_translation_agrees_with_cpsat() -> None:
+    m, _ = _knapsack()
+    opt = _cpsat(m).objective_value
+    res = milp.solve_milp(m, "cbc", time_limit=10)
+    assert res.status == "optimal" and res.backend == "cbc"
+    assert res.objective == pytest.approx(opt) and res.bound == pytest.approx(opt)
+    assert res.values is not None and milp.linear_form(m).violations(res.values) == []
+    lp = milp.lp_bound(m, time_limit=10)
+    assert lp is not None and lp >= opt - 1e-6
+    prob, xs = milp.to_pulp(m)
+    assert len(xs) == len(m.proto.variables) and prob.sense == -1  # pulp.LpMaximize
+
+    # a minimisation with a negative offset; the objective is in CP-SAT's units either way
+    m2 = cp_model.CpModel()
+    y = [m2.new_int_var(0, 10, f"y{i}") for i in range(3)]
+    m2.add(y[0] + 2 * y[1] + y[2] >= 7)
+    m2.add(y[0] + y[1] <= 3)
+    m2.minimize(3 * y[0] + 4 * y[1] + 5 * y[2] - 2)
+    opt2 = _cpsat(m2).objective_value
+    res2 = milp.solve_milp(m2, "cbc", time_limit=10)
+    assert res2.status == "optimal" and res2.objective == pytest.approx(opt2)
+    lp2 = milp.lp_bound(m2, time_limit=10)
+    assert lp2 is not None and lp2 <= opt2 + 1e-6
+
+
+def test_warm_start_and_infeasible_model() -> None:
+    m, _ = _knapsack()
+    solver = _cpsat(m)
+    best = list(solver.response_proto.solution)
+    res = milp.solve_milp(m, "cbc", time_limit=10, hint=best)
+    assert res.warm_start and res.status == "optimal" and res.objective == pytest.approx(solver.objective_value)
+    bad = cp_model.CpModel()
+    a = bad.new_bool_var("a")
+    bad.add_bool_or([])
+    bad.maximize(a)
+    assert milp.solve_milp(bad, "cbc", time_limit=5).status == "infeasible"
+    assert milp.lp_bound(bad, time_limit=5) is None
+    with pytest.raises(ValidationError, match="time_limit"):
+        milp.solve_milp(m, "cbc", time_limit=0)
+
+
+def test_untranslatable_models_name_the_constraint_kind() -> None:
+    m = cp_model.CpModel()
+    x, y, p = (m.new_int_var(0, 4, n) for n in "xyp")
+    m.add_multiplication_equality(p, [x, y])
+    with pytest.raises(ValidationError, match="int_prod") as exc:
+        milp.linear_form(m)
+    assert "constraint 0" in str(exc.value)
+    m = cp_model.CpModel()
+    x, y = m.new_int_var(0, 4, "x"), m.new_int_var(0, 4, "y")
+    b = m.new_bool_var("b")
+    m.add(x + y <= 3).only_enforce_if(b)
+    with pytest.raises(ValidationError, match=r"\(linear\) has enforcement literals"):
+        milp.solve_milp(m, "cbc", time_limit=5)
+    m = cp_model.CpModel()
+    x = m.new_int_var(0, 4, "x")
+    m.add(x != 2)
+    with pytest.raises(ValidationError, match="2 intervals"):
+        milp.lp_bound(m, time_limit=5)
+    with pytest.raises(ValidationError, match="unknown MILP backend 'glpk'; known: cbc, highs"):
+        milp.solve_milp(m, "glpk", time_limit=5)
+
+
+@pytest.mark.parametrize("nodes,jobs,seed", ROUNDS)
+def test_rubick_round_cbc_agrees_with_cpsat(nodes: int, jobs: int, seed: int) -> None:
+    problem = generate_rubick_round(nodes, 8, jobs, seed)
+    table = build_round_table(problem)
+    for encoding in ("per-node", "aggregated"):
+        ref = rubick_round.solve(problem, table, time_limit=10, encoding=encoding)
+        got = rubick_round.solve(problem, table, time_limit=10, encoding=encoding, backend="cbc")
+        assert ref.payload["backend"] == "cpsat" and got.payload["backend"] == "cbc"
+        assert ref.status == got.status == "optimal", encoding
+        assert got.objective == pytest.approx(ref.objective, abs=1e-5), encoding
+        assert got.bound is not None and got.bound >= got.objective - 1e-9
+        assert violations(problem, table, got.payload["choices"]) == []
+        assert objective(problem, table, got.payload["choices"]) == pytest.approx(got.objective)
+        lp = rubick_round.lp_relaxation_bound(problem, table, time_limit=10, encoding=encoding)
+        assert lp is not None and lp >= ref.objective - 1e-6, encoding
+    # the default encoding (per node on rounds this small) gives a bound too
+    lp = rubick_round.lp_relaxation_bound(problem, table, time_limit=10)
+    assert lp is not None and lp >= ref.objective - 1e-6
+
+
+def test_rubick_round_cbc_warm_start_never_below_the_heuristic() -> None:
+    problem = generate_rubick_round(2, 8, 8, 6)
+    table = build_round_table(problem)
+    heur = algorithm1(problem, table)
+    sol = rubick_round.solve(problem, table, time_limit=10, hint=heur.choices, backend="cbc", encoding="per-node")
+    assert sol.warm_start and sol.status == "optimal"
+    assert sol.objective >= objective(problem, table, heur.choices) - 1e-9
+    assert violations(problem, table, sol.payload["choices"]) == []
+
+
+def test_rubick_round_unknown_backend_lists_the_known_ones() -> None:
+    problem = generate_rubick_round(1, 8, 4, 0)
+    table = build_round_table(problem)
+    with pytest.raises(ValidationError, match="unknown backend 'gurobi'; known: cpsat, cbc, highs"):
+        rubick_round.solve(problem, table, time_limit=5, backend="gurobi")
+
+
+def test_missing_highs_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(milp, "_highs_kind", lambda: None)
+    m, _ = _knapsack()
+    with pytest.raises(milp.BackendUnavailableError, match="pip install highspy"):
+        milp.solve_milp(m, "highs", time_limit=5)
+    problem = generate_rubick_round(1, 8, 4, 0)
+    with pytest.raises(milp.BackendUnavailableError, match="pip install highspy"):
+        rubick_round.solve(problem, build_round_table(problem), time_limit=5, backend="highs")
+
+
+@needs_highs
+def test_highs_agrees_with_cpsat() -> None:
+    m, _ = _knapsack()
+    opt = _cpsat(m).objective_value
+    res = milp.solve_milp(m, "highs", time_limit=10, hint={0: 1})
+    assert res.status == "optimal" and res.objective == pytest.approx(opt)
+    assert res.bound is not None and res.bound >= res.objective - 1e-9
+    problem = generate_rubick_round(2, 8, 6, 3)
+    table = build_round_table(problem)
+    for encoding in ("per-node", "aggregated"):
+        ref = rubick_round.solve(problem, table, time_limit=10, encoding=encoding)
+        got = rubick_round.solve(problem, table, time_limit=10, encoding=encoding, backend="highs")
+        assert got.status == "optimal" and got.payload["backend"] == "highs"
+        assert got.objective == pytest.approx(ref.objective, abs=1e-5)
+        assert violations(problem, table, got.payload["choices"]) == []
