@@ -4,7 +4,7 @@ bound and the gap, solve times, the times to the first solution and to a 1% gap 
 heuristic's warm start, and the pulp LP bound as a second opinion.
 
     python benchmarks/gap_study.py [--time-limit 20] [--seeds 3] [--sizes 8:40 24:100 64:200 160:400]
-                                   [--plots DIR]
+                                   [--plots DIR] [--workers 1] [--runner local|ray|auto]
 
 Prints the per-instance table and a summary per size (median heuristic gap to the best bound, median
 exact gap, median warm-start speed-up to 1%), the fitted growth exponents of exact solve time and of
@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from optsched.core.kinds import round_kind  # noqa: E402
-from optsched.experiments.gap import PROBES, gap_row, growth_exponent, median_by, plot_study  # noqa: E402
+from optsched.experiments.gap import PROBES, GapPoint, growth_exponent, median_by, plot_study, run_gap_point  # noqa: E402
+from optsched.experiments.sweep import run_sweep  # noqa: E402
 from report import OUT, emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
 #: default sweep: (nodes, jobs) on 8-GPU nodes
@@ -46,18 +46,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--sizes", nargs="+", default=list(SIZES), help="NODES:JOBS on 8-GPU nodes")
     ap.add_argument("--plots", type=Path, default=OUT, help="directory of the PNG plots")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="instances solved at once (default 1: times are measured on an otherwise idle core)")
+    ap.add_argument("--runner", choices=("local", "ray", "auto"), default="local")
     args = ap.parse_args(argv)
-    rows = []
+    points = []
     for kind in sorted(PROBES):
-        gen = round_kind(kind).generate
         for size in args.sizes:
             nodes, jobs = (int(x) for x in size.split(":"))
-            for seed in range(args.seeds):
-                problem = gen(seed=seed, nodes=nodes, jobs=jobs)
-                row = gap_row(problem, time_limit=args.time_limit, seed=seed, label=f"{kind}-{size}-s{seed}")
-                rows.append(row)
-                sys.stdout.write("  ".join(_fmt(row.get(c)) for c in COLUMNS) + "\n")
-                sys.stdout.flush()
+            points += [GapPoint(kind, (("nodes", nodes), ("jobs", jobs)), seed, args.time_limit)
+                       for seed in range(args.seeds)]
+    rows = run_sweep(points, args.runner, args.workers, progress=True, fn=run_gap_point)
+    for row in rows:
+        sys.stdout.write("  ".join(_fmt(row.get(c)) for c in COLUMNS) + "\n")
     emit(COLUMNS, [[_fmt(r.get(c)) for c in COLUMNS] for r in rows], "gap_study.csv")
     summary = []
     for kind in sorted({r["kind"] for r in rows}):

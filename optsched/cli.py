@@ -453,7 +453,7 @@ _GAP_COLUMNS = ("instance", "kind", "gpus", "jobs", "heuristic_objective", "exac
 def _add_gap(sub: Any) -> None:
     p = sub.add_parser("gap", help="measure how far the heuristic is from the exact optimum on round files",
                        description="For each round file: the heuristic's and the exact objective, the proven bound and "
-                                   "gap, solve time, times to the first solution and to a 1%% gap with and without the "
+                                   "gap, solve time, times to the first solution and to a 1% gap with and without the "
                                    "heuristic's warm start, and an LP-relaxation bound (docs/rounds.md).")
     p.add_argument("rounds", nargs="+", metavar="ROUND.json", help="round files")
     p.add_argument("--time-limit", type=float, default=30.0, metavar="S", help="limit of each exact solve (30)")

@@ -7,7 +7,8 @@ the gap and the solve time; the times to the first feasible solution and to a 1%
 heuristic's warm start and without it; and an LP-relaxation bound through pulp as an independent
 second opinion on the solver's bound (when the kind's formulation offers one). :func:`growth_exponent`
 fits ``time = c size^b`` on log-log axes; :func:`plot_study` draws gap vs size and time vs size (PNG,
-with the ``plot`` extra).
+with the ``plot`` extra). :class:`GapPoint` and :func:`run_gap_point` make generated instances a grid
+that :func:`optsched.experiments.sweep.run_sweep` runs in processes or on Ray.
 
 Gaps are relative to the bound: ``(bound - objective) / |bound|`` (``optsched.core.decision.relative_gap``).
 """
@@ -17,13 +18,16 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from optsched.core.deadline import Deadline
 from optsched.core.decision import relative_gap
 from optsched.core.errors import ValidationError
+from optsched.core.kinds import round_kind
 from optsched.core.round import RoundProblem
 
 log = logging.getLogger(__name__)
@@ -57,11 +61,10 @@ def _rubick_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[s
             row.update(exact_objective=best, bound=sol.bound, gap=relative_gap(sol.bound, best),
                        exact_s=sol.wall_seconds, status=sol.status, encoding=sol.size.encoding,
                        variables=sol.size.variables)
-    lp = getattr(rubick_round, "lp_relaxation_bound", None)
-    if lp is not None:
-        t2 = time.perf_counter()
-        row["lp_bound"] = lp(problem, table, sched.admission, time_limit=time_limit)
-        row["lp_s"] = time.perf_counter() - t2
+    t2 = time.perf_counter()
+    row["lp_bound"] = rubick_round.lp_relaxation_bound(problem, table, sched.admission,  # type: ignore[arg-type]
+                                                       time_limit=time_limit)
+    row["lp_s"] = time.perf_counter() - t2
     row["heuristic_gap"] = relative_gap(row["bound"], h_obj)
     return row
 
@@ -92,6 +95,48 @@ def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, l
                            "gpus": gpus, "jobs": len(problem.jobs), "seed": seed, "time_limit": time_limit}
     row.update(probe(problem, time_limit, seed))
     return row
+
+
+@dataclass(frozen=True)
+class GapPoint:
+    """One generated instance of a gap study, as plain values (so it pickles and crosses processes:
+    ``experiments.sweep.run_sweep(points, fn=run_gap_point)`` runs a grid of them locally or on Ray):
+    round ``kind``, the ``seed`` of generator and solver, the exact solve's ``time_limit`` and the
+    generator's keyword ``options`` as sorted (name, value) pairs (for ``rubick``: ``nodes``,
+    ``gpus_per_node``, ``jobs``). Checked when built: the kind must have a probe and the options must
+    be ones its generator takes."""
+
+    kind: str
+    options: tuple[tuple[str, Any], ...] = ()
+    seed: int = 0
+    time_limit: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in PROBES:
+            raise ValidationError(f"gap point: no gap study for rounds of kind {self.kind!r} "
+                                  f"(known: {', '.join(sorted(PROBES))})")
+        known = round_kind(self.kind).generator_options
+        opts = tuple(sorted(dict(self.options).items()))
+        bad = [k for k, _ in opts if k not in known or k == "seed"]
+        if bad:
+            raise ValidationError(f"gap point: the {self.kind} generator takes no option(s) {', '.join(bad)} "
+                                  f"(it takes {', '.join(k for k in known if k != 'seed')})")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValidationError(f"gap point: seed must be an integer >= 0, got {self.seed!r}")
+        Deadline(self.time_limit)  # a positive number of seconds, or a ValidationError naming it
+        object.__setattr__(self, "options", opts)
+
+    @property
+    def label(self) -> str:
+        return "-".join([self.kind, *(f"{k}{v}" for k, v in self.options), f"s{self.seed}"])
+
+
+def run_gap_point(point: GapPoint) -> dict[str, Any]:
+    """Generate ``point``'s round and measure it (:func:`gap_row`); module level, so a process pool or
+    Ray can run it. Its timing columns vary from run to run, the others are a function of the point
+    when the exact solves end proven optimal or at the same solution."""
+    problem = round_kind(point.kind).generate(seed=point.seed, **dict(point.options))
+    return gap_row(problem, time_limit=point.time_limit, seed=point.seed, label=point.label)
 
 
 def growth_exponent(sizes: Sequence[float], times: Sequence[float | None]) -> float | None:
@@ -161,4 +206,5 @@ def plot_study(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[P
     return paths
 
 
-__all__ = ["PROBES", "TARGET_GAP", "gap_row", "growth_exponent", "median_by", "plot_study"]
+__all__ = ["PROBES", "TARGET_GAP", "GapPoint", "gap_row", "growth_exponent", "median_by", "plot_study",
+           "run_gap_point"]

@@ -394,7 +394,7 @@ def run_sweep(points: Sequence[Any], runner: str = "auto", workers: int | None =
         _check_files(p)
     if not points:
         return []
-    bar = Progress(len(points), "sweep", enabled=progress)
+    bar = Progress(len(points), "sweep", enabled=progress, unit="points")
     t0 = time.perf_counter()
     try:
         if which == "ray":

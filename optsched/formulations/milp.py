@@ -19,8 +19,9 @@ reports). Anything else (enforcement literals, a domain with holes, another cons
   (the bundled CBC 2.10.3 mishandles a warm start under ``-max``, see :func:`to_pulp`);
 * ``"highs"``: HiGHS through pulp (``pulp.HiGHS`` on ``highspy``, warm-started with
   ``Highs.setSolution``; ``pulp.HiGHS_CMD`` with its ``warmStart`` when only the ``highs`` binary is
-  there). Not a dependency of optsched: ``pip install highspy``. HiGHS is run with ``mip_rel_gap = 0``,
-  so that "optimal" means what it means for CP-SAT (its default stops at a 0.01% gap).
+  there). Not a dependency of optsched: the ``highs`` extra (``pip install 'optsched[highs]'``). HiGHS
+  is run with ``mip_rel_gap = 0``, so that "optimal" means what it means for CP-SAT (its default
+  stops at a 0.01% gap).
 
 **Bounds.** HiGHS (``highspy``) reports its MIP dual bound; it is returned (in the model's units, never
 below the objective found, for a maximisation). CBC prints its best possible objective only in its log,
@@ -71,7 +72,7 @@ _ALL_KINDS = ("bool_or", "bool_and", "at_most_one", "exactly_one", "bool_xor", "
               "lin_max", "linear", "all_diff", "element", "circuit", "routes", "table", "automaton", "inverse",
               "reservoir", "interval", "no_overlap", "no_overlap_2d", "cumulative", "dummy_constraint")
 
-HIGHS_INSTALL_HINT = "pip install highspy (HiGHS for pulp), or put the `highs` binary on PATH"
+HIGHS_INSTALL_HINT = "pip install 'optsched[highs]' (highspy, HiGHS for pulp), or put the `highs` binary on PATH"
 CBC_INSTALL_HINT = "pip install 'pulp[cbc]' (or a pulp that bundles CBC), or put the `cbc` binary on PATH"
 
 

@@ -540,5 +540,5 @@ def _cut_message(problem: RubickRound, cut: bool, timed_out: Mapping[str, str]) 
             f"allocation or wait{left}")
 
 
-__all__ = ["Algorithm1", "DeferralResult", "TIME_LIMIT_REASON", "UnreachableGuaranteeError", "algorithm1", "deferral_message", "schedule",
-           "schedule_with_deferral"]
+__all__ = ["Algorithm1", "DeferralResult", "TIME_LIMIT_REASON", "UnreachableGuaranteeError", "algorithm1",
+           "deferral_message", "schedule", "schedule_with_deferral"]

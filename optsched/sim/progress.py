@@ -12,11 +12,14 @@ log = logging.getLogger(__name__)
 
 
 class Progress:
-    """``update(done)`` with the number of finished items out of ``total``; ``close()`` at the end."""
+    """``update(done)`` with the number of finished items (``unit``) out of ``total``; ``close()`` at the
+    end."""
 
-    def __init__(self, total: int, label: str, enabled: bool = True, stream: TextIO | None = None) -> None:
+    def __init__(self, total: int, label: str, enabled: bool = True, stream: TextIO | None = None,
+                 unit: str = "jobs") -> None:
         self.total = max(1, int(total))
         self.label = label
+        self.unit = unit
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
@@ -38,13 +41,13 @@ class Progress:
             decile = 10 * done // self.total
             if decile > self._last_decile:
                 self._last_decile = decile
-                log.info("%s: %d/%d jobs done (%.0f s)", self.label, done, self.total, now - self._t0)
+                log.info("%s: %d/%d %s done (%.0f s)", self.label, done, self.total, self.unit, now - self._t0)
 
     def _draw(self, now: float) -> None:
         width = 30
         filled = int(width * self._done / self.total)
         self.stream.write(f"\r{self.label:>14} [{'#' * filled}{'.' * (width - filled)}] "
-                          f"{self._done}/{self.total} jobs {now - self._t0:6.1f} s")
+                          f"{self._done}/{self.total} {self.unit} {now - self._t0:6.1f} s")
         self.stream.flush()
 
     def close(self) -> None:

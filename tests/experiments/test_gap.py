@@ -57,3 +57,30 @@ def test_gap_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 1 and rows[0]["instance"] == "r.json" and rows[0]["status"] == "optimal"
     assert cli.main(["gap", str(round_file), "--time-limit", "0"]) == 2
+
+
+def test_gap_points_run_as_a_sweep_with_the_rows_of_a_serial_run() -> None:
+    from optsched.experiments.gap import GapPoint, run_gap_point
+    from optsched.experiments.sweep import run_sweep
+    points = [GapPoint("rubick", (("jobs", 6), ("nodes", 2)), seed, 10.0) for seed in (0, 1)]
+    assert points[0].label == "rubick-jobs6-nodes2-s0"
+    serial = run_sweep(points, "local", workers=1, fn=run_gap_point)
+    pooled = run_sweep(points, "local", workers=2, fn=run_gap_point)
+    assert [r["instance"] for r in pooled] == ["rubick-jobs6-nodes2-s0", "rubick-jobs6-nodes2-s1"]
+    same = ("instance", "gpus", "jobs", "status", "heuristic_objective", "exact_objective", "bound", "lp_bound")
+    assert [{k: r[k] for k in same} for r in serial] == [{k: r[k] for k in same} for r in pooled]
+    assert all(r["status"] == "optimal" for r in serial)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"kind": "nope"}, ["no gap study", "'nope'"]),
+    ({"kind": "rubick", "options": (("racks", 2),)}, ["no option(s) racks", "nodes"]),
+    ({"kind": "rubick", "seed": -1}, ["seed must be an integer >= 0"]),
+    ({"kind": "rubick", "time_limit": 0}, ["time limit must be a positive number"]),
+])
+def test_bad_gap_points_name_the_item(kwargs: dict, words: list[str]) -> None:
+    from optsched.experiments.gap import GapPoint
+    with pytest.raises(ValidationError) as err:
+        GapPoint(**kwargs)
+    for w in words:
+        assert w in str(err.value)

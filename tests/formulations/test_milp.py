@@ -148,10 +148,10 @@ def test_rubick_round_unknown_backend_lists_the_known_ones() -> None:
 def test_missing_highs_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(milp, "_highs_kind", lambda: None)
     m, _ = _knapsack()
-    with pytest.raises(milp.BackendUnavailableError, match="pip install highspy"):
+    with pytest.raises(milp.BackendUnavailableError, match=r"pip install .optsched\[highs\]. \(highspy"):
         milp.solve_milp(m, "highs", time_limit=5)
     problem = generate_rubick_round(1, 8, 4, 0)
-    with pytest.raises(milp.BackendUnavailableError, match="pip install highspy"):
+    with pytest.raises(milp.BackendUnavailableError, match=r"pip install .optsched\[highs\]. \(highspy"):
         rubick_round.solve(problem, build_round_table(problem), time_limit=5, backend="highs")
 
 

@@ -14,8 +14,9 @@ Rules (POP leaves the split to the problem; these are ours):
   with the fewest GPUs of their type so far, so every part gets about ``1/k`` of each GPU type.
 * **Jobs.** A running job goes with the part holding its nodes. Queued jobs are shuffled with the
   seed and dealt, most requested GPUs first, to the part of a type they may use with the most GPUs
-  neither held by its running jobs nor asked for by the queued jobs dealt to it so far; a job whose request exceeds the GPUs of every part it may use is in no part (it
-  waits this round; the message names it).
+  neither held by its running jobs nor asked for by the queued jobs dealt to it so far; a job whose
+  request exceeds the GPUs of every part it may use is in no part (it waits this round; the message
+  names it).
 * **Merge.** The parts' per-job decisions are joined; the objective is the round's (normalised
   throughputs minus penalties; a part's reference throughput is the whole round's when the nodes of
   a GPU type are alike, which the catalogue clusters are). The union is feasible for the whole cluster
