@@ -41,7 +41,7 @@ from optsched.core.catalog import GPU_TYPES, get_cluster, get_gpu_type, get_mode
 from optsched.core.errors import OptschedError, UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.job import DEFAULT_CPUS_PER_GPU
-from optsched.core.jsonio import read_json
+from optsched.core.jsonio import format_json, read_json
 from optsched.core.plan import ZeroMode
 from optsched.core.pool import gpu_pool
 from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit
@@ -111,8 +111,9 @@ def _check_output_dir(path: str | Path, flag: str = "--out") -> None:
 
 
 def _emit_json(data: Any, path: str | None) -> None:
-    """Write ``data`` as indented JSON to ``path``, or to stdout when no path is given."""
-    text = json.dumps(data, indent=2) + "\n"
+    """Write ``data`` as JSON (:func:`~optsched.core.jsonio.format_json`) to ``path``, or to stdout when no
+    path is given."""
+    text = format_json(data)
     if path:
         _write_text(path, text)
     else:

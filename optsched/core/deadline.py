@@ -38,6 +38,11 @@ class Deadline:
         """Seconds left (may be negative once past)."""
         return self.at - time.perf_counter()
 
+    def earlier(self, seconds: float) -> "Deadline":
+        """This deadline moved ``seconds`` earlier (never to or before its start): the budget of the steps
+        that come before a last step known to need about ``seconds``."""
+        return Deadline(max(self.seconds - max(seconds, 0.0), 1e-9), self.start)
+
     def expired(self, reserve: float = 0.0) -> bool:
         """Whether less than ``reserve`` seconds are left."""
         return time.perf_counter() > self.at - reserve

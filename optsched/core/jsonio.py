@@ -25,5 +25,24 @@ def read_json(path: str | Path) -> Any:
         raise ValidationError(f"{p}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
 
 
+def format_json(data: Any) -> str:
+    """``data`` as JSON text for people and programs: an object's members one per line, the items of a
+    list member one per line (each item compact), everything else compact. Unlike ``indent=2``,
+    which makes Python's encoder fall back to pure Python, every piece is written by the C encoder: a
+    decision of 100,000 jobs takes a fraction of a second instead of seconds."""
+    if not isinstance(data, dict) or not data:
+        return json.dumps(data) + "\n"
+    members = []
+    for key, value in data.items():
+        head = f"  {json.dumps(key)}: "
+        if isinstance(value, list) and value:
+            items = ",\n".join("    " + json.dumps(v) for v in value)
+            members.append(f"{head}[\n{items}\n  ]")
+        else:
+            members.append(head + json.dumps(value))
+    return "{\n" + ",\n".join(members) + "\n}\n"
+
+
 def write_json(path: str | Path, data: Any) -> None:
-    Path(path).write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    """Write ``data`` to ``path`` as :func:`format_json` text."""
+    Path(path).write_text(format_json(data), encoding="utf-8")

@@ -85,6 +85,10 @@ class _Nodes:
     cpus: np.ndarray
     mem: np.ndarray  # MiB, floored
 
+    def __post_init__(self) -> None:
+        #: GPU type -> mask over the nodes of that type
+        self.type_mask = {t: np.array([x == t for x in self.types], dtype=bool) for t in set(self.types)}
+
 
 def _nodes(problem: RubickRound) -> _Nodes:
     names, types, g, c, m = [], [], [], [], []
@@ -138,12 +142,19 @@ def allowed_rows(table: CoefficientTable, admission: Admission) -> dict[int, np.
 
 
 def _eligible(nodes: _Nodes, gtype: str, s: int, cpus: int, mem: int) -> np.ndarray:
-    ok = (nodes.gpus >= s) & (nodes.cpus >= cpus) & (nodes.mem >= mem)
-    return np.flatnonzero(ok & (np.array(nodes.types) == gtype))
+    mask = nodes.type_mask.get(gtype)
+    if mask is None:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(mask & (nodes.gpus >= s) & (nodes.cpus >= cpus) & (nodes.mem >= mem))
 
 
 class OutOfTime(Exception):
     """The deadline passed while the model was being built."""
+
+
+class ModelTooLarge(ValidationError):
+    """The per-node encoding was asked for but would need more part variables than ``max_node_vars``
+    (counted before any variable is made)."""
 
 
 def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission | None = None,
@@ -152,7 +163,9 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     """Build the CP-SAT model (module docstring). ``encoding`` forces "per-node" or "aggregated";
     by default per-node when it needs at most :data:`PER_NODE_FIRST_VARS` part variables (and
     ``max_node_vars``), else aggregated. Raises :class:`OutOfTime` when ``deadline`` passes during the
-    build."""
+    build and :class:`ModelTooLarge` when the per-node encoding is forced on a round that needs more
+    than ``max_node_vars`` part variables (both before a variable is made: the count is taken first,
+    and each variable costs about 30 us to make)."""
     admission = admission or admit(problem, table)
     nodes = _nodes(problem)
     rows_of = allowed_rows(table, admission)
@@ -161,6 +174,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     # per row: its parts and their per-node demand
     demand: dict[int, list[tuple[int, int, int, int]]] = {}  # row -> [(size, mult, cpus, mem MiB)]
     n_node_vars = 0
+    n_eligible: dict[tuple[str, int, int, int], int] = {}
     for j, rows in rows_of.items():
         if deadline is not None and deadline.expired():
             raise OutOfTime
@@ -171,13 +185,19 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             d = []
             for s, mult in sorted(Counter(table.gpus_per_node[k]).items(), reverse=True):
                 cpus, mem = part_share(table, k, s)
-                d.append((s, mult, cpus, _mib_up(mem)))
-                n_node_vars += len(_eligible(nodes, table.gpu_type[k], s, cpus, _mib_up(mem)))
+                need = (table.gpu_type[k], s, cpus, _mib_up(mem))
+                d.append((s, mult, cpus, need[3]))
+                if need not in n_eligible:
+                    n_eligible[need] = len(_eligible(nodes, *need))
+                n_node_vars += n_eligible[need]
             demand[k] = d
     if encoding is None:
         encoding = "per-node" if n_node_vars <= min(max_node_vars, PER_NODE_FIRST_VARS) else "aggregated"
     if encoding not in ("per-node", "aggregated"):
         raise ValidationError(f"unknown encoding {encoding!r}; known: aggregated, per-node")
+    if encoding == "per-node" and n_node_vars > max_node_vars:
+        raise ModelTooLarge(f"the per-node encoding of this round needs {n_node_vars} part variables, more than "
+                            f"max_node_vars={max_node_vars}")
 
     if encoding == "per-node":
         classes = [[i] for i in range(len(nodes.names))]
@@ -377,11 +397,11 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, int]) -> dict[str, Cho
                 return c
         return None
 
-    order = sorted(chosen.items(), key=lambda kv: (kv[1] != int(t.current_row[t.jobs.index(kv[0])]),
+    order = sorted(chosen.items(), key=lambda kv: (kv[1] != int(t.current_row[t.index_of(kv[0])]),
                                                   kv[0] not in built.admission.protected,
                                                   -max(t.gpus_per_node[kv[1]]), kv[0]))
     for name, k in order:
-        j = t.jobs.index(name)
+        j = t.index_of(name)
         c = take(k, j) or fallback(j)
         if c is None and name in built.admission.protected:
             return None
@@ -403,10 +423,12 @@ def solve(problem: RubickRound, table: CoefficientTable, *, time_limit: float, s
     gets what is left, at least :data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS`). ``hint``
     (e.g. the heuristic's choices) warm-starts the solver. ``encoding`` forces one encoding; by default
     small rounds are solved per node and larger ones aggregated first, then per node when that is not
-    proven optimal (:data:`PER_NODE_FIRST_VARS`); the better answer is returned with the tighter of the
-    two bounds. ``backend`` (:data:`BACKENDS`): ``"cpsat"``, or ``"cbc"``/``"highs"``, the same model
-    solved as a MILP through pulp (:func:`optsched.formulations.milp.solve_milp`, on ``workers``
-    threads; ``seed`` is CP-SAT's only). CBC reports no bound before it proves optimality, so a
+    proven optimal and the per-node model has at most ``max_node_vars`` part variables
+    (:data:`PER_NODE_FIRST_VARS`); the better answer is returned with the tighter of the two bounds.
+    A forced per-node encoding over ``max_node_vars`` raises :class:`ModelTooLarge`. ``backend``
+    (:data:`BACKENDS`): ``"cpsat"``, or ``"cbc"``/``"highs"``, the same model solved as a MILP through
+    pulp (:func:`optsched.formulations.milp.solve_milp`, on ``workers`` threads; ``seed`` is CP-SAT's
+    only). CBC reports no bound before it proves optimality, so a
     time-limited CBC answer has no bound (and no gap). The payload is ``{"choices": {job: Choice},
     "backend": backend}`` (no choices when nothing was found). Status ``infeasible`` means the protected
     jobs cannot all be placed (proven, on a relaxation in the aggregated encoding). Status ``unknown``
@@ -428,9 +450,11 @@ def solve(problem: RubickRound, table: CoefficientTable, *, time_limit: float, s
             or time_limit - (time.perf_counter() - t0) < 1.0):
         return first
     refine_hint = first.payload.get("choices") or hint
-    second = _solve_once(problem, table, t0, time_limit, seed, workers, refine_hint, admission, max_node_vars,
-                         "per-node", {"cp_model_probing_level": 0}, max_vars=max_node_vars, backend=backend,
-                         trace=trace)
+    try:
+        second = _solve_once(problem, table, t0, time_limit, seed, workers, refine_hint, admission, max_node_vars,
+                             "per-node", {"cp_model_probing_level": 0}, backend=backend, trace=trace)
+    except ModelTooLarge:
+        return first
     return _better(problem, table, first, second, time.perf_counter() - t0)
 
 
@@ -467,10 +491,10 @@ class _Trace(cp_model.CpSolverSolutionCallback):
 
 def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_limit: float, seed: int, workers: int,
                 hint: Mapping[str, Choice] | None, admission: Admission | None, max_node_vars: int,
-                encoding: str | None, params: Mapping[str, object], max_vars: int | None = None,
+                encoding: str | None, params: Mapping[str, object],
                 backend: str = "cpsat", trace: list[tuple[float, float, float]] | None = None) -> Solution:
     """One build and solve in what is left of ``time_limit`` since ``t0``; ``params`` are CP-SAT
-    parameters beyond the defaults below; ``max_vars`` skips a per-node model larger than that."""
+    parameters beyond the defaults below. Raises :class:`ModelTooLarge` as :func:`build` does."""
     left = time_limit - (time.perf_counter() - t0)
     tag = {"backend": backend}
     try:
@@ -479,8 +503,6 @@ def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_l
     except OutOfTime:
         return Solution("unknown", None, None, time.perf_counter() - t0, bool(hint), ModelSize(0, 0, "unbuilt"),
                         {"reason": f"the time limit ({time_limit:g} s) passed while the model was being built", **tag})
-    if max_vars is not None and len(built.parts) > max_vars:
-        return Solution("unknown", None, None, time.perf_counter() - t0, bool(hint), ModelSize(0, 0, "skipped"), tag)
     if backend == "cpsat":
         if hint:
             _hint(built, hint)
@@ -554,5 +576,5 @@ def lp_relaxation_bound(problem: RubickRound, table: CoefficientTable, admission
     return lp / SCALE + built.offset + 0.5 * len(table.jobs) / SCALE
 
 
-__all__ = ["BACKENDS", "DEFAULT_MAX_NODE_VARS", "PER_NODE_FIRST_VARS", "RubickRoundModel", "allowed_rows", "build",
-           "lp_relaxation_bound", "solve"]
+__all__ = ["BACKENDS", "DEFAULT_MAX_NODE_VARS", "PER_NODE_FIRST_VARS", "ModelTooLarge", "OutOfTime", "RubickRoundModel",
+           "allowed_rows", "build", "lp_relaxation_bound", "solve"]

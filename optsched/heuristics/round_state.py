@@ -21,7 +21,9 @@ round objective (:func:`~optsched.rounds.rubick.objective.objective`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -74,6 +76,44 @@ class JobRows:
     best_value: float
 
 
+class _RowsOfJobs(Sequence[JobRows]):
+    """:class:`JobRows` of every job of a table, by job index; each made on first use from one sort of
+    all rows (by job, then normalised throughput descending, fewer GPUs, CPUs, memory, row index)."""
+
+    def __init__(self, table: CoefficientTable, value: np.ndarray, row_type: np.ndarray) -> None:
+        k_all = np.arange(len(table))
+        self._table = table
+        self._order = order = np.lexsort((k_all, table.mem_gib, table.cpus, table.gpus, -value, table.job_index))
+        self._bounds = np.searchsorted(table.job_index[order], np.arange(len(table.jobs) + 1))
+        reaches_all = reaches_guarantee(table, k_all) if len(table) else np.zeros(0, dtype=bool)
+        max_part = np.fromiter((max(s) for s in table.gpus_per_node), dtype=np.int64, count=len(table))
+        self._cols = tuple(x[order] for x in (value, table.gpus, table.cpus, table.mem_gib, max_part, reaches_all,
+                                              row_type))
+        self._made: list[JobRows | None] = [None] * len(table.jobs)
+
+    def __len__(self) -> int:
+        return len(self._made)
+
+    @overload
+    def __getitem__(self, j: int) -> JobRows: ...
+
+    @overload
+    def __getitem__(self, j: slice) -> Sequence[JobRows]: ...
+
+    def __getitem__(self, j: int | slice) -> JobRows | Sequence[JobRows]:
+        if isinstance(j, slice):
+            return [self[i] for i in range(*j.indices(len(self)))]
+        out = self._made[j]
+        if out is None:
+            a, b = self._bounds[j], self._bounds[j + 1]
+            rows = self._order[a:b]
+            val, g, c, m, mp, ok, tid = (x[a:b] for x in self._cols)
+            out = self._made[j] = JobRows(rows=rows, value=val, gpus=g, cpus=c, mem=m, max_part=mp, reaches=ok,
+                                          type_id=tid, shapes=tuple(self._table.gpus_per_node[k] for k in rows),
+                                          best_value=float(val[0]) if rows.size else 0.0)
+        return out
+
+
 class RoundState:
     """Configurations of the jobs of a Rubick round on a node ledger (module docstring)."""
 
@@ -98,38 +138,23 @@ class RoundState:
         self.running = np.asarray(table.current_row) >= 0
         self.reconfig_penalty = float(problem.reconfig_penalty)
         self.preempt_penalty = float(problem.preempt_penalty)
-        self.rows: list[JobRows] = []
         self.on_current_node = np.zeros((n_jobs, n_nodes), dtype=bool)
         self.current: list[Config | None] = [None] * n_jobs
         self.current_parts: list[tuple[tuple[str, int], ...] | None] = [None] * n_jobs
-        reaches_all = reaches_guarantee(table, np.arange(len(table))) if len(table) else np.zeros(0, dtype=bool)
         row_type = np.array([self.type_id[x] for x in table.gpu_type], dtype=np.int64)
-        max_part = np.array([max(s) for s in table.gpus_per_node], dtype=np.int64)
-        # every job's rows in one sort: by job, then normalised throughput descending, fewer GPUs,
-        # CPUs, memory, row index
-        k_all = np.arange(len(table))
-        order = np.lexsort((k_all, table.mem_gib, table.cpus, table.gpus, -self.value, table.job_index))
-        bounds = np.searchsorted(table.job_index[order], np.arange(n_jobs + 1))
-        type_nodes = np.array([node_type == t for t in range(len(types))], dtype=bool).reshape(len(types), n_nodes)
         job_types = np.zeros((n_jobs, len(types)), dtype=bool)
         job_types[table.job_index, row_type] = True
         #: eligible[j, n]: node n has a GPU type job j has rows on
-        self.eligible = (job_types.astype(np.int64) @ type_nodes.astype(np.int64)) > 0
-        cols = (self.value[order], table.gpus[order], table.cpus[order], table.mem_gib[order], max_part[order],
-                reaches_all[order], row_type[order])
-        for j, name in enumerate(self.names):
-            a, b = bounds[j], bounds[j + 1]
-            rows = order[a:b]
-            val, g, c, m, mp, ok, tid = (x[a:b] for x in cols)
-            self.rows.append(JobRows(rows=rows, value=val, gpus=g, cpus=c, mem=m, max_part=mp, reaches=ok,
-                                     type_id=tid, shapes=tuple(table.gpus_per_node[k] for k in rows),
-                                     best_value=float(val[0]) if rows.size else 0.0))
-            cur = problem.current(name)
-            cur_row = int(table.current_row[j])
-            if cur is not None and cur_row >= 0:
+        self.eligible = job_types[:, node_type]
+        #: every job's rows sorted (made per job on first use: a large queue is mostly never looked at)
+        self.rows = _RowsOfJobs(table, self.value, row_type)
+        for j in np.flatnonzero(np.asarray(table.current_row) >= 0):
+            j = int(j)
+            cur = problem.current(self.names[j])
+            if cur is not None:
                 shares = tuple(sorted((self.ledger.index[n], s.gpus, s.cpus, float(s.mem_gib))
                                       for n, s in cur.placement.shares))
-                self.current[j] = Config(cur_row, shares, True)
+                self.current[j] = Config(int(table.current_row[j]), shares, True)
                 self.current_parts[j] = tuple(sorted((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0))
                 for n, *_ in shares:
                     self.on_current_node[j, n] = True

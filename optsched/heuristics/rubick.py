@@ -374,6 +374,22 @@ class _Outcome:
     cut: bool
 
 
+#: jobs between two looks at the clock while sort keys are computed
+_SORT_CHECK_EVERY = 256
+
+
+def _by_slope(eng: Algorithm1, jobs: list[int], deadline: Deadline | None) -> list[int] | None:
+    """``jobs`` in SortBySlope order (:meth:`Algorithm1.sort_key`); None when the ``deadline`` passes
+    while the keys are computed."""
+    keys = []
+    for at, j in enumerate(jobs):
+        if deadline is not None and at % _SORT_CHECK_EVERY == 0 and deadline.expired():
+            return None
+        keys.append((eng.sort_key(j), j))
+    keys.sort()
+    return [j for _, j in keys]
+
+
 def _privileged_phase(problem: RubickRound, table: CoefficientTable, admission: Admission, *, repack: bool,
                       deadline: Deadline | None = None
                       ) -> tuple[Algorithm1, list[int], list[tuple[int, str]], list[int]]:
@@ -386,9 +402,10 @@ def _privileged_phase(problem: RubickRound, table: CoefficientTable, admission: 
     the privileged jobs the ``deadline`` left no time for (they hold nothing)."""
     eng = Algorithm1(problem, table, admission)
     eng.hold_running(skip_waiting=True)
-    admitted = [table.jobs.index(name) for name in admission.protected]
+    admitted = [table.index_of(name) for name in admission.protected]
     if repack:
-        privileged = sorted(admitted, key=lambda j: (-admission.protected[eng.names[j]], admitted.index(j)))
+        at = {j: i for i, j in enumerate(admitted)}
+        privileged = sorted(admitted, key=lambda j: (-admission.protected[eng.names[j]], at[j]))
         for j in privileged:
             eng.set(j, None)
     else:
@@ -472,21 +489,24 @@ def _algorithm1(problem: RubickRound, table: CoefficientTable, admission: Admiss
     if skipped:
         return _Outcome(eng.choices(), timed_out, True)
     # lines 4-5: SortBySlope(best-effort queued U running), each scheduled once
+    # (a job without rows cannot be scheduled: leaving it out of the sort changes nothing)
     done = set(privileged)
-    rest = [j for j in range(len(eng.names)) if not eng.waiting[j] and j not in done
+    has_rows = np.bincount(table.job_index, minlength=len(eng.names)) > 0
+    rest = [j for j in np.flatnonzero(has_rows & ~eng.waiting).tolist() if j not in done
             and (not eng.protected[j] or eng.current[j] is not None)]
-    rest.sort(key=eng.sort_key)
+    ordered = _by_slope(eng, rest, deadline)
     committed = 0
-    cut = False
-    for j in rest:
+    cut = ordered is None
+    for j in ordered or ():
         if deadline is not None and deadline.expired():
             cut = True
             break
         committed += eng.schedule_job(j, forced=False)
     # preempted / unplaced jobs return to the queue: one try on the free resources
-    left = [] if cut else [j for j in range(len(eng.names)) if eng.config(j) is None and not eng.waiting[j]]
-    left.sort(key=eng.sort_key)
-    for j in left:
+    left = [] if cut else [j for j in np.flatnonzero(has_rows & ~eng.waiting).tolist() if eng.config(j) is None]
+    ordered = _by_slope(eng, left, deadline)
+    cut = cut or ordered is None
+    for j in ordered or ():
         if deadline is not None and deadline.expired():
             cut = True
             break

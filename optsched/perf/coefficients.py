@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -28,6 +30,26 @@ from optsched.perf.performance_model import PerformanceModel
 from optsched.perf.plans import enumerate_plans
 
 FORMAT = "optsched.coefficients/1"
+
+
+def _placements(raw: Any) -> tuple[tuple[int, ...], ...]:
+    """``gpus_per_node`` as tuples of positive ints, each distinct shape checked once;
+    ``ValidationError`` naming the first bad row."""
+    try:
+        if all(type(pl) is tuple for pl in raw):
+            distinct = set(raw)
+            if all(pl and all(type(n) is int and n >= 1 for n in pl) for pl in distinct):
+                return tuple(raw)  # the usual case: already tuples of positive ints
+    except TypeError:  # an unhashable entry: checked row by row below
+        pass
+    out = []
+    for i, pl in enumerate(raw):
+        if isinstance(pl, (str, bytes)) or not isinstance(pl, Sequence) or not pl:
+            raise ValidationError(f"CoefficientTable: gpus_per_node[{i}] must be a non-empty list of GPU counts")
+        for n in pl:
+            require_int(f"CoefficientTable gpus_per_node[{i}]", "GPU count", n, 1)
+        out.append(tuple(int(n) for n in pl))
+    return tuple(out)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -91,37 +113,32 @@ class CoefficientTable:
     current_row: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        # every rule is checked once per distinct value (plans, shapes and GPU types repeat over rows),
+        # so a table of a million rows validates in well under a second
         jobs = tuple(self.jobs)
-        seen: set[str] = set()
-        for name in jobs:
-            require_name("CoefficientTable job", name)
-            if name in seen:
-                raise ValidationError(f"CoefficientTable: jobs: job {name!r} listed twice")
-            seen.add(name)
+        bad_names = [n for n in jobs if not isinstance(n, str) or not n.strip()]
+        if bad_names:
+            require_name("CoefficientTable job", bad_names[0])
+        if len(set(jobs)) != len(jobs):
+            seen: set[str] = set()
+            twice = next(n for n in jobs if n in seen or seen.add(n))  # type: ignore[func-returns-value]
+            raise ValidationError(f"CoefficientTable: jobs: job {twice!r} listed twice")
         plans = tuple(self.plans)
         k = len(plans)
-        for i, p in enumerate(plans):
-            if not isinstance(p, ExecutionPlan):
-                raise ValidationError(f"CoefficientTable: plans[{i}] must be an ExecutionPlan, got {p!r}")
+        if any(t is not ExecutionPlan for t in set(map(type, plans))):
+            i = next(i for i, p in enumerate(plans) if not isinstance(p, ExecutionPlan))
+            raise ValidationError(f"CoefficientTable: plans[{i}] must be an ExecutionPlan, got {plans[i]!r}")
         if isinstance(self.gpus_per_node, (str, bytes)) or len(self.gpus_per_node) != k:
             raise ValidationError(
                 f"CoefficientTable: gpus_per_node must have {k} entries (one per plan), got "
                 f"{len(self.gpus_per_node) if not isinstance(self.gpus_per_node, (str, bytes)) else '?'}")
-        placements = []
-        for i, pl in enumerate(self.gpus_per_node):
-            if type(pl) is tuple and pl and all(type(n) is int and n >= 1 for n in pl):
-                placements.append(pl)  # fast path: already a tuple of positive ints
-                continue
-            if isinstance(pl, (str, bytes)) or not isinstance(pl, Sequence) or not pl:
-                raise ValidationError(f"CoefficientTable: gpus_per_node[{i}] must be a non-empty list of GPU counts")
-            for n in pl:
-                require_int(f"CoefficientTable gpus_per_node[{i}]", "GPU count", n, 1)
-            placements.append(tuple(int(n) for n in pl))
+        placements = _placements(self.gpus_per_node)
         types = tuple(self.gpu_type)
         if len(types) != k:
             raise ValidationError(f"CoefficientTable: gpu_type must have {k} entries, got {len(types)}")
-        for i, t in enumerate(types):
-            require_name(f"CoefficientTable gpu_type[{i}]", t)
+        if set(map(type, types)) - {str} or any(not t.strip() for t in set(types)):
+            i = next(i for i, t in enumerate(types) if not isinstance(t, str) or not t.strip())
+            require_name(f"CoefficientTable gpu_type[{i}]", types[i])
         job_index = _int_array("job_index", self.job_index, k)
         if job_index.size and (job_index.min() < 0 or job_index.max() >= len(jobs)):
             raise ValidationError(
@@ -131,8 +148,10 @@ class CoefficientTable:
         cpus = _int_array("cpus", self.cpus, k)
         mem = _float_array("mem_gib", self.mem_gib, k)
         thr = _float_array("throughput", self.throughput, k)
-        plan_gpus = np.fromiter((p.num_gpus for p in plans), dtype=np.int64, count=k)
-        shape_gpus = np.fromiter((sum(pl) for pl in placements), dtype=np.int64, count=k)
+        by_plan = {id(p): p.num_gpus for p in plans}
+        plan_gpus = np.fromiter(map(by_plan.__getitem__, map(id, plans)), dtype=np.int64, count=k)
+        by_shape = {pl: sum(pl) for pl in set(placements)}
+        shape_gpus = np.fromiter(map(by_shape.__getitem__, placements), dtype=np.int64, count=k)
         bad = np.flatnonzero((gpus != plan_gpus) | (gpus != shape_gpus))
         if bad.size:
             i = int(bad[0])
@@ -171,14 +190,33 @@ class CoefficientTable:
     def __len__(self) -> int:
         return len(self.plans)
 
+    @cached_property
+    def job_position(self) -> Mapping[str, int]:
+        """Job name -> its index in ``jobs`` (made on first use, so looking a job up is O(1))."""
+        return MappingProxyType({name: j for j, name in enumerate(self.jobs)})
+
+    def index_of(self, job: str) -> int:
+        """Index of ``job`` in ``jobs``; ``UnknownNameError`` for a job not in the table."""
+        j = self.job_position.get(job)
+        if j is None:
+            raise UnknownNameError("job", job, self.jobs)
+        return j
+
+    @cached_property
+    def _rows_by_job(self) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(self.job_index, kind="stable")
+        return order, np.searchsorted(self.job_index[order], np.arange(len(self.jobs) + 1))
+
+    def rows_of(self, j: int) -> np.ndarray:
+        """Row indices of job index ``j`` (ascending; one sort of the table on first use, then O(rows of
+        the job) per call)."""
+        order, bounds = self._rows_by_job
+        return order[bounds[j]:bounds[j + 1]]
+
     def configs_of(self, job: str) -> np.ndarray:
         """Row indices of ``job``'s configurations (ascending); ``UnknownNameError`` for a job not in
         the table."""
-        try:
-            j = self.jobs.index(job)
-        except ValueError:
-            raise UnknownNameError("job", job, self.jobs) from None
-        return np.flatnonzero(self.job_index == j)
+        return self.rows_of(self.index_of(job))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CoefficientTable):

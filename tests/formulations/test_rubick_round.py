@@ -204,3 +204,19 @@ def test_cli_rejects_malformed_round_files(tmp_path, capsys) -> None:
     bad.write_text(json.dumps({"kind": "crius2", "cluster": "a800-8x8", "jobs": []}))
     assert cli.main(["solve", str(bad)]) == 2
     assert "round kind" in capsys.readouterr().err
+
+
+def test_a_forced_per_node_model_over_its_size_limit_is_refused_before_it_is_built(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = generate_rubick_round(16, 8, 60, 0)
+    table = build_round_table(problem)
+
+    def no_model() -> None:
+        raise AssertionError("a model was made")
+    with monkeypatch.context() as m:
+        m.setattr(rubick_round.cp_model, "CpModel", no_model)
+        with pytest.raises(rubick_round.ModelTooLarge, match=r"needs \d+ part variables, more than max_node_vars=100"):
+            rubick_round.build(problem, table, encoding="per-node", max_node_vars=100)
+    # the default strategy skips the per-node refinement then, and still answers
+    sol = rubick_round.solve(problem, table, time_limit=10, max_node_vars=100)
+    assert sol.size.encoding == "aggregated" and sol.objective is not None

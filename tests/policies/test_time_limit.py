@@ -76,3 +76,26 @@ def test_clock_start_counts_time_spent_before_the_call(slow_round: optsched.Rubi
     d = optsched.solve(slow_round, "rubick", 5.0, clock_start=time.perf_counter() - 10.0,
                        defer_unreachable_guarantees=True)
     assert d.status == "partial"
+
+
+@pytest.fixture(scope="module")
+def long_queue() -> optsched.RubickRound:
+    """One node of 8 GPUs and 20,000 jobs: every step that is linear in jobs (table, admission, sort
+    keys, the decision) counts, and nothing can finish in the limit."""
+    return generate_rubick_round(1, 8, 20_000, 0)
+
+
+@pytest.mark.parametrize("method", ["exact", "rubick", "rubick-r", "sia", "synergy", "fifo", "antman"])
+def test_the_limit_holds_on_a_long_queue(long_queue: optsched.RubickRound, method: str) -> None:
+    extras = {"defer_unreachable_guarantees": True} if method in ("exact", "rubick", "rubick-r") else {}
+    t0 = time.perf_counter()
+    d = optsched.solve(long_queue, method, 0.5, **extras)
+    wall = time.perf_counter() - t0
+    assert wall <= 0.5 + MARGIN_S, (method, wall)
+    assert d.status == "partial" and "partial:" in d.message
+    assert len(d.jobs) == len(long_queue.jobs)
+    usage = NodeUsage()
+    for x in d.jobs:
+        if x.allocation is not None:
+            usage.add_all(x.allocation.placement.shares)
+    assert usage.overflows(long_queue.free, 1e-6) == []

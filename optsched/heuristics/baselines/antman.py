@@ -9,7 +9,8 @@ from typing import Mapping
 
 import numpy as np
 
-from optsched.heuristics.baselines.common import BaselineState, check_request_rows, fifo_key
+from optsched.core.deadline import Deadline
+from optsched.heuristics.baselines.common import BaselineState, check_request_rows, fifo_key, out_of_time
 from optsched.heuristics.round_state import Config
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, reaches_guarantee
@@ -31,7 +32,7 @@ class AntManResult:
     preempted: tuple[str, ...] = field(default=())
 
 
-def antman_round(problem: RubickRound, table: CoefficientTable) -> AntManResult:
+def antman_round(problem: RubickRound, table: CoefficientTable, *, deadline: Deadline | None = None) -> AntManResult:
     """AntMan-like multi-tenant scheduling (Xiao et al., OSDI'20; Rubick Sec. 7.3, MT trace).
 
     1. Running jobs keep their allocation; running guaranteed jobs are never preempted and count
@@ -52,7 +53,8 @@ def antman_round(problem: RubickRound, table: CoefficientTable) -> AntManResult:
     opportunistic jobs (co-located on the same GPU) is not modelled: a GPU holds one job.
 
     ``table`` is the request-only table (``build_round_table(problem, fixed_plan=True,
-    fixed_resources=True)``)."""
+    fixed_resources=True)``). Past the ``deadline`` no more jobs are started
+    (:func:`~optsched.heuristics.baselines.common.out_of_time`)."""
     check_round_table(problem, table, "antman")
     check_request_rows(problem, table, "antman")
     st = BaselineState(problem, table)
@@ -71,6 +73,8 @@ def antman_round(problem: RubickRound, table: CoefficientTable) -> AntManResult:
     queued = st.queued()
     preempted: list[str] = []
     for j in (j for j in queued if st.jobs[st.names[j]].guaranteed):
+        if out_of_time(deadline):
+            break
         job = st.jobs[st.names[j]]
         quota = problem.quota_of(job.tenant)
         have = used.get(job.tenant, 0)
@@ -78,7 +82,7 @@ def antman_round(problem: RubickRound, table: CoefficientTable) -> AntManResult:
             waiting[job.name] = (f"tenant {job.tenant!r} quota {quota} GPUs: {have} in use, job requests "
                                  f"{job.requested_gpus}")
             continue
-        rows = np.flatnonzero(table.job_index == j)
+        rows = table.rows_of(j)
         if not st.place_any(j, rows):
             victims = _preempt_for(st, j, rows)
             if victims is None:
@@ -91,7 +95,9 @@ def antman_round(problem: RubickRound, table: CoefficientTable) -> AntManResult:
         if bool(reaches_guarantee(table, row)[0]):
             protected[job.name] = job.requested_gpus
     for j in (j for j in queued if not st.jobs[st.names[j]].guaranteed):
-        st.place_any(j, np.flatnonzero(table.job_index == j))
+        if out_of_time(deadline):
+            break
+        st.place_any(j, table.rows_of(j))
     return AntManResult(st.choices(), Admission(protected, waiting), tuple(preempted))
 
 

@@ -40,6 +40,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.core.job import Job
 from optsched.heuristics.round_state import EPS, Config, RoundState
@@ -57,7 +58,7 @@ def fifo_key(job: Job) -> tuple[float, str]:
 def rows_allowed(table: CoefficientTable, options: Mapping[str, Sequence[int]] | None, j: int, who: str) -> np.ndarray:
     """Rows job index ``j`` may use: ``options[name]`` (checked to be its rows) or all its rows."""
     name = table.jobs[j]
-    own = np.flatnonzero(table.job_index == j)
+    own = table.rows_of(j)
     if options is None or name not in options:
         return own
     rows = np.asarray(sorted({int(r) for r in options[name]}), dtype=np.int64)
@@ -74,7 +75,7 @@ class BaselineState(RoundState):
     def __init__(self, problem: RubickRound, table: CoefficientTable) -> None:
         super().__init__(problem, table, NO_GUARANTEES)
         self.jobs = {j.name: j for j in problem.jobs}
-        self.candidates = [np.flatnonzero(self.eligible[j]) for j in range(len(self.names))]
+        self._candidates: dict[int, np.ndarray] = {}
         self._pos: list[dict[int, int] | None] = [None] * len(self.names)
 
     def is_running(self, j: int) -> bool:
@@ -98,7 +99,10 @@ class BaselineState(RoundState):
 
     def map(self, j: int, row: int) -> Config | None:
         """``row`` mapped onto the free resources (best fit, own nodes first); None: it does not fit."""
-        return self.map_row(j, self._index(j, row), self.candidates[j],
+        cand = self._candidates.get(j)
+        if cand is None:
+            cand = self._candidates[j] = np.flatnonzero(self.eligible[j])
+        return self.map_row(j, self._index(j, row), cand,
                             (self.free_gpus, self.free_cpus, self.free_mem), None)
 
     def place(self, j: int, row: int) -> bool:
@@ -160,7 +164,7 @@ def check_request_rows(problem: RubickRound, table: CoefficientTable, who: str) 
     for j, job in enumerate(problem.jobs):
         if table.current_row[j] >= 0:
             continue
-        for r in np.flatnonzero(table.job_index == j):
+        for r in table.rows_of(j):
             if table.gpus[r] != job.requested_gpus or (job.requested_plan is not None
                                                        and table.plans[r] != job.requested_plan):
                 raise ValidationError(
@@ -194,13 +198,21 @@ def best_step(st: BaselineState, j: int, rows: Sequence[int], amount: np.ndarray
     return out
 
 
+def out_of_time(deadline: Deadline | None) -> bool:
+    """Whether a baseline must stop: its ``deadline`` has passed. A baseline that stops leaves the jobs
+    it has not reached as they are (running jobs keep their allocation, queued ones wait); its policy
+    marks the decision ``partial``."""
+    return deadline is not None and deadline.expired()
+
+
 def grow_greedily(names: Sequence[str], best: dict[int, Any], step: Callable[[int], Any],
-                  apply: Callable[[int, Any], bool], blocked: set[tuple[int, Any]]) -> None:
+                  apply: Callable[[int, Any], bool], blocked: set[tuple[int, Any]],
+                  deadline: Deadline | None = None) -> None:
     """The marginal-gain loop Synergy's CPU tuning and Sia's GPU growth share: repeatedly apply the
     best step of any job (``best[j] = (gain per unit, -extra units, target row)`` from ``step(j)``:
     largest gain per unit, then fewest extra units, then job name), remember steps that do not fit in
-    ``blocked`` and ask the job for its next step, until no job has one."""
-    while True:
+    ``blocked`` and ask the job for its next step, until no job has one (or the ``deadline`` passes)."""
+    while not out_of_time(deadline):
         live = [(b, names[j], j) for j, b in best.items() if b is not None]
         if not live:
             return
@@ -210,4 +222,5 @@ def grow_greedily(names: Sequence[str], best: dict[int, Any], step: Callable[[in
         best[j] = step(j)
 
 
-__all__ = ["BaselineState", "best_step", "check_request_rows", "fifo_key", "grow_greedily", "rows_allowed"]
+__all__ = ["BaselineState", "best_step", "check_request_rows", "fifo_key", "grow_greedily", "out_of_time",
+           "rows_allowed"]

@@ -7,7 +7,8 @@ import logging
 
 import numpy as np
 
-from optsched.heuristics.baselines.common import BaselineState, check_request_rows
+from optsched.core.deadline import Deadline
+from optsched.heuristics.baselines.common import BaselineState, check_request_rows, out_of_time
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.choice import Choice, check_round_table
 from optsched.rounds.rubick.problem import RubickRound
@@ -15,7 +16,8 @@ from optsched.rounds.rubick.problem import RubickRound
 log = logging.getLogger(__name__)
 
 
-def schedule_fifo(problem: RubickRound, table: CoefficientTable, *, backfill: bool = False) -> dict[str, Choice]:
+def schedule_fifo(problem: RubickRound, table: CoefficientTable, *, backfill: bool = False,
+                  deadline: Deadline | None = None) -> dict[str, Choice]:
     """First-in first-out: queued jobs by ``(submit_time, name)`` each get exactly their request (the
     requested plan — or the best plan of the request when none was given — on the packed placement of
     the requested GPUs with the requested CPUs); running jobs keep their allocation untouched.
@@ -28,13 +30,16 @@ def schedule_fifo(problem: RubickRound, table: CoefficientTable, *, backfill: bo
 
     ``table`` is the request-only table (``build_round_table(problem, fixed_plan=True,
     fixed_resources=True)``, :func:`~optsched.rounds.rubick.baseline_tables.request_table`); a queued
-    job with another row raises ``ValidationError``."""
+    job with another row raises ``ValidationError``. Past the ``deadline`` no more jobs are started
+    (:func:`~optsched.heuristics.baselines.common.out_of_time`)."""
     check_round_table(problem, table, "fifo")
     check_request_rows(problem, table, "fifo")
     st = BaselineState(problem, table)
     st.hold_running()
     for j in st.queued():
-        if st.place_any(j, np.flatnonzero(table.job_index == j)):
+        if out_of_time(deadline):
+            break
+        if st.place_any(j, table.rows_of(j)):
             continue
         if not backfill:
             log.debug("fifo: job %r does not fit and blocks the queue", st.names[j])

@@ -6,8 +6,10 @@ from __future__ import annotations
 import logging
 from typing import Mapping, Sequence
 
+import numpy as np
 
-from optsched.heuristics.baselines.common import BaselineState, best_step, grow_greedily, rows_allowed
+from optsched.core.deadline import Deadline
+from optsched.heuristics.baselines.common import BaselineState, best_step, grow_greedily, out_of_time, rows_allowed
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.choice import Choice, check_round_table
 from optsched.rounds.rubick.problem import RubickRound
@@ -16,7 +18,8 @@ log = logging.getLogger(__name__)
 
 
 def schedule_sia(problem: RubickRound, table: CoefficientTable, *,
-                 ladders: Mapping[str, Sequence[int]] | None = None) -> dict[str, Choice]:
+                 ladders: Mapping[str, Sequence[int]] | None = None,
+                 deadline: Deadline | None = None) -> dict[str, Choice]:
     """Sia-like GPU scaling through the DP size (Jayaram Subramanya et al., SOSP'23; Rubick Sec. 7.3
     and footnote 2).
 
@@ -40,13 +43,22 @@ def schedule_sia(problem: RubickRound, table: CoefficientTable, *,
     this simulator, so goodput is throughput), its heterogeneity-aware throughput estimates (a job
     stays on the GPU type it starts on) and its per-round ILP (replaced by this greedy, which never
     shrinks or preempts a running job). Ties go to fewer extra GPUs, then the job name; a step that
-    does not fit when tried is not retried in the round."""
+    does not fit when tried is not retried in the round. Past the ``deadline`` no more jobs are
+    started or grown (:func:`~optsched.heuristics.baselines.common.out_of_time`)."""
     check_round_table(problem, table, "sia")
     st = BaselineState(problem, table)
     st.hold_running()
-    rows_of = {j: rows_allowed(table, ladders, j, "sia") for j in range(len(st.names))}
+    allowed: dict[int, np.ndarray] = {}
+
+    def rows_of(j: int) -> np.ndarray:
+        if j not in allowed:
+            allowed[j] = rows_allowed(table, ladders, j, "sia")
+        return allowed[j]
+
     for j in st.queued():
-        rows = rows_of[j]
+        if out_of_time(deadline):
+            break
+        rows = rows_of(j)
         starts: list[int] = []
         for gt in sorted({table.gpu_type[r] for r in rows}):
             mine = [int(r) for r in rows if table.gpu_type[r] == gt]
@@ -58,10 +70,10 @@ def schedule_sia(problem: RubickRound, table: CoefficientTable, *,
     blocked: set[tuple[int, int]] = set()
 
     def step(j: int) -> tuple[float, int, int] | None:
-        return best_step(st, j, rows_of[j], table.gpus, blocked, same_gpu_type=True)
+        return best_step(st, j, rows_of(j), table.gpus, blocked, same_gpu_type=True)
 
     best = {j: step(j) for j in range(len(st.names)) if st.config(j) is not None}
-    grow_greedily(st.names, best, step, st.move, blocked)
+    grow_greedily(st.names, best, step, st.move, blocked, deadline)
     return st.choices()
 
 

@@ -8,9 +8,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.core.pool import gpu_pool
-from optsched.heuristics.baselines.common import BaselineState, best_step, grow_greedily, rows_allowed
+from optsched.heuristics.baselines.common import BaselineState, best_step, grow_greedily, out_of_time, rows_allowed
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.choice import Choice, check_round_table
 from optsched.rounds.rubick.problem import RubickRound
@@ -69,7 +70,8 @@ def _tuned_row(st: BaselineState, group: np.ndarray, prop_row: int, fraction: fl
 
 def schedule_synergy(problem: RubickRound, table: CoefficientTable, *,
                      options: Mapping[str, Sequence[int]] | None = None,
-                     tune_fraction: float = SYNERGY_TUNE_FRACTION, backfill: bool = True) -> dict[str, Choice]:
+                     tune_fraction: float = SYNERGY_TUNE_FRACTION, backfill: bool = True,
+                     deadline: Deadline | None = None) -> dict[str, Choice]:
     """Synergy-like CPU tuning with fixed GPUs and plan (Mohan et al., OSDI'22; Rubick Sec. 7.3).
 
     ``options[job]`` are the rows the job may use (default: all its rows): for a queued job its
@@ -94,7 +96,8 @@ def schedule_synergy(problem: RubickRound, table: CoefficientTable, *,
     Where the papers are silent: host memory is not tuned — a row's memory is what its plan needs (the
     table's memory rule), the same at every CPU count, since the performance model has no
     memory-sensitive term (only ZeRO-Offload's throughput depends on CPUs); a step that does not fit
-    when tried is not retried in the round; ties go to fewer extra CPUs, then the job name."""
+    when tried is not retried in the round; ties go to fewer extra CPUs, then the job name. Past the
+    ``deadline`` no more jobs are started or tuned (:func:`~optsched.heuristics.baselines.common.out_of_time`)."""
     check_round_table(problem, table, "synergy")
     if not 0.0 < tune_fraction <= 1.0:
         raise ValidationError(f"synergy: tune_fraction must lie in (0, 1], got {tune_fraction!r}")
@@ -105,6 +108,8 @@ def schedule_synergy(problem: RubickRound, table: CoefficientTable, *,
         if st.is_running(j):
             ladders[j] = _synergy_groups(st, rows_allowed(table, options, j, "synergy"), j)[0]
     for j in st.queued():
+        if out_of_time(deadline):
+            break
         groups = _synergy_groups(st, rows_allowed(table, options, j, "synergy"), j)
         props = [(_proportional_row(st, g), g) for g in groups]
         props.sort(key=lambda pg: (-float(st.value[pg[0]]), table.gpu_type[pg[0]], pg[0]))
@@ -131,7 +136,7 @@ def schedule_synergy(problem: RubickRound, table: CoefficientTable, *,
     for j in ladders:
         if st.config(j) is not None:
             best[j] = step(j)
-    grow_greedily(st.names, best, step, st.reshare, blocked)
+    grow_greedily(st.names, best, step, st.reshare, blocked, deadline)
     return st.choices()
 
 

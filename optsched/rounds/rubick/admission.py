@@ -38,11 +38,15 @@ def reaches_guarantee(table: CoefficientTable, rows: np.ndarray | int) -> np.nda
     return table.throughput[rows] >= ref * (1.0 - GUARANTEE_RTOL)
 
 
-def min_demand_gpus(table: CoefficientTable, job: int) -> int | None:
-    """minRes GPU count of job index ``job``: fewest GPUs of a row reaching its reference (None: none)."""
-    rows = np.flatnonzero(table.job_index == job)
-    ok = rows[reaches_guarantee(table, rows)] if rows.size else rows
-    return int(table.gpus[ok].min()) if ok.size else None
+def min_demands(table: CoefficientTable) -> np.ndarray:
+    """minRes GPU count of every job index, in one pass over the rows: the fewest GPUs of a row reaching
+    the job's reference throughput, -1 for a job with no such row."""
+    need = np.full(len(table.jobs), np.iinfo(np.int64).max, dtype=np.int64)
+    if len(table):
+        ok = reaches_guarantee(table, np.arange(len(table)))
+        np.minimum.at(need, table.job_index[ok], table.gpus[ok])
+    need[need == np.iinfo(np.int64).max] = -1
+    return need
 
 
 @dataclass(frozen=True)
@@ -78,9 +82,10 @@ def admit(problem: RubickRound, table: CoefficientTable) -> Admission:
     used: dict[str, int] = {}
     protected: dict[str, int] = {}
     waiting: dict[str, str] = {}
+    needs = min_demands(table)
     for job in order:
-        need = min_demand_gpus(table, table.jobs.index(job.name))
-        if need is None:
+        need = int(needs[table.index_of(job.name)])
+        if need < 0:
             waiting[job.name] = "no configuration of the table reaches the throughput of its request"
             continue
         quota = problem.quota_of(job.tenant)
@@ -93,4 +98,5 @@ def admit(problem: RubickRound, table: CoefficientTable) -> Admission:
     return Admission(protected, waiting)
 
 
-__all__ = ["Admission", "GUARANTEE_RTOL", "NO_GUARANTEES", "admit", "min_demand_gpus", "reaches_guarantee"]
+__all__ = ["Admission", "GUARANTEE_RTOL", "NO_GUARANTEES", "admit", "min_demands",
+           "reaches_guarantee"]

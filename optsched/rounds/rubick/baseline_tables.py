@@ -174,7 +174,7 @@ def _base_request_plans(base: CoefficientTable, j: int) -> dict[str, ExecutionPl
     """Job index ``j``'s request plan per GPU type, read off the request-only table (every row but the
     current one is a request; a type whose request row was merged into the current row is absent)."""
     cur = int(base.current_row[j])
-    return {base.gpu_type[r]: base.plans[r] for r in np.flatnonzero(base.job_index == j) if r != cur}
+    return {base.gpu_type[r]: base.plans[r] for r in base.rows_of(j) if r != cur}
 
 
 def _synergy_rows(problem: RubickRound, job: Job, perf: PerfLookup, grid: tuple[int, ...],
@@ -222,8 +222,11 @@ def _extend(base: CoefficientTable, extra: list[list[CandidateRow]], include_bas
                              "throughput": list(base.throughput)}
     options: dict[str, tuple[int, ...]] = {}
     for j, name in enumerate(base.jobs):
+        if not extra[j]:
+            options[name] = tuple(sorted(set(include_base[j]))) if include_base[j] else ()
+            continue
         own = {(base.plans[r], base.gpus_per_node[r], base.gpu_type[r], int(base.cpus[r])): int(r)
-               for r in np.flatnonzero(base.job_index == j)}
+               for r in base.rows_of(j)}
         picked = set(include_base[j])
         for row in extra[j]:
             key = (row.plan, row.gpus_per_node, row.gpu_type, row.cpus)
@@ -259,6 +262,18 @@ def _expired(deadline: Deadline | None) -> bool:
     return deadline is not None and deadline.expired()
 
 
+def _base_table(problem: RubickRound, lookup: PerfLookup, cache: BaselineCache | None, deadline: Deadline | None,
+                left_out: list[str] | None) -> tuple[CoefficientTable, set[int]]:
+    """The request-only table and the indices of the jobs it left out for the ``deadline`` (they get no
+    other rows either; their names are appended to ``left_out``)."""
+    out: list[str] = []
+    base = build_round_table(problem, lookup, fixed_plan=True, fixed_resources=True,
+                             cache=None if cache is None else cache.round, deadline=deadline, left_out=out)
+    if left_out is not None:
+        left_out.extend(out)
+    return base, {base.job_position[name] for name in out}
+
+
 def request_table(problem: RubickRound, perf: PerfLookup | None = None, *, cache: BaselineCache | None = None,
                   deadline: Deadline | None = None, left_out: list[str] | None = None) -> CoefficientTable:
     """The request-only table of FIFO and AntMan (module docstring); ``deadline`` and ``left_out`` as
@@ -277,16 +292,19 @@ def synergy_table(problem: RubickRound, perf: PerfLookup | None = None, *,
     if not cpus_per_gpu or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in cpus_per_gpu):
         raise ValidationError(f"synergy_table: cpus_per_gpu must be positive integers, got {cpus_per_gpu!r}")
     lookup, memo = _lookup(problem, perf, cache)
-    base = build_round_table(problem, lookup, fixed_plan=True, fixed_resources=True,
-                             cache=None if cache is None else cache.round, deadline=deadline, left_out=left_out)
+    base, skipped = _base_table(problem, lookup, cache, deadline, left_out)
     extra, include = [], []
     for j, job in enumerate(problem.jobs):
+        if j in skipped:
+            extra.append([])
+            include.append(base.rows_of(j).tolist())
+            continue
         key = _job_key(problem, job, ("synergy", tuple(cpus_per_gpu)))
         if key not in memo and not _expired(deadline):
             memo[key] = _synergy_rows(problem, job, lookup, tuple(cpus_per_gpu), _base_request_plans(base, j))
         extra.append(memo.get(key, []))
         cur = int(base.current_row[j])
-        include.append([cur] if cur >= 0 else [int(r) for r in np.flatnonzero(base.job_index == j)])
+        include.append([cur] if cur >= 0 else base.rows_of(j).tolist())
     return _extend(base, extra, include)
 
 
@@ -297,16 +315,19 @@ def sia_table(problem: RubickRound, perf: PerfLookup | None = None, *, growth: i
     every GPU type (its request cannot run at proportional CPUs) gets its request rows instead, and so
     does a job past the ``deadline`` (``left_out`` as for the request-only table)."""
     lookup, memo = _lookup(problem, perf, cache)
-    base = build_round_table(problem, lookup, fixed_plan=True, fixed_resources=True,
-                             cache=None if cache is None else cache.round, deadline=deadline, left_out=left_out)
+    base, skipped = _base_table(problem, lookup, cache, deadline, left_out)
     extra, include = [], []
     for j, job in enumerate(problem.jobs):
+        if j in skipped:
+            extra.append([])
+            include.append(base.rows_of(j).tolist())
+            continue
         key = _job_key(problem, job, ("sia", growth))
         if key not in memo and not _expired(deadline):
             memo[key] = _sia_rows(problem, job, lookup, growth, _base_request_plans(base, j))
         rows = memo.get(key, [])
         extra.append(rows)
-        own = [int(r) for r in np.flatnonzero(base.job_index == j) if r != base.current_row[j]]
+        own = [r for r in base.rows_of(j).tolist() if r != base.current_row[j]]
         include.append([] if rows else own)
     return _extend(base, extra, include)
 

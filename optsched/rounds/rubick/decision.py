@@ -80,7 +80,7 @@ def choices_of(decision: Decision, table: CoefficientTable, problem: RubickRound
     for d in decision.jobs:
         if d.allocation is None:
             continue
-        j = table.jobs.index(d.job)
+        j = table.index_of(d.job)
         a = d.allocation
         parts = tuple((n, s.gpus) for n, s in a.placement.shares if s.gpus > 0)
         rows = table.configs_of(d.job)

@@ -26,10 +26,10 @@ def violations(problem: RubickRound, table: CoefficientTable, choices: Mapping[s
     known = {n.name for n in problem.cluster.nodes}
     usage = NodeUsage()
     for name, choice in choices.items():
-        if name not in table.jobs:
+        if name not in table.job_position:
             out.append(f"job {name!r} is not in the round")
             continue
-        j = table.jobs.index(name)
+        j = table.index_of(name)
         row, parts = choice.row, choice.parts
         if not 0 <= row < len(table) or table.job_index[row] != j:
             out.append(f"job {name!r}: row {row} is not one of its configurations")
@@ -54,7 +54,7 @@ def violations(problem: RubickRound, table: CoefficientTable, choices: Mapping[s
         if choice is None:
             out.append(f"guaranteed job {name!r} does not run")
         elif not reaches_guarantee(table, choice.row)[0]:
-            j = table.jobs.index(name)
+            j = table.index_of(name)
             out.append(f"guaranteed job {name!r} gets {table.throughput[choice.row]:.4g} samples/s, below the "
                        f"{table.reference_throughput[j]:.4g} of its request")
     for n in problem.cluster.nodes:

@@ -307,6 +307,11 @@ class _Block:
     current: int | None
 
 
+#: the block of a queued job the table had no time for: no row (it waits)
+_NO_ROWS = _Block((), (), (), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), 1.0,
+                  None)
+
+
 def _block_key(problem: RubickRound, job: Job, flags: tuple) -> tuple:
     """Everything a job's block depends on (not its name: identical requests share a block)."""
     cur = problem.current(job.name)
@@ -329,8 +334,7 @@ def _short_block(problem: RubickRound, job: Job, perf: PerfLookup) -> _Block:
     """The block of a job the table had no time for (``build_round_table``'s ``deadline``): a running
     job gets its current row only, its throughput standing in as the reference; a queued job no row."""
     if problem.current(job.name) is None:
-        empty = np.zeros(0)
-        return _Block((), (), (), empty.astype(np.int64), empty.astype(np.int64), empty, empty, 1.0, None)
+        return _NO_ROWS
     r = _current_row(problem, job, perf)
     return _Block((r.plan,), (r.gpus_per_node,), (r.gpu_type,), np.array([r.gpus], dtype=np.int64),
                   np.array([r.cpus], dtype=np.int64), np.array([r.mem_gib]), np.array([r.throughput]),
@@ -366,13 +370,14 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
     jobs = problem.jobs
     order = sorted(range(len(jobs)), key=lambda i: problem.current(jobs[i].name) is None)
     blocks: list[_Block | None] = [None] * len(jobs)
-    for i in order:
+    for at, i in enumerate(order):
         job = jobs[i]
         if deadline is not None and deadline.expired():
-            blocks[i] = _short_block(problem, job, perf)
+            for k in order[at:]:
+                blocks[k] = _short_block(problem, jobs[k], perf)
             if left_out is not None:
-                left_out.append(job.name)
-            continue
+                left_out.extend(jobs[k].name for k in order[at:])
+            break
         key = _block_key(problem, job, flags)
         block = memo.get(key)
         if block is None:
@@ -385,15 +390,17 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
     current_row = np.array([-1 if b.current is None else int(st) + b.current for b, st in zip(done, starts)],
                            dtype=np.int64)
 
+    filled = [b for b in done if b.plans]
+
     def cat(attr: str, dtype: type) -> np.ndarray:
-        return np.concatenate([getattr(b, attr) for b in done]).astype(dtype, copy=False) if done \
+        return np.concatenate([getattr(b, attr) for b in filled]).astype(dtype, copy=False) if filled \
             else np.zeros(0, dtype=dtype)
     log.debug("round table: %d jobs, %d rows", len(jobs), int(sizes.sum()))
     return CoefficientTable(jobs=tuple(j.name for j in jobs),
                             job_index=np.repeat(np.arange(len(done), dtype=np.int64), sizes),
-                            plans=tuple(itertools.chain.from_iterable(b.plans for b in done)),
-                            gpus_per_node=tuple(itertools.chain.from_iterable(b.gpus_per_node for b in done)),
-                            gpu_type=tuple(itertools.chain.from_iterable(b.gpu_type for b in done)),
+                            plans=tuple(itertools.chain.from_iterable(b.plans for b in filled)),
+                            gpus_per_node=tuple(itertools.chain.from_iterable(b.gpus_per_node for b in filled)),
+                            gpu_type=tuple(itertools.chain.from_iterable(b.gpu_type for b in filled)),
                             gpus=cat("gpus", np.int64), cpus=cat("cpus", np.int64), mem_gib=cat("mem_gib", float),
                             throughput=cat("throughput", float),
                             reference_throughput=np.array([b.reference for b in done], dtype=float),
