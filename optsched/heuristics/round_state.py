@@ -21,9 +21,7 @@ round objective (:func:`~optsched.rounds.rubick.objective.objective`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import overload
 
 import numpy as np
 
@@ -76,11 +74,13 @@ class JobRows:
     best_value: float
 
 
-class _RowsOfJobs(Sequence[JobRows]):
-    """:class:`JobRows` of every job of a table, by job index; each made on first use from one sort of
-    all rows (by job, then normalised throughput descending, fewer GPUs, CPUs, memory, row index)."""
+class _RowsOfJobs(dict[int, JobRows]):
+    """:class:`JobRows` of every job of a table, by job index; each made on first use (``__missing__``:
+    a look-up of a job already made is a plain dict look-up) from one sort of all rows (by job, then
+    normalised throughput descending, fewer GPUs, CPUs, memory, row index)."""
 
     def __init__(self, table: CoefficientTable, value: np.ndarray, row_type: np.ndarray) -> None:
+        super().__init__()
         k_all = np.arange(len(table))
         self._table = table
         self._order = order = np.lexsort((k_all, table.mem_gib, table.cpus, table.gpus, -value, table.job_index))
@@ -89,28 +89,16 @@ class _RowsOfJobs(Sequence[JobRows]):
         max_part = np.fromiter((max(s) for s in table.gpus_per_node), dtype=np.int64, count=len(table))
         self._cols = tuple(x[order] for x in (value, table.gpus, table.cpus, table.mem_gib, max_part, reaches_all,
                                               row_type))
-        self._made: list[JobRows | None] = [None] * len(table.jobs)
 
-    def __len__(self) -> int:
-        return len(self._made)
-
-    @overload
-    def __getitem__(self, j: int) -> JobRows: ...
-
-    @overload
-    def __getitem__(self, j: slice) -> Sequence[JobRows]: ...
-
-    def __getitem__(self, j: int | slice) -> JobRows | Sequence[JobRows]:
-        if isinstance(j, slice):
-            return [self[i] for i in range(*j.indices(len(self)))]
-        out = self._made[j]
-        if out is None:
-            a, b = self._bounds[j], self._bounds[j + 1]
-            rows = self._order[a:b]
-            val, g, c, m, mp, ok, tid = (x[a:b] for x in self._cols)
-            out = self._made[j] = JobRows(rows=rows, value=val, gpus=g, cpus=c, mem=m, max_part=mp, reaches=ok,
-                                          type_id=tid, shapes=tuple(self._table.gpus_per_node[k] for k in rows),
-                                          best_value=float(val[0]) if rows.size else 0.0)
+    def __missing__(self, j: int) -> JobRows:
+        if not 0 <= j < len(self._bounds) - 1:
+            raise IndexError(f"job index {j} out of range")
+        a, b = self._bounds[j], self._bounds[j + 1]
+        rows = self._order[a:b]
+        val, g, c, m, mp, ok, tid = (x[a:b] for x in self._cols)
+        out = self[j] = JobRows(rows=rows, value=val, gpus=g, cpus=c, mem=m, max_part=mp, reaches=ok, type_id=tid,
+                                shapes=tuple(self._table.gpus_per_node[k] for k in rows),
+                                best_value=float(val[0]) if rows.size else 0.0)
         return out
 
 
