@@ -97,7 +97,7 @@ import numpy as np
 
 from optsched.core.deadline import Deadline
 from optsched.core.errors import InfeasibleError
-from optsched.heuristics.round_state import EPS, Config, RoundState
+from optsched.heuristics.round_state import EPS, Config, JobRows, RoundState
 from optsched.heuristics.rubick_walk import GPU as _GPU
 from optsched.heuristics.rubick_walk import NodeWalk, _Parts
 from optsched.perf.coefficients import CoefficientTable
@@ -145,6 +145,25 @@ class _Shrink:
     slope: float
 
 
+def _slope_gpu(rows: JobRows, v: float, g: int) -> float:
+    """Growth slope of a job with ``rows`` along its GPU curve from ``(g, v)`` (module docstring)."""
+    m = (rows.value > v + EPS) & (rows.gpus > g)
+    if not m.any():
+        return 0.0
+    g2 = int(rows.gpus[m].min())
+    return (float(rows.value[rows.gpus <= g2].max()) - v) / (g2 - g)
+
+
+def _slope_cpu(rows: JobRows, v: float, c: int, g_cap: int) -> float:
+    """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs."""
+    within = rows.gpus <= g_cap
+    m = within & (rows.value > v + EPS) & (rows.cpus > c)
+    if not m.any():
+        return 0.0
+    c2 = int(rows.cpus[m].min())
+    return (float(rows.value[within & (rows.cpus <= c2)].max()) - v) / (c2 - c)
+
+
 class Algorithm1(RoundState):
     """One call of :func:`schedule`: the round state plus Algorithm 1's slopes, shrinking and
     ScheduleJob (module docstring)."""
@@ -159,45 +178,23 @@ class Algorithm1(RoundState):
         self.shrink_cache: dict[tuple[int, Config, int, int], _Shrink | None] = {}
         self._parts: dict[int, _Parts] = {}
         self._slope_memo: dict[tuple, float] = {}
-        self._gpu_levels: dict[int, np.ndarray] = {}
         self._min_slope = np.full((2, n_nodes), math.inf)
         self._slope_valid = np.zeros((2, n_nodes), dtype=bool)
 
     # -- slopes ---------------------------------------------------------------------------------
     def slope_gpu(self, j: int, v: float, g: int) -> float:
-        """Growth slope along the GPU curve from ``(g, v)`` (module docstring); memoised."""
+        """Growth slope along the GPU curve from ``(g, v)`` (module docstring); memoised (a walk asks
+        for the same position many times)."""
         key = (j, v, g)
         out = self._slope_memo.get(key)
         if out is None:
-            rows = self.rows[j]
-            m = (rows.value > v + EPS) & (rows.gpus > g)
-            if not m.any():
-                out = 0.0
-            else:
-                g2 = int(rows.gpus[m].min())
-                out = (float(rows.value[rows.gpus <= g2].max()) - v) / (g2 - g)
-            self._slope_memo[key] = out
+            out = self._slope_memo[key] = _slope_gpu(self.rows[j], v, g)
         return out
 
     def slope_cpu(self, j: int, v: float, c: int, g_cap: int) -> float:
-        """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs; memoised (it
-        depends on ``g_cap`` only through which GPU counts of the job's rows it reaches)."""
-        rows = self.rows[j]
-        levels = self._gpu_levels.get(j)
-        if levels is None:
-            levels = self._gpu_levels[j] = np.unique(rows.gpus)
-        key = (j, v, c, -1 - int(np.searchsorted(levels, g_cap, side="right")))
-        out = self._slope_memo.get(key)
-        if out is None:
-            within = rows.gpus <= g_cap
-            m = within & (rows.value > v + EPS) & (rows.cpus > c)
-            if not m.any():
-                out = 0.0
-            else:
-                c2 = int(rows.cpus[m].min())
-                out = (float(rows.value[within & (rows.cpus <= c2)].max()) - v) / (c2 - c)
-            self._slope_memo[key] = out
-        return out
+        """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs (not memoised:
+        ``g_cap`` changes with every node a walk visits, so a memo costs more than it saves)."""
+        return _slope_cpu(self.rows[j], v, c, g_cap)
 
     # -- GetLowestSlopeOverMinJob -----------------------------------------------------------------
     def shrink(self, v: int, n: int, res: int) -> _Shrink | None:
@@ -343,7 +340,8 @@ class Algorithm1(RoundState):
         v, g, c = self.position(cfg)
         rows = self.rows[j]
         g_cap = g if cfg is not None else (int(rows.gpus.min()) if rows.rows.size else 0)
-        return -self.slope_gpu(j, v, g), -self.slope_cpu(j, v, c, g_cap), self.names[j]
+        # asked once per job: computed directly, the memo would cost more than it saves
+        return -_slope_gpu(rows, v, g), -_slope_cpu(rows, v, c, g_cap), self.names[j]
 
     def infeasible_reason(self, j: int) -> str:
         rows = self.rows[j]

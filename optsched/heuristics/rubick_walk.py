@@ -25,6 +25,11 @@ nodes visited: ``O(nodes^2)`` per job.
   recomputed only for nodes whose holders changed, so the next node where something happens is found
   with one array search.
 
+* **Counts only for long walks.** Most walks end after a node or two (a simulator's rounds on a
+  cluster with room); for those, building the part demands and counts costs more than GetBestPlan.
+  The first :data:`EXACT_REFRESHES` refreshes of a walk call GetBestPlan itself; the counts are built
+  (over the nodes visited so far) on the next one.
+
 With ``CHECK = True`` every refresh from counts is compared with GetBestPlan itself (tests only).
 """
 
@@ -46,6 +51,8 @@ _INF = math.inf
 
 #: compare every refresh from counts with GetBestPlan itself (for tests; slow)
 CHECK = False
+#: refreshes of a walk done by GetBestPlan before the counts are built (module docstring)
+EXACT_REFRESHES = 2
 
 
 class _Parts:
@@ -97,7 +104,8 @@ class NodeWalk:
     def __init__(self, eng: "Algorithm1", j: int, order: np.ndarray, protected: bool, base: np.ndarray) -> None:
         self.eng, self.j, self.order, self.prot, self.base = eng, j, order, protected, base
         self.rows = eng.rows[j]
-        self.parts = eng.walk_parts(j)
+        self.parts: _Parts | None = None  # made on the first refresh from counts
+        self.exact_left = EXACT_REFRESHES
         self.free = (eng.free_gpus, eng.free_cpus, eng.free_mem)
         self.shrunk: list[int] = []
         self.seen: set[int] = set()
@@ -105,15 +113,14 @@ class NodeWalk:
         self.state: dict[str, float] = {}
         self.k = -1  # last position added to the visited nodes
         self.visited = np.zeros(len(eng.node_names), dtype=bool)
-        self.counts = np.zeros(self.parts.gpus.size, dtype=np.int64)
+        self.counts = np.zeros(0, dtype=np.int64)
         #: visited node -> its row of demand fits, as counted
         self.node_fit: dict[int, np.ndarray] = {}
         self.gpus_visited = 0
         cur = eng.current[j]
         self.cur_fits = cur is None or eng.fits(cur)
-        #: (value, GPUs, CPUs, reaches the guarantee) of the running configuration, if any
-        self.cur_position = None if cur is None else (float(eng.value[cur.row]), int(eng.table.gpus[cur.row]),
-                                                      int(eng.table.cpus[cur.row]), eng.reaches(cur.row))
+        #: (value, GPUs, CPUs, reaches the guarantee) of the running configuration (made when counting starts)
+        self.cur_position: tuple[float, int, int, bool] | None = None
 
     # -- the visited nodes ---------------------------------------------------------------------------
     def _visit_upto(self, k: int) -> None:
@@ -123,6 +130,12 @@ class NodeWalk:
         nodes = self.order[self.k + 1:k + 1]
         self.k = k
         self.visited[nodes] = True
+        if self.parts is not None:
+            self._count(nodes)
+
+    def _count(self, nodes: np.ndarray) -> None:
+        """Add newly visited ``nodes`` to the counts."""
+        assert self.parts is not None
         free = nodes[self.eng.free_gpus[nodes] > 0]
         if free.size:
             fit = self.parts.fits(self.eng, free)
@@ -130,6 +143,17 @@ class NodeWalk:
             self.gpus_visited += int(self.eng.free_gpus[free].sum())
             for node, row in zip(free.tolist(), fit):
                 self.node_fit[node] = row
+
+    def _start_counting(self) -> None:
+        """Build the part demands and the counts of the nodes visited so far."""
+        eng = self.eng
+        self.parts = eng.walk_parts(self.j)
+        self.counts = np.zeros(self.parts.gpus.size, dtype=np.int64)
+        cur = eng.current[self.j]
+        if cur is not None:
+            self.cur_position = (float(eng.value[cur.row]), int(eng.table.gpus[cur.row]), int(eng.table.cpus[cur.row]),
+                                 eng.reaches(cur.row))
+        self._count(self.order[:self.k + 1])
 
     def _shrink(self, v: int, new: Config | None) -> None:
         """Shrink job ``v`` to ``new``, keeping the counts of the visited nodes."""
@@ -140,7 +164,7 @@ class NodeWalk:
         nodes = nodes[self.visited[nodes]]
         gpus_before = int(eng.free_gpus[nodes].sum())
         eng.set(v, new)
-        if nodes.size:
+        if nodes.size and self.parts is not None:
             self.gpus_visited += int(eng.free_gpus[nodes].sum()) - gpus_before
             fit = self.parts.fits(eng, nodes)
             for node, row in zip(nodes.tolist(), fit):
@@ -159,8 +183,12 @@ class NodeWalk:
     def refresh(self) -> None:
         """The job's position on the visited nodes."""
         eng, j = self.eng, self.j
-        if not self.cur_fits:
+        if not self.cur_fits or self.exact_left > 0:
+            self.exact_left -= 1
             return self._refresh_exact()
+        if self.parts is None:
+            self._start_counting()
+            assert self.parts is not None
         feas = self.parts.mapping_rows(self.counts)
         u = self._best_row(feas, guarantee=False)
         v, g, c, reaches = (0.0, 0, 0, False) if u is None else u
@@ -275,4 +303,4 @@ class NodeWalk:
                 return n - 1
 
 
-__all__ = ["CHECK", "CPU", "GPU", "NodeWalk"]
+__all__ = ["CHECK", "CPU", "EXACT_REFRESHES", "GPU", "NodeWalk"]

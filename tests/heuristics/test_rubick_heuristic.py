@@ -14,6 +14,7 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import admit, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, is_kept, part_share
 from optsched.rounds.rubick.feasibility import violations
+from optsched.rounds.rubick.generate import generate_rubick_round
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
@@ -277,3 +278,19 @@ def test_scale_160_nodes_400_jobs() -> None:
     table = build_round_table(problem)
     choices = schedule(problem, table)
     assert violations(problem, table, choices) == []
+
+
+@pytest.mark.parametrize("size", [(8, 80, 0), (24, 100, 0), (16, 120, 3)])
+def test_node_walk_counts_agree_with_get_best_plan(monkeypatch: pytest.MonkeyPatch, size: tuple[int, int, int]) -> None:
+    """The node walk's refresh from counts (checked against GetBestPlan at every refresh with
+    ``CHECK``) and the refresh by GetBestPlan alone give the same decisions, whenever the counts start."""
+    from optsched.heuristics import rubick_walk
+    problem = generate_rubick_round(size[0], 8, size[1], size[2])
+    table = build_round_table(problem)
+    admission = admit(problem, table)
+    monkeypatch.setattr(rubick_walk, "CHECK", True)
+    decisions = []
+    for exact_refreshes in (0, 2, 10**9):
+        monkeypatch.setattr(rubick_walk, "EXACT_REFRESHES", exact_refreshes)
+        decisions.append(algorithm1(problem, table, admission, defer=True).choices)
+    assert decisions[0] == decisions[1] == decisions[2]
