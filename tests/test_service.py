@@ -4,6 +4,7 @@ started and stopped by the tests, asked with a real HTTP client (``urllib.reques
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import json
 import socket
 import subprocess
@@ -148,8 +149,15 @@ def test_infeasible_round_is_422_and_oversized_body_413(server: str) -> None:
     data["cluster"]["nodes"] = data["cluster"]["nodes"][:1]
     status, err = _call(server + "/solve?method=heuristic", data)
     assert status == 422 and "cannot reach its performance guarantee" in err["error"]
-    status, err = _call(server + "/solve", raw=b" " * (MAX_BODY_MB * 2 ** 20 + 1))
-    assert status == 413 and "exceeds this server's cap" in err["error"]
+    # refused on its Content-Length, before the body is read (the headers alone are sent)
+    host, port = server.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.putrequest("POST", "/solve")
+    conn.putheader("Content-Length", str(MAX_BODY_MB * 2 ** 20 + 1))
+    conn.endheaders()
+    response = conn.getresponse()
+    assert response.status == 413 and "exceeds this server's cap" in json.loads(response.read())["error"]
+    conn.close()
 
 
 def test_time_limit_holds_and_concurrent_requests_do_not_mix(server: str) -> None:

@@ -38,6 +38,7 @@ class InfeasibleError(OptschedError):
     """A scheduling round has no feasible decision; ``reasons`` names the jobs/nodes and rules."""
 
     def __init__(self, message: str, reasons: tuple[str, ...] = ()) -> None:
+        self.message = message
         self.reasons = tuple(reasons)
         full = message if not reasons else message + ":\n  - " + "\n  - ".join(reasons)
         super().__init__(full)

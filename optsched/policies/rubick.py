@@ -77,6 +77,16 @@ def _infeasible_report(problem: RubickRound, admission: Admission) -> Infeasible
                            "all be met on the free resources (GPUs, CPUs, memory or node shapes)", tuple(reasons))
 
 
+#: what an infeasibility error of a method that can defer unreachable guarantees adds (issue 16, item 4)
+DEFER_HINT = ("to schedule the rest and defer such jobs this round instead: optsched solve --defer-unreachable, "
+              "defer_unreachable=true for optsched serve, defer_unreachable_guarantees=True in Python")
+
+
+def _hinted(error: InfeasibleError) -> InfeasibleError:
+    """``error`` naming the option that would defer the unreachable guarantees (:data:`DEFER_HINT`)."""
+    return InfeasibleError(f"{error.message} ({DEFER_HINT})", error.reasons)
+
+
 def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
@@ -162,7 +172,10 @@ class _HeuristicPolicy:
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
         rubick = _rubick_round(problem, self.name)
-        table, schedule = self.plan(rubick, _deadline(self.time_limit, self.clock_start, rubick))
+        try:
+            table, schedule = self.plan(rubick, _deadline(self.time_limit, self.clock_start, rubick))
+        except InfeasibleError as e:
+            raise e if getattr(self, DEFER, True) else _hinted(e) from None
         return _with_prediction_notes(heuristic_decision(rubick, table, schedule, method=self.name, started=t0),
                                       rubick, self.perf)
 
@@ -215,7 +228,10 @@ class RubickExactPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         rubick = _rubick_round(problem, self.name)
-        return _with_prediction_notes(self._decide(rubick), rubick, self.perf)
+        try:
+            return _with_prediction_notes(self._decide(rubick), rubick, self.perf)
+        except InfeasibleError as e:
+            raise e if self.defer_unreachable_guarantees else _hinted(e) from None
 
     def _decide(self, rubick: RubickRound) -> Decision:
         t0 = time.perf_counter()

@@ -117,7 +117,7 @@ def test_decision_json_round_trip() -> None:
     assert out["format"] == DECISION_FORMAT
     assert [j["action"] for j in out["jobs"]] == ["keep", "reconfigure", "start", "preempt", "wait"]
     assert out["jobs"][3] == {"job": "d", "action": "preempt", "protected": False, "plan": None, "placement": {},
-                              "throughput": 0.0, "normalised_throughput": 0.0}
+                              "throughput": 0.0, "normalised_throughput": 0.0, "reason": "", "penalty": 0.0}
     assert e.allocations == d.allocations and set(e.allocations) == {"a", "b", "c"}
     assert e.job("c").allocation.plan.pp == 2
     heuristic = Decision("rubick", "heuristic", "heuristic", 1.0, JobAllocations(()))

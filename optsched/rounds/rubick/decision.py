@@ -5,7 +5,9 @@ by the same function (:func:`~optsched.rounds.rubick.objective.objective`).
 
 Per job: ``start`` (queued, now runs), ``keep`` (running, kept exactly), ``reconfigure`` (running,
 another plan or placement), ``preempt`` (running, gets nothing) or ``wait`` (queued, gets nothing);
-``protected`` says whether its performance guarantee was enforced (the admission's protected jobs).
+``protected`` says whether its performance guarantee was enforced (the admission's protected jobs);
+``penalty`` is the round's ``reconfig_penalty`` for ``reconfigure``, ``preempt_penalty`` for
+``preempt``, else 0; ``reason`` (:func:`wait_reason`) says why a job that does not run does not.
 """
 
 from __future__ import annotations
@@ -50,14 +52,34 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
         running = table.current_row[j] >= 0
         protected = name in admission.protected
         if choice is None:
-            jobs.append(JobDecision(name, None, 0.0, 0.0, "preempt" if running else "wait", protected))
+            jobs.append(JobDecision(name, None, 0.0, 0.0, "preempt" if running else "wait", protected,
+                                    wait_reason(problem, table, admission, j, method),
+                                    problem.preempt_penalty if running else 0.0))
             continue
         alloc = Allocation(name, table.plans[choice.row], placement_of(problem, table, j, choice))
         action = "start" if not running else ("keep" if is_kept(problem, table, j, choice) else "reconfigure")
         thr = float(table.throughput[choice.row])
-        jobs.append(JobDecision(name, alloc, thr, thr / float(table.reference_throughput[j]), action, protected))
+        jobs.append(JobDecision(name, alloc, thr, thr / float(table.reference_throughput[j]), action, protected,
+                                penalty=problem.reconfig_penalty if action == "reconfigure" else 0.0))
     return Decision(problem.kind, method, status, obj, JobAllocations(tuple(jobs)), bound, relative_gap(bound, obj),
                     solve_seconds, heuristic_objective, warm_start, message)
+
+
+def wait_reason(problem: RubickRound, table: CoefficientTable, admission: Admission, j: int, method: str) -> str:
+    """Why job index ``j`` does not run: the admission's reason for a guaranteed job it keeps waiting
+    (tenant quota 0 or exhausted, guarantee deferred as unreachable, no configuration reaching its
+    request), no configuration considered when the time limit cut the table short, else no room (the
+    free resources went to other jobs; for a guaranteed job, also that ``method`` protects nobody when
+    its admission is empty)."""
+    name = table.jobs[j]
+    if name in admission.waiting:
+        return admission.waiting[name]
+    if len(table.rows_of(j)) == 0:
+        return "not considered: the time limit ran out before its configurations were built"
+    job = problem.job(name)
+    if job.guaranteed and not admission.protected and not admission.waiting:
+        return f"no room: the free resources went to other jobs ({method} enforces no performance guarantees)"
+    return "no room: the free resources went to other jobs this round"
 
 
 def heuristic_decision(problem: RubickRound, table: CoefficientTable, schedule: Schedule, *, method: str,
@@ -98,4 +120,4 @@ def choices_of(decision: Decision, table: CoefficientTable, problem: RubickRound
     return out
 
 
-__all__ = ["Schedule", "choices_of", "heuristic_decision", "to_decision"]
+__all__ = ["Schedule", "choices_of", "heuristic_decision", "to_decision", "wait_reason"]

@@ -182,7 +182,9 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
         x = by_job.get(job.name)
         if x is None:
             running = problem.current(job.name) is not None
-            x = JobDecision(job.name, None, 0.0, 0.0, "preempt" if running else "wait", False)
+            why = split.left_out.get(job.name, "in no part of the partitioned round")
+            x = JobDecision(job.name, None, 0.0, 0.0, "preempt" if running else "wait", False, why,
+                            problem.preempt_penalty if running else 0.0)
         jobs.append(x)
     objective = sum(x.normalised for x in jobs)
     objective -= problem.reconfig_penalty * sum(x.action == "reconfigure" for x in jobs)
