@@ -44,6 +44,7 @@ from optsched.core.hardware import Cluster
 from optsched.core.job import DEFAULT_CPUS_PER_GPU
 from optsched.core.jsonio import format_json, parse_json_text, read_json
 from optsched.core.plan import ZeroMode
+from optsched.core.units import unit_warnings
 from optsched.core.pool import gpu_pool
 from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit
 from optsched.perf.measurements import (Measurement, measured_times, read_placements_csv, read_profile_forward_s,
@@ -391,6 +392,8 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     started = time.perf_counter()  # the time limit covers reading the round too
     _check_output_file(args.out)
     problem = RoundProblem.from_dict(_read_round(args.round))
+    for warning in unit_warnings(problem.cluster, problem.jobs):
+        _err(f"{PROG}: warning: {warning}")
     models = _policy_models(args.params, problem.cluster)
     extras = {DEFER: True} if args.defer_unreachable else {}
     decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None,

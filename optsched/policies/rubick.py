@@ -53,7 +53,7 @@ from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.rubick.admission import NO_GUARANTEES, Admission, admit
 from optsched.rounds.rubick.baseline_tables import BaselineCache, request_table, sia_table, synergy_table
-from optsched.rounds.rubick.decision import Schedule, heuristic_decision, to_decision
+from optsched.rounds.rubick.decision import Schedule, heuristic_decision, keep_unchanged, to_decision
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import DEFAULT_GROWTH, RoundTableCache, build_round_table
@@ -248,6 +248,8 @@ class RubickExactPolicy:
             admission = hint.admission
         except InfeasibleError as e:
             heuristic_error = e
+        if hint is not None:  # no reconfiguration without a change that matters (rounds/rubick/decision.py)
+            hint = replace(hint, choices=keep_unchanged(rubick, table, hint.choices))
         h_obj = None if hint is None else objective(rubick, table, hint.choices)
         if hint is not None and (not hint.complete or deadline.expired(reserve=MIN_SOLVER_SECONDS)):
             status = "heuristic-fallback" if hint.complete else "partial"

@@ -55,7 +55,7 @@ from optsched.perf.plans import plan_violation
 from optsched.rounds.rubick import own_rows
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import (DEFAULT_GROWTH, CandidateRow, RoundTableCache, build_round_table,
-                                          job_gpu_cap, request_plan, round_lookup)
+                                          host_memory_rows, job_gpu_cap, request_plan, round_lookup)
 
 #: CPUs per GPU a Synergy ladder offers (capped by one node's CPUs over the job's largest part)
 SYNERGY_CPUS_PER_GPU: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96)
@@ -171,8 +171,8 @@ def sia_plan(job: Job, pm: PerformanceModel, pool: GpuPool,
 
 def _job_key(problem: RubickRound, job: Job, params: tuple) -> tuple:
     cur = problem.current(job.name)
-    return (params, job.name, job.model, job.requested_gpus, job.requested_cpus, job.requested_plan, job.max_gpus,
-            job.gpu_type, None if cur is None else (cur.plan, cur.placement), problem.own_rows(job.name))
+    return (params, job.name, job.model, job.requested_gpus, job.requested_cpus, job.requested_mem_gib,
+            job.requested_plan, job.max_gpus, job.gpu_type, None if cur is None else (cur.plan, cur.placement), problem.own_rows(job.name))
 
 
 def _given_rows(problem: RubickRound, job: Job, pick: Any) -> list[CandidateRow] | None:
@@ -322,7 +322,8 @@ def synergy_table(problem: RubickRound, perf: PerfLookup | None = None, *,
             continue
         key = _job_key(problem, job, ("synergy", tuple(cpus_per_gpu)))
         if key not in memo and not _expired(deadline):
-            memo[key] = _synergy_rows(problem, job, lookup, tuple(cpus_per_gpu), _base_request_plans(base, j))
+            memo[key] = host_memory_rows(_synergy_rows(problem, job, lookup, tuple(cpus_per_gpu),
+                                                       _base_request_plans(base, j)), job)
         extra.append(memo.get(key, []))
         cur = int(base.current_row[j])
         include.append([cur] if cur >= 0 else base.rows_of(j).tolist())
@@ -345,7 +346,7 @@ def sia_table(problem: RubickRound, perf: PerfLookup | None = None, *, growth: i
             continue
         key = _job_key(problem, job, ("sia", growth))
         if key not in memo and not _expired(deadline):
-            memo[key] = _sia_rows(problem, job, lookup, growth, _base_request_plans(base, j))
+            memo[key] = host_memory_rows(_sia_rows(problem, job, lookup, growth, _base_request_plans(base, j)), job)
         rows = memo.get(key, [])
         extra.append(rows)
         own = [r for r in base.rows_of(j).tolist() if r != base.current_row[j]]

@@ -32,6 +32,13 @@ Choices where the paper is silent:
 * **Dominance.** A row is dropped when another row of the same job and GPU type needs no more GPUs,
   CPUs or memory and is at least as fast (ties: the earlier row stays); the current row is never
   dropped. This leaves roughly 10-25 rows per job on the 8x8 cluster.
+* **Host memory** (issue 16, item 3). A row's host memory is at least the job's requested memory per
+  requested GPU times the row's GPUs (the request is a minimum for every job: host memory is what a
+  cluster enforces as a hard limit, so less than asked for can kill the job), and it is rounded up to a
+  multiple of :data:`MEM_GRANULARITY_GIB` per GPU (1/16 GiB, 64 MiB), so every part of a row, and so every
+  share in a decision, is a multiple of 1/16 GiB (:func:`host_memory_rows`). The current row keeps the
+  memory the job holds. Requested CPUs are not a minimum: CPUs are a performance resource, the rows'
+  throughputs account for them and a guaranteed job's guarantee is its request's throughput.
 * **Own coefficients** (issue 16). A job the round gives its own rows (``RubickRound.coefficients``)
   gets a block made of those rows only, chosen per variant by :mod:`optsched.rounds.rubick.own_rows`
   (which also gives its reference throughput and matches its running configuration); no performance
@@ -44,6 +51,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -66,6 +74,8 @@ log = logging.getLogger(__name__)
 
 #: default growth factor of the GPU cap (module docstring)
 DEFAULT_GROWTH = 4
+#: host memory of a row is a multiple of this many GiB per GPU (module docstring, "Host memory")
+MEM_GRANULARITY_GIB = 1.0 / 16
 
 
 @dataclass(frozen=True)
@@ -281,7 +291,7 @@ def _job_block(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
         return _own_block(problem, job, fixed_plan, fixed_resources)
     rows, ref = _candidate_rows(problem, job, perf, growth, cpus_per_gpu_options, fixed_plan, fixed_resources,
                                 shared)
-    rows = list(rows)
+    rows = host_memory_rows(rows, job)
     cur_index: int | None = None
     cur = problem.current(job.name)
     if cur is not None:
@@ -303,6 +313,18 @@ def _job_block(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
         keep = None if cur_index is None or types[cur_index] != gt else int(np.flatnonzero(idx == cur_index)[0])
         drop[idx] = _dominated(gpus[idx], cpus[idx], mem[idx], thr_arr[idx], keep)
     return _pruned_block(rows, drop, cur_index, ref)
+
+
+def host_memory_rows(rows: list[CandidateRow], job: Job) -> list[CandidateRow]:
+    """``rows`` of ``job`` with the host-memory rule (module docstring, "Host memory"): at least
+    ``requested_mem_gib / requested_gpus`` GiB per GPU, rounded up to :data:`MEM_GRANULARITY_GIB` per GPU."""
+    floor = job.requested_mem_gib / job.requested_gpus
+    out = []
+    for r in rows:
+        per_gpu = max(r.mem_gib / r.gpus, floor)
+        mem = math.ceil(per_gpu / MEM_GRANULARITY_GIB - 1e-9) * MEM_GRANULARITY_GIB * r.gpus
+        out.append(r if mem == r.mem_gib else replace(r, mem_gib=mem))
+    return out
 
 
 def _pruned_block(rows: list[CandidateRow], drop: np.ndarray, cur_index: int | None, ref: float) -> "_Block":
@@ -338,7 +360,8 @@ def _own_block(problem: RubickRound, job: Job, fixed_plan: bool, fixed_resources
     assert given is not None
     request = own_rows.request_rows(problem, job, given)
     ref = own_rows.reference_throughput(given, request)
-    rows = [_given(given[i]) for i in own_rows.table_rows(problem, job, given, request, fixed_plan, fixed_resources)]
+    rows = host_memory_rows([_given(given[i]) for i in own_rows.table_rows(problem, job, given, request, fixed_plan,
+                                                                            fixed_resources)], job)
     cur_index: int | None = None
     current = _own_current(problem, job, given)
     if current is not None:
@@ -384,8 +407,8 @@ _NO_ROWS = _Block((), (), (), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.
 def _block_key(problem: RubickRound, job: Job, flags: tuple) -> tuple:
     """Everything a job's block depends on (not its name: identical requests share a block)."""
     cur = problem.current(job.name)
-    return (job.model, job.requested_gpus, job.requested_cpus, job.requested_plan, job.max_gpus,
-            job.gpu_type, flags, None if cur is None else (cur.plan, cur.placement), problem.own_rows(job.name))
+    return (job.model, job.requested_gpus, job.requested_cpus, job.requested_mem_gib, job.requested_plan,
+            job.max_gpus, job.gpu_type, flags, None if cur is None else (cur.plan, cur.placement), problem.own_rows(job.name))
 
 
 def _current_row(problem: RubickRound, job: Job, perf: PerfLookup) -> CandidateRow:
@@ -478,5 +501,5 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
                             current_row=current_row)
 
 
-__all__ = ["CandidateRow", "DEFAULT_GROWTH", "RoundTableCache", "build_round_table", "job_gpu_cap", "request_plan",
+__all__ = ["CandidateRow", "DEFAULT_GROWTH", "MEM_GRANULARITY_GIB", "RoundTableCache", "host_memory_rows", "build_round_table", "job_gpu_cap", "request_plan",
            "round_lookup"]
