@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
+from optsched.core.catalog import GPU_TYPES
 from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
@@ -47,7 +48,6 @@ from optsched.heuristics.baselines import antman_round, schedule_fifo, schedule_
 from optsched.heuristics.baselines.synergy import SYNERGY_TUNE_FRACTION
 from optsched.heuristics.rubick import algorithm1
 from optsched.perf.coefficients import CoefficientTable
-from optsched.core.catalog import GPU_TYPES
 from optsched.perf.lookup import PerfLookup, PerfSource, prediction_notes
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method

@@ -266,3 +266,15 @@ def test_request_rows_rules() -> None:
     embed = problem.job("embed-1b")
     assert own_rows.sia_rows(problem, embed, problem.own_rows("embed-1b")) == [0, 2, 3]
     assert own_rows.same_family(rows[0].plan, rows[2].plan)
+
+
+def test_perf_params_schema_is_the_rounds_copy_and_fits_what_fit_writes() -> None:
+    standalone, in_round = load_schema("perf-params"), load_schema("round")["$defs"]["perfParams"]
+    assert {k: v for k, v in standalone.items() if k not in ("$schema", "$id", "$defs")} == in_round
+    assert standalone["$defs"]["model"] == load_schema("round")["$defs"]["model"]
+    jsonschema = pytest.importorskip("jsonschema")
+    written = default_performance_model("gpt2").to_dict()
+    jsonschema.validate(written, standalone)
+    data = own_coefficients_round()
+    data["perf_params"] = [written]
+    jsonschema.validate(data, load_schema("round"))

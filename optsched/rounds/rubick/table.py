@@ -292,16 +292,7 @@ def _job_block(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
     rows, ref = _candidate_rows(problem, job, perf, growth, cpus_per_gpu_options, fixed_plan, fixed_resources,
                                 shared)
     rows = host_memory_rows(rows, job)
-    cur_index: int | None = None
-    cur = problem.current(job.name)
-    if cur is not None:
-        row = _current_row(problem, job, perf)
-        same = [i for i, r in enumerate(rows) if r.same_config(row)]
-        if same:
-            cur_index = same[0]
-        else:
-            rows.append(row)
-            cur_index = len(rows) - 1
+    cur_index = _with_current(rows, None if problem.current(job.name) is None else _current_row(problem, job, perf))
     gpus = np.array([r.gpus for r in rows])
     cpus = np.array([r.cpus for r in rows])
     mem = np.array([r.mem_gib for r in rows])
@@ -313,6 +304,18 @@ def _job_block(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
         keep = None if cur_index is None or types[cur_index] != gt else int(np.flatnonzero(idx == cur_index)[0])
         drop[idx] = _dominated(gpus[idx], cpus[idx], mem[idx], thr_arr[idx], keep)
     return _pruned_block(rows, drop, cur_index, ref)
+
+
+def _with_current(rows: list[CandidateRow], current: CandidateRow | None) -> int | None:
+    """Index of the running configuration ``current`` among ``rows`` (appended when no row is the same
+    configuration); None for a queued job."""
+    if current is None:
+        return None
+    same = [i for i, r in enumerate(rows) if r.same_config(current)]
+    if same:
+        return same[0]
+    rows.append(current)
+    return len(rows) - 1
 
 
 def host_memory_rows(rows: list[CandidateRow], job: Job) -> list[CandidateRow]:
@@ -362,15 +365,7 @@ def _own_block(problem: RubickRound, job: Job, fixed_plan: bool, fixed_resources
     ref = own_rows.reference_throughput(given, request)
     rows = host_memory_rows([_given(given[i]) for i in own_rows.table_rows(problem, job, given, request, fixed_plan,
                                                                             fixed_resources)], job)
-    cur_index: int | None = None
-    current = _own_current(problem, job, given)
-    if current is not None:
-        same = [i for i, r in enumerate(rows) if r.same_config(current)]
-        if same:
-            cur_index = same[0]
-        else:
-            rows.append(current)
-            cur_index = len(rows) - 1
+    cur_index = _with_current(rows, _own_current(problem, job, given))
     drop = np.zeros(len(rows), dtype=bool)
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(rows):
