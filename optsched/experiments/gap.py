@@ -121,6 +121,25 @@ PROBES: dict[str, Callable[[RoundProblem, float, int], dict[str, Any]]] = {"rubi
 PROBES["experts"] = _experts_probe
 
 
+def _moe_comm_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
+    """Lina's micro-op rule against the exact CP-SAT schedule (objectives are -step ms)."""
+    from optsched.formulations import moe_comm_schedule
+    from optsched.heuristics.moe_comm import POLICIES
+
+    t1 = time.perf_counter()
+    timeline = POLICIES["lina"].schedule(problem)  # type: ignore[arg-type]
+    heur_s = time.perf_counter() - t1
+    h_obj = -timeline.step_ms
+    row: dict[str, Any] = {"table_s": 0.0, "heuristic_objective": h_obj, "heuristic_s": heur_s}
+    row.update(_warm_cold_rows(h_obj, lambda **kw: moe_comm_schedule.solve(  # type: ignore[arg-type]
+        problem, time_limit=time_limit, seed=seed, **kw), timeline))
+    row["lp_bound"] = None
+    return row
+
+
+PROBES["moe-comm"] = _moe_comm_probe
+
+
 def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, label: str = "") -> dict[str, Any]:
     """One row of a gap study for ``problem`` (module docstring); ``label`` names the instance."""
     probe = PROBES.get(problem.kind)

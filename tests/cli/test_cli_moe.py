@@ -58,3 +58,20 @@ def test_bad_round_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     code, _, err = _run(capsys, "solve", str(path))
     assert code == 2 and err.count("\n") == 1
     assert "need at least 6 replicas, more than the 2 devices x 2 slots" in err
+
+
+def test_moe_comm_round_from_gen_round_to_solve(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "comm.json"
+    code, _, err = _run(capsys, "gen-round", "--kind", "moe-comm", "--seed", "1", "--moe-layers", "1", "--out",
+                        str(path))
+    assert code == 0, err
+    steps = {}
+    for method in ("fair", "lina", "exact"):
+        code, out, err = _run(capsys, "solve", str(path), "--method", method, "--time-limit", "3")
+        assert code == 0, err
+        d = json.loads(out)
+        assert d["kind"] == "moe-comm" and d["objective"] == -d["step_ms"] and d["tasks"]
+        steps[method] = d["step_ms"]
+    assert steps["exact"] <= min(steps["fair"], steps["lina"]) + 1e-9
+    code, _, err = _run(capsys, "gen-round", "--kind", "moe-comm", "--experts", "4")
+    assert code == 2 and "does not take --experts" in err

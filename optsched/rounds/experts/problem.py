@@ -41,7 +41,7 @@ import numpy as np
 
 from optsched.core.checks import require_int, require_keys, require_number
 from optsched.core.errors import ValidationError
-from optsched.core.round import RoundProblem
+from optsched.rounds.jobless import JoblessRound
 
 #: Sec. 4.7.1: "the maximum number of experts packed on a device is 4"
 DEFAULT_SLOTS = 4
@@ -81,7 +81,7 @@ class ExpertSpec:
 
 
 @dataclass(frozen=True)
-class ExpertsRound(RoundProblem):
+class ExpertsRound(JoblessRound):
     """An experts round (module docstring)."""
 
     KIND: ClassVar[str] = "experts"
@@ -95,9 +95,7 @@ class ExpertsRound(RoundProblem):
 
     def _check_fields(self) -> None:
         object.__setattr__(self, "experts", tuple(self.experts))
-        if self.jobs or self.running:
-            raise ValidationError("round: an experts round places the experts of one MoE layer; it takes no jobs "
-                                  "and no running allocations")
+        self._require_no_jobs("places the experts of one MoE layer")
         require_int("round", "slots", self.slots, 1)
         require_number("round", "replica_cost", self.replica_cost, 0.0)
         require_int("round", "layer", self.layer, 0)
@@ -171,13 +169,6 @@ class ExpertsRound(RoundProblem):
         return {"experts": tuple(ExpertSpec.from_dict(e, i) for i, e in enumerate(data["experts"])),
                 "slots": data.get("slots", DEFAULT_SLOTS), "replica_cost": data.get("replica_cost", 0.0),
                 "layer": data.get("layer", 0)}
-
-    @classmethod
-    def from_dict(cls, data: Any, clusters: Any = None) -> "RoundProblem":
-        """Parse a round file; ``jobs`` may be left out (an experts round has none)."""
-        if isinstance(data, dict) and data.get("kind") == cls.KIND and "jobs" not in data:
-            data = {**data, "jobs": []}
-        return super().from_dict(data, clusters)
 
 
 __all__ = ["DEFAULT_SLOTS", "ExpertSpec", "ExpertsRound"]
