@@ -116,11 +116,6 @@ def _experts_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[
     return row
 
 
-#: round kind -> probe(problem, time_limit, seed) -> measurements (module docstring)
-PROBES: dict[str, Callable[[RoundProblem, float, int], dict[str, Any]]] = {"rubick": _rubick_probe}
-PROBES["experts"] = _experts_probe
-
-
 def _moe_comm_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
     """Lina's micro-op rule against the exact CP-SAT schedule (objectives are -step ms)."""
     from optsched.formulations import moe_comm_schedule
@@ -137,7 +132,12 @@ def _moe_comm_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict
     return row
 
 
+#: round kind -> probe(problem, time_limit, seed) -> measurements (module docstring)
+PROBES: dict[str, Callable[[RoundProblem, float, int], dict[str, Any]]] = {"rubick": _rubick_probe}
+PROBES["experts"] = _experts_probe
 PROBES["moe-comm"] = _moe_comm_probe
+
+
 
 
 def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, label: str = "") -> dict[str, Any]:

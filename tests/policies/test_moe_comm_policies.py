@@ -4,6 +4,7 @@ as Lina's text reports, and the exact schedule is never slower than any policy."
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -54,3 +55,10 @@ def test_exact_model_finds_the_optimum_of_a_small_pass() -> None:
     whole = moe_comm_schedule.solve(r, time_limit=10, hint=POLICIES["priority"].schedule(r))
     assert whole.objective == pytest.approx(sol.objective, abs=1e-3)  # the hint does not change the optimum
     assert len(build_tasks(r, split=True, pipeline=True).tasks) > len(build_tasks(r, split=False).tasks)
+
+
+def test_no_time_left_returns_the_fastest_rule() -> None:
+    r = fig47_round()
+    d = optsched.solve(r, method="exact", time_limit=0.5, clock_start=time.perf_counter() - 1.0)
+    assert d.status == "heuristic-fallback" and "the best rule was 'lina'" in d.message
+    assert d.objective == optsched.solve(r, method="lina").objective
