@@ -20,8 +20,9 @@ times weighted by ``c_d = round(SPEED_SCALE / speed_d)``:
   allow it replicas: with one slot per device the makespan is the largest load, which CP-SAT could not
   prove in 10 s without this cut).
 
-Size: ``E x D`` booleans, up to ``E x D`` integers and ``M``; ``E x D + 2 E + 2 D`` constraints
-(16 experts x 16 devices: 513 variables, 319 constraints; 64 x 64: 8,193 variables).
+Size: ``E x D`` booleans, up to ``E x D`` integers and ``M``; ``E x D + 3 E + 3 D`` constraints
+(linking, replica bounds and token sums per expert, slots and makespan per device, symmetry and the
+bound): 16 experts x 16 devices: 513 variables, 352 constraints; 64 x 64: 8,193 variables.
 
 **Decoding.** The solver's hosting ``x`` is kept and the shares are re-optimised exactly in floating
 point for it by a small LP (:func:`best_shares`, HiGHS through scipy), so quantisation never costs the

@@ -109,8 +109,14 @@ def _rule(name: str):  # noqa: ANN202 - a factory of factories
     return build
 
 
-register_method("moe-comm", "exact", lambda o: CommExactPolicy("exact", o.time_limit, o.seed, o.workers,
-                                                               o.clock_start),
+def _exact(o: PolicyOptions) -> CommExactPolicy:
+    if o.backend != "cpsat":
+        raise ValidationError(f"the moe-comm exact schedule uses CP-SAT interval variables; backend {o.backend!r} "
+                              "cannot solve it (use cpsat)")
+    return CommExactPolicy("exact", o.time_limit, o.seed, o.workers, o.clock_start)
+
+
+register_method("moe-comm", "exact", _exact,
                 "CP-SAT interval schedule (whole ops or micro-ops per operation) warm-started by the rules; never "
                 "slower than any of them")
 for _name, _summary in (("fair", "baseline: two streams fair-sharing the link (Fig. 4.7a)"),

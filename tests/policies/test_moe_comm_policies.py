@@ -10,6 +10,7 @@ import pytest
 
 import optsched
 from optsched.core.decision import Decision
+from optsched.core.errors import ValidationError
 from optsched.formulations import moe_comm_schedule
 from optsched.heuristics.moe_comm import POLICIES
 from optsched.policies.registry import describe_methods
@@ -62,3 +63,8 @@ def test_no_time_left_returns_the_fastest_rule() -> None:
     d = optsched.solve(r, method="exact", time_limit=0.5, clock_start=time.perf_counter() - 1.0)
     assert d.status == "heuristic-fallback" and "the best rule was 'lina'" in d.message
     assert d.objective == optsched.solve(r, method="lina").objective
+
+
+def test_milp_back_ends_are_refused() -> None:
+    with pytest.raises(ValidationError, match="CP-SAT interval variables; backend 'cbc'"):
+        optsched.solve(fig47_round(), method="exact", backend="cbc")
