@@ -27,6 +27,11 @@ from report import OUT, emit  # noqa: E402  (benchmarks/report.py, next to this 
 
 #: default sweep: (nodes, jobs) on 8-GPU nodes
 SIZES = ("8:20", "8:40", "8:80", "24:100", "32:120", "48:150", "64:200", "160:400")
+#: the sweeps of kinds whose generator takes other options than nodes and jobs (kind -> options per size)
+OTHER_SIZES: dict[str, tuple[tuple[tuple[str, int], ...], ...]] = {
+    "experts": tuple((("devices", d), ("experts", e)) for e, d in ((12, 12), (16, 8), (16, 16), (32, 32), (64, 64))),
+    "moe-comm": tuple((("moe_layers", k),) for k in (1, 2, 4, 8)),
+}
 COLUMNS = ("kind", "gpus", "jobs", "seed", "heuristic_objective", "heuristic_s", "exact_objective", "bound", "gap",
            "heuristic_gap", "exact_s", "status", "encoding", "first_warm_s", "gap1_warm_s", "first_cold_s",
            "gap1_cold_s", "lp_bound", "table_s")
@@ -52,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     points = []
     for kind in sorted(PROBES):
+        if kind in OTHER_SIZES:
+            points += [GapPoint(kind, opts, seed, args.time_limit) for opts in OTHER_SIZES[kind]
+                       for seed in range(args.seeds)]
+            continue
         for size in args.sizes:
             nodes, jobs = (int(x) for x in size.split(":"))
             points += [GapPoint(kind, (("nodes", nodes), ("jobs", jobs)), seed, args.time_limit)

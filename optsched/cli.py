@@ -449,6 +449,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 #: gen-round flags and the generator keyword each one sets (a kind's generator takes a subset)
 _GEN_FLAGS = (("--nodes", "nodes", "number of nodes"), ("--gpus-per-node", "gpus_per_node", "GPUs per node"),
               ("--jobs", "jobs", "number of jobs"))
+_GEN_FLAGS += (("--experts", "experts", "number of experts"), ("--devices", "devices", "number of devices"),
+               ("--slots", "slots", "expert replicas per device"), ("--tokens", "tokens", "tokens of the batch"),
+               ("--moe-layers", "moe_layers", "MoE layers of the backward pass"))
 
 
 def _add_gen_round(sub: Any) -> None:

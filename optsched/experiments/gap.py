@@ -81,8 +81,63 @@ def _trace_times(label: str, trace: Sequence[tuple[float, float, float]], object
     return {f"first_{label}_s": first, f"gap1_{label}_s": to_target}
 
 
+def _warm_cold_rows(h_obj: float, solve: Callable[..., Any], hint: Any) -> dict[str, Any]:
+    """The solver columns of a probe whose ``solve(hint=..., trace=...)`` returns a ``Solution`` in the
+    decision's (maximising) frame: warm and cold times to the first solution and to 1%, and the warm
+    solve's objective (never below the heuristic's ``h_obj``), bound, gap, time, status and size."""
+    row: dict[str, Any] = {}
+    for label, start in (("warm", hint), ("cold", None)):
+        trace: list[tuple[float, float, float]] = []
+        sol = solve(hint=start, trace=trace)
+        row.update(_trace_times(label, trace, sol.objective, sol.bound, sol.wall_seconds))
+        if label == "warm":
+            best = sol.objective if sol.objective is not None and sol.objective >= h_obj - 1e-9 else h_obj
+            row.update(exact_objective=best, bound=sol.bound, gap=relative_gap(sol.bound, best),
+                       exact_s=sol.wall_seconds, status=sol.status, encoding=sol.size.encoding,
+                       variables=sol.size.variables)
+    row["heuristic_gap"] = relative_gap(row["bound"], h_obj)
+    return row
+
+
+def _experts_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
+    """Lina's first-fit decreasing against the exact expert packing (objectives are -makespan)."""
+    from optsched.formulations import expert_packing
+    from optsched.heuristics.lina import lina_plan
+    from optsched.rounds.experts.plan import makespan
+
+    t1 = time.perf_counter()
+    plan = lina_plan(problem)  # type: ignore[arg-type]
+    heur_s = time.perf_counter() - t1
+    h_obj = -makespan(problem, plan)  # type: ignore[arg-type]
+    row: dict[str, Any] = {"table_s": 0.0, "heuristic_objective": h_obj, "heuristic_s": heur_s}
+    row.update(_warm_cold_rows(h_obj, lambda **kw: expert_packing.solve(  # type: ignore[arg-type]
+        problem, time_limit=time_limit, seed=seed, **kw), plan))
+    row["lp_bound"] = None
+    return row
+
+
+def _moe_comm_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
+    """Lina's micro-op rule against the exact CP-SAT schedule (objectives are -step ms)."""
+    from optsched.formulations import moe_comm_schedule
+    from optsched.heuristics.moe_comm import POLICIES
+
+    t1 = time.perf_counter()
+    timeline = POLICIES["lina"].schedule(problem)  # type: ignore[arg-type]
+    heur_s = time.perf_counter() - t1
+    h_obj = -timeline.step_ms
+    row: dict[str, Any] = {"table_s": 0.0, "heuristic_objective": h_obj, "heuristic_s": heur_s}
+    row.update(_warm_cold_rows(h_obj, lambda **kw: moe_comm_schedule.solve(  # type: ignore[arg-type]
+        problem, time_limit=time_limit, seed=seed, **kw), timeline))
+    row["lp_bound"] = None
+    return row
+
+
 #: round kind -> probe(problem, time_limit, seed) -> measurements (module docstring)
 PROBES: dict[str, Callable[[RoundProblem, float, int], dict[str, Any]]] = {"rubick": _rubick_probe}
+PROBES["experts"] = _experts_probe
+PROBES["moe-comm"] = _moe_comm_probe
+
+
 
 
 def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, label: str = "") -> dict[str, Any]:

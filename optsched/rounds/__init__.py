@@ -3,5 +3,7 @@ performance models, admission, objective, feasibility check, decision assembly a
 Importing this package imports, and so registers, every built-in kind."""
 
 from optsched.rounds import rubick  # noqa: F401  (registers the kind)
+from optsched.rounds import experts  # noqa: F401  (registers the kind)
+from optsched.rounds import moe_comm  # noqa: F401  (registers the kind)
 
-__all__ = ["rubick"]
+__all__ = ["rubick", "experts", "moe_comm"]
