@@ -278,3 +278,11 @@ def test_perf_params_schema_is_the_rounds_copy_and_fits_what_fit_writes() -> Non
     data = own_coefficients_round()
     data["perf_params"] = [written]
     jsonschema.validate(data, load_schema("round"))
+
+
+def test_a_job_with_own_rows_needs_no_model_shape() -> None:
+    """With its own rows no performance model is asked, so the model may be a bare label."""
+    data = own_coefficients_round()
+    data["jobs"][2]["model"] = "vendor-embedder-v3"
+    for method in ALL_METHODS:
+        chosen_row_is_given(data, optsched.solve(_round(copy.deepcopy(data)), method, time_limit=10.0).to_dict())
