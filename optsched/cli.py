@@ -8,7 +8,8 @@ Subcommands (one ``_cmd_*`` handler each, registered in :func:`build_parser`):
 * ``solve``   solve a round file (``docs/rounds.md``) and print the decision as JSON;
 * ``gen-round`` write a random but realistic round file;
 * ``gap``     measure the heuristic's and the exact solver's gap on round files;
-* ``simulate`` replay a trace (or the built-in synthetic one) under several policies and compare them.
+* ``simulate`` replay a trace (or the built-in synthetic one) under several policies and compare them;
+* ``serve``   answer rounds over HTTP (:mod:`optsched.service`; extra ``serve``).
 
 Every :class:`~optsched.core.errors.OptschedError` and every usage error ends with one line
 ``optsched: error: <message>`` on stderr and exit code 2, never a traceback. Results go to stdout
@@ -38,11 +39,12 @@ import numpy as np
 
 from optsched import __version__
 from optsched.core.catalog import GPU_TYPES, get_cluster, get_gpu_type, get_model
-from optsched.core.errors import OptschedError, UnknownNameError, ValidationError
+from optsched.core.errors import OptschedError, UnknownNameError, ValidationError, one_line
 from optsched.core.hardware import Cluster
 from optsched.core.job import DEFAULT_CPUS_PER_GPU
-from optsched.core.jsonio import format_json, read_json
+from optsched.core.jsonio import format_json, parse_json_text, read_json
 from optsched.core.plan import ZeroMode
+from optsched.core.units import unit_warnings
 from optsched.core.pool import gpu_pool
 from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit
 from optsched.perf.measurements import (Measurement, measured_times, read_placements_csv, read_profile_forward_s,
@@ -66,13 +68,8 @@ def _err(text: str) -> None:
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
-def _one_line(message: str) -> str:
-    """Fold a multi-line error (e.g. InfeasibleError's reasons) into one line."""
-    lines = [ln.strip() for ln in str(message).splitlines() if ln.strip()]
-    if not lines:
-        return "unknown error"
-    head, rest = lines[0], [ln[2:] if ln.startswith("- ") else ln for ln in lines[1:]]
-    return head + (" " + "; ".join(rest) if rest else "")
+#: fold a multi-line error (e.g. InfeasibleError's reasons) into one line
+_one_line = one_line
 
 
 def _write_text(path: str | Path, text: str) -> None:
@@ -363,7 +360,7 @@ def _add_solve(sub: Any) -> None:
     p = sub.add_parser("solve", help="solve a scheduling round file and print the decision as JSON",
                        description="Solve one scheduling round (format: docs/rounds.md) with a method of its kind and "
                                    f"print the decision as JSON. Methods per round kind: {_methods_help()}.")
-    p.add_argument("round", metavar="ROUND.json", help="round file")
+    p.add_argument("round", metavar="ROUND.json", help="round file, or - to read the round from standard input")
     p.add_argument("--method", default="exact", metavar="METHOD",
                    help="a method of the round's kind (default: exact, the CP-SAT round warm-started by the "
                         f"heuristic); {_methods_help()}")
@@ -394,13 +391,57 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     from optsched.policies.rubick import DEFER
     started = time.perf_counter()  # the time limit covers reading the round too
     _check_output_file(args.out)
-    problem = RoundProblem.from_dict(read_json(args.round))
+    problem = RoundProblem.from_dict(_read_round(args.round))
+    for warning in unit_warnings(problem.cluster, problem.jobs):
+        _err(f"{PROG}: warning: {warning}")
     models = _policy_models(args.params, problem.cluster)
     extras = {DEFER: True} if args.defer_unreachable else {}
     decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None,
                      clock_start=started, partitions=args.partitions, backend=args.backend, **extras)
     _emit_json(decision.to_dict(), args.out)
     log.info("%s: status %s, objective %.4f", args.method, decision.status, decision.objective)
+    return 0
+
+
+def _read_round(path: str) -> Any:
+    """A round file's JSON, or standard input's for ``-``."""
+    if path != "-":
+        return read_json(path)
+    try:
+        text = sys.stdin.buffer.read().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"standard input: not UTF-8 text ({exc})") from None
+    return parse_json_text(text, "standard input")
+
+
+# -- serve ---------------------------------------------------------------------------------------
+def _add_serve(sub: Any) -> None:
+    from optsched.service import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TIME_LIMIT
+    p = sub.add_parser("serve", help="answer rounds over HTTP (POST /solve)",
+                       description="Run the solve service (docs/integration.md): POST /solve with a round answers "
+                                   "the decision; GET /health; GET /schemas/{round,decision,perf-params}. Needs the "
+                                   "'serve' extra (starlette, uvicorn).")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (8000)")
+    p.add_argument("--workers", type=int, default=0, metavar="N",
+                   help="threads that solve requests at the same time (default: one per CPU)")
+    p.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_BYTES / 2 ** 20, metavar="MB",
+                   help=f"largest request body in MiB ({DEFAULT_MAX_BODY_BYTES / 2 ** 20:g})")
+    p.add_argument("--max-time-limit", type=float, default=DEFAULT_MAX_TIME_LIMIT, metavar="S",
+                   help=f"largest time limit a request may ask for, seconds ({DEFAULT_MAX_TIME_LIMIT:g})")
+    p.set_defaults(handler=_cmd_serve)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from optsched.service import ServiceConfig, serve
+    if not 0 < args.port < 65536:
+        raise ValidationError(f"--port must be in 1..65535, got {args.port}")
+    if not args.max_body_mb > 0:
+        raise ValidationError(f"--max-body-mb must be positive, got {args.max_body_mb}")
+    config = ServiceConfig(max_body_bytes=int(args.max_body_mb * 2 ** 20), max_time_limit=args.max_time_limit,
+                           workers=args.workers)
+    _err(f"{PROG} serve: listening on http://{args.host}:{args.port} (POST /solve, GET /health, GET /schemas)")
+    serve(args.host, args.port, config, log_level="info" if args.verbose else "warning")
     return 0
 
 
@@ -611,7 +652,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 _SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_fit, _add_predict, _add_curves, _add_solve, _add_gen_round,
-                                                   _add_gap, _add_simulate)
+                                                   _add_gap, _add_simulate, _add_serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -117,7 +117,7 @@ def test_decision_json_round_trip() -> None:
     assert out["format"] == DECISION_FORMAT
     assert [j["action"] for j in out["jobs"]] == ["keep", "reconfigure", "start", "preempt", "wait"]
     assert out["jobs"][3] == {"job": "d", "action": "preempt", "protected": False, "plan": None, "placement": {},
-                              "throughput": 0.0, "normalised_throughput": 0.0}
+                              "throughput": 0.0, "normalised_throughput": 0.0, "reason": "", "penalty": 0.0}
     assert e.allocations == d.allocations and set(e.allocations) == {"a", "b", "c"}
     assert e.job("c").allocation.plan.pp == 2
     heuristic = Decision("rubick", "heuristic", "heuristic", 1.0, JobAllocations(()))
@@ -447,7 +447,7 @@ def _sample_decisions() -> list[Decision]:
 
 
 def test_schemas_load_and_are_consistent() -> None:
-    assert SCHEMA_NAMES == ("decision", "round")
+    assert SCHEMA_NAMES == ("decision", "round", "perf-params")
     r, d = load_schema("round"), load_schema("decision")
     assert r["$schema"] == d["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     for name in ("plan", "nodeShare", "placement", "name"):  # duplicated definitions stay identical
@@ -465,7 +465,8 @@ def test_schemas_load_and_are_consistent() -> None:
 
 def test_schema_properties_match_the_value_objects() -> None:
     r = load_schema("round")
-    assert set(r["properties"]) == set(small_round().to_dict())
+    # perf_params and coefficients are written only when a round has them (tests/rounds/test_own_coefficients.py)
+    assert set(r["properties"]) == set(small_round().to_dict()) | {"perf_params", "coefficients"}
     assert set(r["$defs"]["job"]["properties"]) == {f.name for f in dataclasses.fields(Job)}
     assert set(r["$defs"]["plan"]["properties"]) == {f.name for f in dataclasses.fields(ExecutionPlan)}
     assert set(r["$defs"]["nodeShare"]["properties"]) == set(NodeShare(1).to_dict())
