@@ -408,6 +408,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 #: gen-round flags and the generator keyword each one sets (a kind's generator takes a subset)
 _GEN_FLAGS = (("--nodes", "nodes", "number of nodes"), ("--gpus-per-node", "gpus_per_node", "GPUs per node"),
               ("--jobs", "jobs", "number of jobs"))
+_GEN_FLAGS += (("--servers", "servers", "on-loan inference servers (Lyra kinds)"),
+               ("--training", "training", "training servers (Lyra kinds)"),
+               ("--reclaim", "reclaim", "servers to reclaim (lyra-reclaim)"))
 
 
 def _add_gen_round(sub: Any) -> None:

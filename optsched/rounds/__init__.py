@@ -5,3 +5,6 @@ Importing this package imports, and so registers, every built-in kind."""
 from optsched.rounds import rubick  # noqa: F401  (registers the kind)
 
 __all__ = ["rubick"]
+from optsched.rounds import lyra_reclaim  # noqa: F401,E402  (registers the kind)
+
+__all__ += ["lyra_reclaim"]
