@@ -19,3 +19,18 @@ def figure_3_5(reclaim: int = 2) -> LyraReclaimRound:
     return LyraReclaimRound(cluster=cluster, jobs=jobs, running=running,
                             inference_nodes=tuple(n.name for n in cluster.nodes), inference_factor=1.0,
                             reclaim=reclaim)
+
+
+def two_jobs(a_max: int, a_work: int, gpw_a: int = 1, capacity: int = 8):  # noqa: ANN201
+    """Tables 3.2 / 3.4: elastic jobs A (``w_min`` 2, ``w_max`` ``a_max``, ``a_work`` worker-seconds) and B
+    (2..6 workers, 20 s at 6 workers), queued, on one training server of ``capacity`` GPUs."""
+    from optsched.core.hardware import Cluster, Node
+    from optsched.rounds.lyra.cluster import two_pool_cluster
+    from optsched.rounds.lyra_allocate import LyraAllocateRound
+    base = two_pool_cluster(1, 0)
+    cluster = Cluster("one", (Node("train-000", "V100-32G", capacity, 92, 350.0),), base.gpu_types,
+                      base.intra_node_gbps, base.inter_node_gbps, base.pcie_gbps)
+    jobs = (Job("A", "resnet50", 2 * gpw_a, a_work * gpw_a, min_gpus=2 * gpw_a, max_gpus=a_max * gpw_a,
+                gpus_per_worker=gpw_a),
+            Job("B", "bert", 2, 120, min_gpus=2, max_gpus=6))
+    return LyraAllocateRound(cluster=cluster, jobs=jobs)

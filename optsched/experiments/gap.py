@@ -86,9 +86,9 @@ PROBES: dict[str, Callable[[RoundProblem, float, int], dict[str, Any]]] = {"rubi
 
 
 def policy_probe(heuristic: str, exact: str = "exact") -> Callable[[RoundProblem, float, int], dict[str, Any]]:
-    """A probe that runs the kind's registered ``heuristic`` and ``exact`` methods (for kinds whose exact
-    method is warm-started by that heuristic; the Lyra kinds): their objectives and times, the exact
-    method's bound, gap and status, and the heuristic's gap to that bound."""
+    """A probe that runs two registered methods of the round's kind, a ``heuristic`` and an ``exact`` one
+    (the Lyra kinds): their objectives and times, the exact method's bound, gap and status, and the
+    heuristic's gap to that bound."""
     def probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
         from optsched.policies import PolicyOptions, make_policy
         options = PolicyOptions(time_limit=time_limit, seed=seed)
@@ -101,6 +101,7 @@ def policy_probe(heuristic: str, exact: str = "exact") -> Callable[[RoundProblem
 
 
 PROBES["lyra-reclaim"] = policy_probe("lyra")
+PROBES["lyra-allocate"] = policy_probe("afs")
 
 
 def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, label: str = "") -> dict[str, Any]:

@@ -1,8 +1,17 @@
 """The policies of the Lyra kinds (thesis chapter 3).
 
 ``lyra-reclaim`` (Sec. 3.4): ``lyra`` (alias ``heuristic``), the reclaiming heuristic; ``random`` and
-``scf``, the baselines of Sec. 3.7.1; ``exact``, the CP-SAT selection
+``scf``, the baselines of Sec. 3.7.1; ``exact``, the exact selection
 (:mod:`optsched.formulations.lyra_reclaim`) warm-started by the heuristic.
+
+``lyra-allocate`` (Sec. 3.5.2, :mod:`optsched.heuristics.lyra_allocate`): ``lyra`` (alias
+``heuristic``), SJF for the base demand and the knapsack dynamic program for the flexible demand;
+``exact``, the same phase one and the knapsack in CP-SAT (:mod:`optsched.formulations.lyra_mckp`)
+warm-started by the dynamic program (both are exact for phase two: the gap between them is rounding);
+``afs`` and ``gandiva``, the scaling baselines of Sec. 3.7.1 after the same phase one; ``sjf``, phase
+one only (no scaling: Lyra's "loaning only" allocation); ``fifo``, the Baseline (FIFO that stops at the
+first job that does not fit, requested GPUs, no scaling). The objective is the JCT reduction (seconds)
+the flexible workers bring.
 
 Every ``exact`` method follows one rule: the time limit covers the whole call (index structures,
 heuristic, solver; counted from ``clock_start`` when given); the solver's answer is returned when it
@@ -23,11 +32,17 @@ from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import ValidationError
 from optsched.core.round import RoundProblem
+from optsched.formulations import lyra_mckp
 from optsched.formulations import lyra_reclaim as reclaim_model
 from optsched.formulations.solution import MIN_SOLVER_SECONDS
+from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one
 from optsched.heuristics.lyra_reclaim import lyra_reclaim, random_reclaim, scf_reclaim
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
+from optsched.rounds.lyra.problem import INFERENCE, TRAINING, LyraRound
+from optsched.rounds.lyra_allocate import LyraAllocateRound
+from optsched.rounds.lyra_allocate.decision import allocation_decision, counts
+from optsched.rounds.lyra_allocate.items import flexible_items
 from optsched.rounds.lyra_reclaim import LyraReclaimRound, ReclaimView, reclaim_decision
 
 R = TypeVar("R", bound=RoundProblem)
@@ -118,4 +133,118 @@ for _name, _build, _summary in (
     register_method("lyra-reclaim", _name, _build, _summary)
 
 
-__all__ = ["ReclaimExactPolicy", "ReclaimHeuristicPolicy"]
+# -- lyra-allocate --------------------------------------------------------------------------------------
+#: how phase two is solved: none, Lyra's dynamic program, CP-SAT warm-started by it, AFS-like, Gandiva-like
+SCALERS = ("none", "dp", "exact", "afs", "gandiva")
+
+
+@dataclass(frozen=True)
+class AllocationPlan:
+    """Base workers, pools and flexible workers of every job that runs, with the phase-two objective
+    (seconds of JCT reduction), the solver status and bound, and the dynamic program's objective when
+    a solver was warm-started by it."""
+
+    first: PhaseOne
+    extra: dict[str, int]
+    objective: float
+    status: str
+    bound: float | None = None
+    heuristic_objective: float | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Allocator:
+    """Phase one in ``order`` (``blocking``, ``whole_request``: the Baseline) and phase two by ``scaler``
+    (:data:`SCALERS`), within ``time_limit`` (module docstring)."""
+
+    order: str = "sjf"
+    scaler: str = "dp"
+    blocking: bool = False
+    whole_request: bool = False
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = 0
+    workers: int = 1
+
+    def plan(self, problem: LyraRound, deadline: Deadline | None = None) -> AllocationPlan:
+        if self.scaler not in SCALERS:
+            raise ValidationError(f"unknown scaler {self.scaler!r}; known: {', '.join(SCALERS)}")
+        deadline = deadline or Deadline(self.time_limit)
+        first = phase_one(problem, self.order, self.blocking, self.whole_request)
+        extra: dict[str, int] = {}
+        total = dp_total = 0.0
+        bound: float | None = 0.0 if self.scaler == "exact" else None
+        status = "heuristic"
+        notes = []
+        for pool in (TRAINING, INFERENCE):
+            items = flexible_items(problem, {j: first.base[j] for j in first.elastic_in(problem, pool)})
+            cap = first.left[pool]
+            if self.scaler == "none" or items.size == 0:
+                continue
+            if self.scaler == "afs":
+                got, value = mckp_greedy(items, cap)
+            elif self.scaler == "gandiva":
+                got, value = gandiva_scale(problem, first, items, cap)
+            else:
+                got, value = mckp_dp(items, cap)
+            dp_total += value
+            if self.scaler == "exact":
+                sol = lyra_mckp.solve(items, cap, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS),
+                                      seed=self.seed, workers=self.workers, hint=got)
+                notes.append(f"{pool}: {sol.size.variables} items")
+                if sol.objective is not None and sol.objective >= value - 1e-9:
+                    got, value = sol.payload["extra"], sol.objective
+                    status = "optimal" if sol.status == "optimal" and status != "feasible" else "feasible"
+                else:
+                    status = "heuristic-fallback"
+                assert bound is not None
+                bound = None if sol.bound is None or bound is None else bound + max(sol.bound, value)
+            extra.update(got)
+            total += value
+        if self.scaler == "exact" and status == "heuristic":
+            status = "optimal"  # no items: nothing to scale
+        return AllocationPlan(first, extra, total, status, bound, dp_total if self.scaler == "exact" else None,
+                              "; ".join(notes))
+
+
+@dataclass(frozen=True)
+class AllocatePolicy:
+    """A ``lyra-allocate`` method (module docstring)."""
+
+    kind: ClassVar[str] = "lyra-allocate"
+
+    name: str
+    allocator: Allocator
+    clock_start: float | None = None
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        deadline = _deadline(self.allocator.time_limit, self.clock_start)
+        p = _round_of(problem, LyraAllocateRound, self.name)
+        plan = self.allocator.plan(p, deadline)
+        return allocation_decision(p, counts(p, plan.first.base, plan.first.pool, plan.extra), plan.objective,
+                                   method=self.name, status=plan.status, solve_seconds=deadline.elapsed(),
+                                   bound=plan.bound, heuristic_objective=plan.heuristic_objective,
+                                   warm_start=self.allocator.scaler == "exact", message=plan.message)
+
+
+def _allocate(name: str, **fields: object) -> Callable[[PolicyOptions], AllocatePolicy]:
+    return lambda o: AllocatePolicy(name, Allocator(time_limit=o.time_limit, seed=o.seed, workers=o.workers,
+                                                    **fields), o.clock_start)  # type: ignore[arg-type]
+
+
+_LYRA_ALLOCATE = "Lyra's two-phase allocation: SJF base demand, knapsack DP for flexible demand (Sec. 3.5.2)"
+for _name, _build, _summary in (
+        ("lyra", _allocate("lyra"), _LYRA_ALLOCATE),
+        ("heuristic", _allocate("heuristic"), _LYRA_ALLOCATE + " (alias of lyra)"),
+        ("exact", _allocate("exact", scaler="exact"), "SJF base demand, knapsack in CP-SAT warm-started by the DP"),
+        ("afs", _allocate("afs", scaler="afs"), "SJF base demand, AFS-like greedy scaling (baseline, Sec. 3.7.1)"),
+        ("gandiva", _allocate("gandiva", scaler="gandiva"),
+         "SJF base demand, Gandiva-like scaling when no job waits (baseline, Sec. 3.7.1)"),
+        ("sjf", _allocate("sjf", scaler="none"), "SJF base demand, no scaling (Lyra's loaning-only allocation)"),
+        ("fifo", _allocate("fifo", order="fifo", blocking=True, whole_request=True, scaler="none"),
+         "FIFO with requested GPUs, no scaling (the Baseline, Sec. 3.7.1)")):
+    register_method("lyra-allocate", _name, _build, _summary)
+
+
+__all__ = ["AllocatePolicy", "AllocationPlan", "Allocator", "ReclaimExactPolicy", "ReclaimHeuristicPolicy",
+           "SCALERS"]

@@ -8,3 +8,6 @@ __all__ = ["rubick"]
 from optsched.rounds import lyra_reclaim  # noqa: F401,E402  (registers the kind)
 
 __all__ += ["lyra_reclaim"]
+from optsched.rounds import lyra_allocate  # noqa: F401,E402  (registers the kind)
+
+__all__ += ["lyra_allocate"]

@@ -47,3 +47,15 @@ def test_bad_reclaim_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: P
 def test_gen_round_refuses_flags_of_other_kinds(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "gen-round", "--kind", "rubick", "--servers", "4")
     assert code == 2 and "does not take --servers" in err
+
+
+def test_gen_round_and_solve_allocate(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    r = tmp_path / "a.json"
+    code, _, err = _run(capsys, "gen-round", "--kind", "lyra-allocate", "--servers", "4", "--training", "6",
+                        "--jobs", "5", "--seed", "1", "--out", str(r))
+    assert code == 0, err
+    out_file = tmp_path / "d.json"
+    assert _run(capsys, "solve", str(r), "--method", "exact", "--out", str(out_file))[0] == 0
+    d = json.loads(out_file.read_text())
+    assert d["kind"] == "lyra-allocate" and d["status"] == "optimal" and set(d["workers"]) == \
+        {j["name"] for j in json.loads(r.read_text())["jobs"]}

@@ -2,8 +2,9 @@
 
 Job mix after the thesis' Basic scenario (Sec. 3.2, 3.7.1): workers of 1, 2 or 4 GPUs (Fig. 3.3: 2
 per worker container), inelastic jobs of 1-8 workers, elastic jobs (``elastic`` of them, fungible, from
-ResNet/VGG/BERT/GNMT families) with ``w_min`` of 1-4 and ``w_max`` 2-4 times that, 21% of inelastic
-jobs fungible, 20% checkpointing; work log-normal around an hour on the requested GPUs. Running jobs
+ResNet/VGG/BERT/GNMT families) with ``w_min`` of 1-4 (their request) and ``w_max`` 2-4 times that,
+21% of inelastic jobs fungible, 20% checkpointing; work log-normal around an hour on the largest
+demand. Running jobs
 are placed worker by worker, staying on their servers with probability 0.7 (so large and some small
 jobs span servers, the structure reclaiming is about); an elastic job on inference servers has its
 flexible workers on servers apart from its base workers (Sec. 3.5.3).
@@ -40,7 +41,7 @@ def random_job(rng: np.random.Generator, name: str, elastic: bool, submit_time: 
         w_min = int(rng.choice([1, 2, 4], p=[0.3, 0.5, 0.2]))
         w_max = min(w_min * int(rng.choice([2, 3, 4])), max(w_min + 1, 32 // gpw))
         work = int(max(1, round(hours * 3600 * w_max * gpw)))
-        return Job(name, str(rng.choice(ELASTIC_MODELS)), w_max * gpw, work, submit_time=submit_time,
+        return Job(name, str(rng.choice(ELASTIC_MODELS)), w_min * gpw, work, submit_time=submit_time,
                    min_gpus=w_min * gpw, max_gpus=w_max * gpw, gpus_per_worker=gpw, fungible=True,
                    checkpointing=bool(rng.random() < CHECKPOINT_SHARE))
     workers = int(rng.choice([1, 1, 2, 2, 4, 8]))
