@@ -102,6 +102,7 @@ def policy_probe(heuristic: str, exact: str = "exact") -> Callable[[RoundProblem
 
 PROBES["lyra-reclaim"] = policy_probe("lyra")
 PROBES["lyra-allocate"] = policy_probe("afs")
+PROBES["placement"] = policy_probe("lyra")
 
 
 def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, label: str = "") -> dict[str, Any]:

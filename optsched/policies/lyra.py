@@ -13,6 +13,11 @@ one only (no scaling: Lyra's "loaning only" allocation); ``fifo``, the Baseline 
 first job that does not fit, requested GPUs, no scaling). The objective is the JCT reduction (seconds)
 the flexible workers bring.
 
+``placement`` (Sec. 3.5.3, :mod:`optsched.heuristics.lyra_placement`): ``lyra`` (alias ``heuristic``),
+best-fit decreasing with Lyra's pool preferences and base/flexible server groups; ``bfd``, naive
+best-fit decreasing (Table 3.6); ``exact``, the CP-SAT bin packing
+(:mod:`optsched.formulations.lyra_placement`) under Lyra's rules, warm-started by ``lyra``.
+
 Every ``exact`` method follows one rule: the time limit covers the whole call (index structures,
 heuristic, solver; counted from ``clock_start`` when given); the solver's answer is returned when it
 is at least as good as the heuristic's by the round objective, else the heuristic's with status
@@ -32,9 +37,10 @@ from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import ValidationError
 from optsched.core.round import RoundProblem
-from optsched.formulations import lyra_mckp
+from optsched.formulations import lyra_mckp, lyra_placement
 from optsched.formulations import lyra_reclaim as reclaim_model
 from optsched.formulations.solution import MIN_SOLVER_SECONDS
+from optsched.heuristics.lyra_placement import best_fit_decreasing
 from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one
 from optsched.heuristics.lyra_reclaim import lyra_reclaim, random_reclaim, scf_reclaim
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
@@ -44,6 +50,9 @@ from optsched.rounds.lyra_allocate import LyraAllocateRound
 from optsched.rounds.lyra_allocate.decision import allocation_decision, counts
 from optsched.rounds.lyra_allocate.items import flexible_items
 from optsched.rounds.lyra_reclaim import LyraReclaimRound, ReclaimView, reclaim_decision
+from optsched.rounds.placement import PlacementRound
+from optsched.rounds.placement.evaluate import objective as placement_objective
+from optsched.rounds.placement.evaluate import placement_decision
 
 R = TypeVar("R", bound=RoundProblem)
 
@@ -246,5 +255,56 @@ for _name, _build, _summary in (
     register_method("lyra-allocate", _name, _build, _summary)
 
 
+# -- placement ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PlacementPolicy:
+    """Best-fit decreasing (``lyra``: with Lyra's preferences and groups), or, with ``exact``, the CP-SAT
+    packing under the same rules warm-started by it (module docstring)."""
+
+    kind: ClassVar[str] = "placement"
+
+    name: str
+    lyra: bool = True
+    exact: bool = False
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = 0
+    workers: int = 1
+    clock_start: float | None = None
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        deadline = _deadline(self.time_limit, self.clock_start)
+        p = _round_of(problem, PlacementRound, self.name)
+        heur = best_fit_decreasing(p, self.lyra)
+        if not self.exact:
+            return placement_decision(p, heur, method=self.name, status="heuristic", solve_seconds=deadline.elapsed())
+        h_obj = placement_objective(p, heur)
+        if deadline.expired(reserve=MIN_SOLVER_SECONDS):
+            return placement_decision(p, heur, method=self.name, status="heuristic-fallback",
+                                      solve_seconds=deadline.elapsed(), heuristic_objective=h_obj,
+                                      message=f"no time left for the solver within {self.time_limit:g} s")
+        sol = lyra_placement.solve(p, lyra=self.lyra, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS),
+                                   seed=self.seed, workers=self.workers, hint=heur)
+        note = f"model variables={sol.size.variables} constraints={sol.size.constraints}"
+        if sol.objective is not None and sol.objective >= h_obj:
+            return placement_decision(p, sol.payload["placement"], method=self.name, status=sol.status,
+                                      solve_seconds=deadline.elapsed(), bound=sol.bound, heuristic_objective=h_obj,
+                                      warm_start=True, message=note)
+        return placement_decision(p, heur, method=self.name, status="heuristic-fallback",
+                                  solve_seconds=deadline.elapsed(), bound=sol.bound, heuristic_objective=h_obj,
+                                  warm_start=True, message=f"{note}; the solver found nothing better within "
+                                                           f"{self.time_limit:g} s")
+
+
+_LYRA_PLACE = "best-fit decreasing, elastic jobs on inference servers, base/flexible groups (Sec. 3.5.3)"
+for _name, _build, _summary in (
+        ("lyra", lambda o: PlacementPolicy("lyra"), _LYRA_PLACE),
+        ("heuristic", lambda o: PlacementPolicy("heuristic"), _LYRA_PLACE + " (alias of lyra)"),
+        ("bfd", lambda o: PlacementPolicy("bfd", lyra=False), "naive best-fit decreasing (Table 3.6 ablation)"),
+        ("exact", lambda o: PlacementPolicy("exact", exact=True, time_limit=o.time_limit, seed=o.seed,
+                                            workers=o.workers, clock_start=o.clock_start),
+         "CP-SAT bin packing under Lyra's rules (fewest servers), warm-started by lyra; never worse than it")):
+    register_method("placement", _name, _build, _summary)
+
+
 __all__ = ["AllocatePolicy", "AllocationPlan", "Allocator", "ReclaimExactPolicy", "ReclaimHeuristicPolicy",
-           "SCALERS"]
+           "PlacementPolicy", "SCALERS"]

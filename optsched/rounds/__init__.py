@@ -11,3 +11,6 @@ __all__ += ["lyra_reclaim"]
 from optsched.rounds import lyra_allocate  # noqa: F401,E402  (registers the kind)
 
 __all__ += ["lyra_allocate"]
+from optsched.rounds import placement  # noqa: F401,E402  (registers the kind)
+
+__all__ += ["placement"]

@@ -59,3 +59,16 @@ def test_gen_round_and_solve_allocate(capsys: pytest.CaptureFixture[str], tmp_pa
     d = json.loads(out_file.read_text())
     assert d["kind"] == "lyra-allocate" and d["status"] == "optimal" and set(d["workers"]) == \
         {j["name"] for j in json.loads(r.read_text())["jobs"]}
+
+
+def test_gen_round_solve_and_gap_placement(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    r = tmp_path / "p.json"
+    assert _run(capsys, "gen-round", "--kind", "placement", "--servers", "4", "--training", "4", "--jobs", "6",
+                "--out", str(r))[0] == 0
+    out_file = tmp_path / "d.json"
+    code, _, err = _run(capsys, "solve", str(r), "--method", "exact", "--out", str(out_file))
+    assert code == 0, err
+    d = json.loads(out_file.read_text())
+    assert d["kind"] == "placement" and "placements" in d and d["status"] in ("optimal", "feasible")
+    code, out, err = _run(capsys, "gap", str(r), "--time-limit", "5")
+    assert code == 0, err

@@ -16,7 +16,8 @@ POOLS = (TRAINING, INFERENCE)
 
 @dataclass(frozen=True)
 class WorkerCount:
-    """One job's workers and pool (``pool`` None exactly when ``workers`` is 0)."""
+    """One job's workers and pool (None when ``workers`` is 0; in a placement round's counts, None also
+    means "either pool the job may use"; an allocation decision always names it)."""
 
     job: str
     workers: int
@@ -27,8 +28,8 @@ class WorkerCount:
         require_int(f"worker count of job {self.job!r}", "workers", self.workers, 0)
         if self.pool is not None and self.pool not in POOLS:
             raise UnknownNameError("pool", str(self.pool), POOLS)
-        if (self.pool is None) != (self.workers == 0):
-            raise ValidationError(f"worker count of job {self.job!r}: a pool goes with workers > 0 and only then")
+        if self.pool is not None and self.workers == 0:
+            raise ValidationError(f"worker count of job {self.job!r}: a pool goes with workers > 0 only")
 
 
 @dataclass(frozen=True)
