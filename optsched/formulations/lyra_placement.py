@@ -1,7 +1,7 @@
 """The exact worker placement (thesis Sec. 3.5.3, bin packing) in CP-SAT, for the gap of best-fit
 decreasing.
 
-From the same start as the heuristic (:func:`optsched.heuristics.lyra_placement.start_state`: running
+From the same start as the heuristic (:func:`optsched.rounds.placement.start.start_state`: running
 jobs keep their base and flexible workers up to their counts), for every job with workers to place and
 every server of a pool it may use: integers ``b_js`` (base workers) and ``f_js`` (flexible workers);
 per job and pool a Boolean ``z_jp`` (the job runs there; at most one pool; forced for a running job);
@@ -28,7 +28,7 @@ import time
 from ortools.sat.python import cp_model
 
 from optsched.formulations.solution import ModelSize, Solution
-from optsched.heuristics.lyra_placement import pools_of, start_state
+from optsched.rounds.placement.start import pools_of, start_state
 from optsched.rounds.lyra.problem import INFERENCE
 from optsched.rounds.placement.payload import JobPlacement, WorkerPlacement
 from optsched.rounds.placement.problem import PlacementRound

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from optsched.heuristics.placement import NodeLedger, Share
-from optsched.rounds.lyra.jobs import base_workers, is_elastic
+from optsched.rounds.lyra.jobs import is_elastic
 from optsched.rounds.lyra.problem import INFERENCE, TRAINING
-from optsched.rounds.lyra_allocate.capacity import current_pool
 from optsched.rounds.placement.payload import JobPlacement, WorkerPlacement
 from optsched.rounds.placement.problem import PlacementRound
+from optsched.rounds.placement.start import pools_of, start_state
 
 _BIG = 1 << 40
 
@@ -71,49 +71,6 @@ class _Packer:
         nonempty = self.ledger.free_gpus[cand] < self.capacity[cand]
         got = self.ledger.best_fit([(worker_gpus, 0, 0.0)], cand, allowed=allowed, prefer=nonempty)
         return None if got is None else got[0][0]
-
-
-@dataclass(frozen=True)
-class StartState:
-    """What stays before anything is placed: base and kept flexible GPUs per node of running jobs, and
-    the workers to place per job, (job, base workers, flexible workers), in placement order."""
-
-    base: dict[str, dict[str, int]]
-    flex: dict[str, dict[str, int]]
-    todo: tuple[tuple[str, int, int], ...]
-
-
-def start_state(problem: PlacementRound) -> StartState:
-    """The :class:`StartState` of a round (module docstring: running jobs keep base and flexible
-    workers up to their count; decreasing per-worker GPUs, more workers, name)."""
-    base: dict[str, dict[str, int]] = {}
-    flex: dict[str, dict[str, int]] = {}
-    todo: list[tuple[str, int, int]] = []
-    for c in problem.workers:
-        job = problem.job(c.job)
-        if problem.current(c.job) is not None:
-            base[c.job] = problem.base_of(c.job)
-            flex[c.job] = _scale_in(problem, c.job, c.workers)
-            have = sum(g // problem.worker_gpus(job, n) for held in (base[c.job], flex[c.job]) for n, g in held.items())
-            if c.workers > have:
-                todo.append((c.job, 0, c.workers - have))
-        elif c.workers > 0:
-            todo.append((c.job, base_workers(job), c.workers - base_workers(job)))
-    todo.sort(key=lambda t: (-problem.job(t[0]).gpus_per_worker, -(t[1] + t[2]), t[0]))
-    return StartState(base, flex, tuple(todo))
-
-
-def pools_of(problem: PlacementRound, job: str, lyra: bool) -> tuple[str, ...]:
-    """The pools ``job`` may use, in the order tried (module docstring)."""
-    cur = current_pool(problem, job)
-    target = problem.target(job)
-    if cur is not None:
-        return (cur,)
-    if target is not None and target.pool is not None:
-        return (target.pool,)
-    j = problem.job(job)
-    first = INFERENCE if lyra and is_elastic(j) else TRAINING
-    return tuple(p for p in (first, TRAINING if first == INFERENCE else INFERENCE) if p == TRAINING or j.fungible)
 
 
 def best_fit_decreasing(problem: PlacementRound, lyra: bool = True) -> WorkerPlacement:
@@ -170,23 +127,4 @@ def best_fit_decreasing(problem: PlacementRound, lyra: bool = True) -> WorkerPla
     return WorkerPlacement(placements, tuple(unplaced.items()))
 
 
-def _scale_in(problem: PlacementRound, job: str, target: int) -> dict[str, int]:
-    """The flexible GPUs per node a running job keeps for ``target`` workers (fewest-first removal)."""
-    j = problem.job(job)
-    flex = problem.flexible_of(job)
-    base = sum(g // problem.worker_gpus(j, n) for n, g in problem.base_of(job).items())
-    keep = max(0, target - base)
-    have = sum(g // problem.worker_gpus(j, n) for n, g in flex.items())
-    drop = have - keep
-    out = dict(flex)
-    for n in sorted(out, key=lambda n: (out[n], n)):
-        if drop <= 0:
-            break
-        wg = problem.worker_gpus(j, n)
-        k = min(drop, out[n] // wg)
-        out[n] -= k * wg
-        drop -= k
-    return {n: g for n, g in out.items() if g > 0}
-
-
-__all__ = ["StartState", "best_fit_decreasing", "pools_of", "start_state"]
+__all__ = ["best_fit_decreasing"]

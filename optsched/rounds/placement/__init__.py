@@ -1,7 +1,7 @@
 """The ``placement`` round kind (thesis Sec. 3.5.3): which servers each job's workers go to, given the
 workers per job. Files: ``problem.py`` (fields: the counts to place), ``payload.py`` (base and flexible
 shares per job, unplaced workers), ``evaluate.py`` (objective: idle servers; feasibility; decision),
-``generate.py``. Importing this package registers the kind."""
+``start.py`` (where placing starts), ``generate.py``. Importing this package registers the kind."""
 
 from optsched.core.kinds import RoundKind, register_kind
 from optsched.rounds.placement.generate import generate_placement_round
