@@ -9,14 +9,24 @@
 ``exact``, the same phase one and the knapsack in CP-SAT (:mod:`optsched.formulations.lyra_mckp`)
 warm-started by the dynamic program (both are exact for phase two: the gap between them is rounding);
 ``afs`` and ``gandiva``, the scaling baselines of Sec. 3.7.1 after the same phase one; ``sjf``, phase
-one only (no scaling: Lyra's "loaning only" allocation); ``fifo``, the Baseline (FIFO that stops at the
-first job that does not fit, requested GPUs, no scaling). The objective is the JCT reduction (seconds)
+one only (no scaling: Lyra's "loaning only" allocation); ``fifo``, the Baseline (jobs in arrival order
+with their requested GPUs, skipping those that do not fit, no scaling); ``fifo-strict``, the same but the
+queue stops at the first job that does not fit (head-of-line blocking). The objective is the JCT reduction (seconds)
 the flexible workers bring.
 
 ``placement`` (Sec. 3.5.3, :mod:`optsched.heuristics.lyra_placement`): ``lyra`` (alias ``heuristic``),
 best-fit decreasing with Lyra's pool preferences and base/flexible server groups; ``bfd``, naive
 best-fit decreasing (Table 3.6); ``exact``, the CP-SAT bin packing
 (:mod:`optsched.formulations.lyra_placement`) under Lyra's rules, warm-started by ``lyra``.
+
+``lyra`` (the round the simulator drives; :class:`LyraSimPolicy`: allocation, then placement, as
+per-job allocations; it returns lent servers when the inference side asks, preempting or scaling in):
+``lyra`` (loaning and scaling: SJF + knapsack DP, Lyra placement, Lyra reclaiming), ``lyra-exact``
+(knapsack in CP-SAT, exact reclaiming), ``lyra-loan`` (loaning only: no scaling), ``random`` and
+``scf`` (loaning only with the reclaiming baselines), ``afs`` and ``gandiva`` (the scaling baselines),
+``bfd`` (Lyra with naive placement, Table 3.6), ``fifo`` and ``fifo-strict`` (the Baseline: FIFO,
+requested GPUs, no scaling, naive placement; as for ``lyra-allocate``). Whether servers are lent at all is the simulation's choice (pool targets),
+so "scaling only" is ``lyra`` without loaning.
 
 Every ``exact`` method follows one rule: the time limit covers the whole call (index structures,
 heuristic, solver; counted from ``clock_start`` when given); the solver's answer is returned when it
@@ -28,13 +38,15 @@ than its warm start.
 from __future__ import annotations
 
 import time
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, ClassVar, TypeVar
 
 import numpy as np
 
 from optsched.core.deadline import Deadline
-from optsched.core.decision import Decision
+from optsched.core.decision import Decision, JobAllocations, JobDecision
+from optsched.core.events import ServerReturn
 from optsched.core.errors import ValidationError
 from optsched.core.round import RoundProblem
 from optsched.formulations import lyra_mckp, lyra_placement
@@ -45,7 +57,10 @@ from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, 
 from optsched.heuristics.lyra_reclaim import lyra_reclaim, random_reclaim, scf_reclaim
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
+from optsched.rounds.lyra.cluster import worker_allocation
+from optsched.rounds.lyra.jobs import base_workers, work_rate
 from optsched.rounds.lyra.problem import INFERENCE, TRAINING, LyraRound
+from optsched.rounds.lyra_sim import LyraSimRound
 from optsched.rounds.lyra_allocate import LyraAllocateRound
 from optsched.rounds.lyra_allocate.decision import allocation_decision, counts
 from optsched.rounds.lyra_allocate.items import flexible_items
@@ -250,8 +265,10 @@ for _name, _build, _summary in (
         ("gandiva", _allocate("gandiva", scaler="gandiva"),
          "SJF base demand, Gandiva-like scaling when no job waits (baseline, Sec. 3.7.1)"),
         ("sjf", _allocate("sjf", scaler="none"), "SJF base demand, no scaling (Lyra's loaning-only allocation)"),
-        ("fifo", _allocate("fifo", order="fifo", blocking=True, whole_request=True, scaler="none"),
-         "FIFO with requested GPUs, no scaling (the Baseline, Sec. 3.7.1)")):
+        ("fifo", _allocate("fifo", order="fifo", whole_request=True, scaler="none"),
+         "FIFO with requested GPUs, no scaling, skipping jobs that do not fit (the Baseline, Sec. 3.7.1)"),
+        ("fifo-strict", _allocate("fifo-strict", order="fifo", blocking=True, whole_request=True, scaler="none"),
+         "FIFO with requested GPUs, no scaling, the queue stops at the first job that does not fit")):
     register_method("lyra-allocate", _name, _build, _summary)
 
 
@@ -306,5 +323,127 @@ for _name, _build, _summary in (
     register_method("placement", _name, _build, _summary)
 
 
-__all__ = ["AllocatePolicy", "AllocationPlan", "Allocator", "ReclaimExactPolicy", "ReclaimHeuristicPolicy",
+# -- lyra (the simulator's round) -----------------------------------------------------------------------
+_RECLAIMERS: dict[str, ReclaimChooser] = {
+    "lyra": lambda v, k, _rng: lyra_reclaim(v, k), "random": random_reclaim,
+    "scf": lambda v, k, _rng: scf_reclaim(v, k)}
+
+
+class LyraSimPolicy:
+    """Allocation (``allocator``) and placement (Lyra's or naive best-fit decreasing) as per-job
+    allocations, and the return of lent servers by ``reclaimer`` (``lyra``, ``random``, ``scf`` or
+    ``exact``). It remembers which workers of each elastic job it placed as flexible (the simulator
+    knows allocations only) and gives rounds that memory where it still matches the allocations."""
+
+    kind: ClassVar[str] = "lyra"
+
+    def __init__(self, name: str, allocator: Allocator, *, lyra_placement: bool = True, reclaimer: str = "lyra",
+                 seed: int = 0, clock_start: float | None = None) -> None:
+        if reclaimer not in (*_RECLAIMERS, "exact"):
+            raise ValidationError(f"unknown reclaimer {reclaimer!r}; known: {', '.join((*_RECLAIMERS, 'exact'))}")
+        self.name = name
+        self.allocator = allocator
+        self.lyra_placement = lyra_placement
+        self.reclaimer = reclaimer
+        self.rng = np.random.default_rng(seed)
+        self.clock_start = clock_start
+        self.flexible: dict[str, dict[str, int]] = {}
+
+    def _remembered(self, p: LyraRound) -> LyraRound:
+        entries = []
+        for job, flex in sorted(self.flexible.items()):
+            cur = p.current(job)
+            if cur is None:
+                continue
+            j = p.job(job)
+            held = {n: sh.gpus for n, sh in cur.placement.shares}
+            if any(g > held.get(n, 0) or g % p.worker_gpus(j, n) for n, g in flex.items()):
+                continue
+            if sum(g // p.worker_gpus(j, n) for n, g in flex.items()) != p.workers_of(job) - base_workers(j):
+                continue
+            entries.append((job, tuple(sorted(flex.items()))))
+        return dataclasses.replace(p, flexible=tuple(entries))
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        deadline = _deadline(self.allocator.time_limit, self.clock_start)
+        p = self._remembered(_round_of(problem, LyraSimRound, self.name))
+        plan = self.allocator.plan(p, deadline)
+        wc = counts(p, plan.first.base, plan.first.pool, plan.extra)
+        pr = PlacementRound(cluster=p.cluster, jobs=p.jobs, running=p.running, occupied=p.occupied, time=p.time,
+                            inference_nodes=p.inference_nodes, inference_factor=p.inference_factor,
+                            scaling=p.scaling, flexible=p.flexible, workers=wc.counts)
+        placed = best_fit_decreasing(pr, self.lyra_placement)
+        self.flexible = {pl.job: dict(pl.flexible) for pl in placed.placements if pl.flexible}
+        out = []
+        for j in p.jobs:
+            pl = placed.of(j.name)
+            cur = p.current(j.name)
+            if pl is None:
+                out.append(JobDecision(j.name, None, 0.0, 0.0, "wait" if cur is None else "preempt"))
+                continue
+            alloc = worker_allocation(j.name, pl.gpus_per_node())
+            pool = p.pool(next(iter(pl.gpus_per_node())))
+            rate = work_rate(j, sum(g // p.worker_gpus(j, n) for n, g in pl.gpus_per_node().items()), p.scaling)
+            action = "start" if cur is None else ("keep" if cur == alloc else "reconfigure")
+            norm = rate / max(1, j.requested_gpus) if pool else 0.0
+            out.append(JobDecision(j.name, cur if action == "keep" else alloc, rate, norm, action))
+        return Decision(self.kind, self.name, plan.status if plan.status != "heuristic-fallback" else "heuristic",
+                        plan.objective, JobAllocations(tuple(out)), solve_seconds=deadline.elapsed(),
+                        message=f"{len(placed.unplaced)} job(s) with workers left unplaced" if placed.unplaced else "")
+
+    def return_servers(self, problem: RoundProblem, candidates: tuple[str, ...], count: int) -> ServerReturn:
+        p = self._remembered(_round_of(problem, LyraSimRound, self.name))
+        rr = LyraReclaimRound(cluster=p.cluster, jobs=p.jobs, running=p.running, occupied=p.occupied, time=p.time,
+                              inference_nodes=p.inference_nodes, inference_factor=p.inference_factor,
+                              scaling=p.scaling, flexible=p.flexible, reclaim=count)
+        if set(rr.on_loan) != set(candidates):
+            raise ValidationError(f"policy {self.name!r}: the lent servers {sorted(candidates)[:5]} are not the round's "
+                                  f"on-loan servers {list(rr.on_loan)[:5]}")
+        if self.reclaimer == "exact":
+            d = ReclaimExactPolicy("exact", self.allocator.time_limit, workers=self.allocator.workers).decide(rr)
+            view = ReclaimView(rr)
+            outcome = view.outcome([view.server_index[s] for s in d.payload.servers])
+        else:
+            view = ReclaimView(rr)
+            outcome = view.outcome(_RECLAIMERS[self.reclaimer](view, count, self.rng))
+        returned = set(outcome.servers)
+        shrink = []
+        for job, _ in outcome.scaled_in:
+            cur = rr.current(job)
+            assert cur is not None
+            flex = self.flexible.get(job, {})
+            left = {n: sh.gpus - (flex.get(n, 0) if n in returned else 0) for n, sh in cur.placement.shares}
+            shrink.append(worker_allocation(job, left))
+            self.flexible[job] = {n: g for n, g in flex.items() if n not in returned}
+        for job in outcome.preempted:
+            self.flexible.pop(job, None)
+        return ServerReturn(outcome.servers, outcome.preempted, tuple(shrink))
+
+
+def _sim(name: str, reclaimer: str = "lyra", lyra_placement: bool = True,
+         **fields: object) -> Callable[[PolicyOptions], LyraSimPolicy]:
+    return lambda o: LyraSimPolicy(name, Allocator(time_limit=o.time_limit, seed=o.seed, workers=o.workers,
+                                                   **fields),  # type: ignore[arg-type]
+                                   lyra_placement=lyra_placement, reclaimer=reclaimer, seed=o.seed,
+                                   clock_start=o.clock_start)
+
+
+for _name, _build, _summary in (
+        ("lyra", _sim("lyra"), "Lyra: loaning and scaling (SJF + knapsack DP, Lyra placement and reclaiming)"),
+        ("lyra-exact", _sim("lyra-exact", reclaimer="exact", scaler="exact"),
+         "Lyra with the knapsack in CP-SAT and exact reclaiming"),
+        ("lyra-loan", _sim("lyra-loan", scaler="none"), "Lyra, loaning only (no scaling)"),
+        ("random", _sim("random", reclaimer="random", scaler="none"), "loaning only, random reclaiming (baseline)"),
+        ("scf", _sim("scf", reclaimer="scf", scaler="none"), "loaning only, SCF reclaiming (baseline)"),
+        ("afs", _sim("afs", scaler="afs"), "SJF base demand, AFS-like scaling (baseline)"),
+        ("gandiva", _sim("gandiva", scaler="gandiva"), "SJF base demand, Gandiva-like scaling (baseline)"),
+        ("bfd", _sim("bfd", lyra_placement=False), "Lyra with naive best-fit decreasing placement (Table 3.6)"),
+        ("fifo", _sim("fifo", lyra_placement=False, order="fifo", whole_request=True, scaler="none"),
+         "the Baseline: FIFO (skipping jobs that do not fit), requested GPUs, no scaling"),
+        ("fifo-strict", _sim("fifo-strict", lyra_placement=False, order="fifo", blocking=True, whole_request=True,
+                             scaler="none"), "FIFO whose queue stops at the first job that does not fit")):
+    register_method("lyra", _name, _build, _summary)
+
+
+__all__ = ["AllocatePolicy", "LyraSimPolicy", "AllocationPlan", "Allocator", "ReclaimExactPolicy", "ReclaimHeuristicPolicy",
            "PlacementPolicy", "SCALERS"]

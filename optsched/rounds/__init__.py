@@ -14,3 +14,6 @@ __all__ += ["lyra_allocate"]
 from optsched.rounds import placement  # noqa: F401,E402  (registers the kind)
 
 __all__ += ["placement"]
+from optsched.rounds import lyra_sim  # noqa: F401,E402  (registers the kind)
+
+__all__ += ["lyra_sim"]
