@@ -382,14 +382,12 @@ class LyraSimPolicy:
                 out.append(JobDecision(j.name, None, 0.0, 0.0, "wait" if cur is None else "preempt"))
                 continue
             alloc = worker_allocation(j.name, pl.gpus_per_node())
-            pool = p.pool(next(iter(pl.gpus_per_node())))
             rate = work_rate(j, sum(g // p.worker_gpus(j, n) for n, g in pl.gpus_per_node().items()), p.scaling)
+            requested = work_rate(j, max(base_workers(j), j.requested_gpus // j.gpus_per_worker), p.scaling)
             action = "start" if cur is None else ("keep" if cur == alloc else "reconfigure")
-            norm = rate / max(1, j.requested_gpus) if pool else 0.0
-            out.append(JobDecision(j.name, cur if action == "keep" else alloc, rate, norm, action))
-        return Decision(self.kind, self.name, plan.status if plan.status != "heuristic-fallback" else "heuristic",
-                        plan.objective, JobAllocations(tuple(out)), solve_seconds=deadline.elapsed(),
-                        message=f"{len(placed.unplaced)} job(s) with workers left unplaced" if placed.unplaced else "")
+            out.append(JobDecision(j.name, cur if action == "keep" else alloc, rate, rate / requested, action))
+        return Decision(self.kind, self.name, plan.status, plan.objective, JobAllocations(tuple(out)),
+                        solve_seconds=deadline.elapsed(), message=f"{len(placed.unplaced)} job(s) with workers left unplaced" if placed.unplaced else "")
 
     def return_servers(self, problem: RoundProblem, candidates: tuple[str, ...], count: int) -> ServerReturn:
         p = self._remembered(_round_of(problem, LyraSimRound, self.name))

@@ -4,7 +4,7 @@ server, and the workers that did not fit. JSON: ``{"placements": {job: {"base": 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from optsched.core.checks import require_int, require_keys, require_name
@@ -51,19 +51,22 @@ class WorkerPlacement:
 
     placements: tuple[JobPlacement, ...]
     unplaced: tuple[tuple[str, int], ...] = ()
+    _by_job: dict[str, JobPlacement] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ps = tuple(sorted(self.placements, key=lambda p: p.job))
-        if len({p.job for p in ps}) != len(ps):
+        by_job = {p.job: p for p in ps}
+        if len(by_job) != len(ps):
             raise ValidationError("placement decision: a job appears twice")
         object.__setattr__(self, "placements", ps)
+        object.__setattr__(self, "_by_job", by_job)
         un = dict(self.unplaced)
         for job, w in un.items():
             require_int(f"placement decision: unplaced workers of job {job!r}", "workers", w, 1)
         object.__setattr__(self, "unplaced", tuple(sorted(un.items())))
 
     def of(self, job: str) -> JobPlacement | None:
-        return next((p for p in self.placements if p.job == job), None)
+        return self._by_job.get(job)
 
     def to_dict(self) -> dict[str, Any]:
         return {"placements": {p.job: {"base": dict(p.base), "flexible": dict(p.flexible)} for p in self.placements},

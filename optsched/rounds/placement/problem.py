@@ -12,7 +12,7 @@ running job, inference only for a fungible job). The common Lyra fields are in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from optsched.core.errors import ValidationError
@@ -30,12 +30,14 @@ class PlacementRound(LyraRound):
     FIELD_KEYS: ClassVar[tuple[str, ...]] = LyraRound.FIELD_KEYS + ("workers",)
 
     workers: tuple[WorkerCount, ...] = ()
+    _targets: dict[str, WorkerCount] = field(init=False, repr=False, compare=False)
 
     def _check_fields(self) -> None:
         super()._check_fields()
         counts = WorkerCounts(tuple(self.workers)).counts
         object.__setattr__(self, "workers", counts)
-        given = {c.job for c in counts}
+        object.__setattr__(self, "_targets", {c.job: c for c in counts})
+        given = set(self._targets)
         for c in counts:
             job = self.job(c.job)
             where = f"round: workers of job {c.job!r}"
@@ -53,10 +55,7 @@ class PlacementRound(LyraRound):
             raise ValidationError(f"round: running job(s) {', '.join(map(repr, missing[:5]))} have no worker count")
 
     def target(self, job: str) -> WorkerCount | None:
-        for c in self.workers:
-            if c.job == job:
-                return c
-        return None
+        return self._targets.get(job)
 
     def _fields_to_dict(self) -> dict[str, Any]:
         return {**super()._fields_to_dict(), **{"workers": WorkerCounts(self.workers).to_dict()["workers"]}}
