@@ -2,6 +2,7 @@
 pool, and a simulation with capacity loaning (issue "Lyra", Must show).
 
     python benchmarks/lyra.py [--quick] [--full] [--seeds 3] [--jobs N] [--training 40] [--inference 48]
+                              [--parts mckp,reclaim,sim]
 
 1. **MCKP** (Sec. 3.5.2: "the longest solution time in our evaluation is 0.02s with 354 items and 245
    GPUs"): elastic jobs of the generator's mix until their flexible demand makes 354 items, capacity 245
@@ -167,10 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=None, help="first N jobs of the trace (default all)")
     ap.add_argument("--training", type=int, default=40, help="training servers (8xV100)")
     ap.add_argument("--inference", type=int, default=48, help="inference servers (8xT4)")
+    ap.add_argument("--parts", default="mckp,reclaim,sim", help="which tables (comma-separated)")
     args = ap.parse_args(argv)
-    mckp_table()
-    reclaim_table(1 if args.quick else args.seeds)
-    sim_table(600 if args.quick and args.jobs is None else args.jobs, args.training, args.inference, args.full)
+    parts = set(args.parts.split(","))
+    if "mckp" in parts:
+        mckp_table()
+    if "reclaim" in parts:
+        reclaim_table(1 if args.quick else args.seeds)
+    if "sim" in parts:
+        sim_table(600 if args.quick and args.jobs is None else args.jobs, args.training, args.inference, args.full)
     return 0
 
 

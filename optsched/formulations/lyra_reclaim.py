@@ -14,7 +14,8 @@ costs add up. The solve is exact in three steps:
    ``x_s -> p_j`` for every base server of a job; warm-started by the best curve point so far);
 2. a min-plus knapsack over the components, ``F(t) = min_k F'(t - k) + f_c(k)`` (dynamic program,
    O(components x count x n_c));
-3. reconstruction of the chosen servers.
+3. reconstruction of the chosen servers (walking the dynamic program's tables back, only for the ``k``
+   the knapsack takes from each component).
 
 When a CP-SAT model of step 1 stops at its share of the time limit, its curve point is an upper bound
 and its proven bound a lower one; running step 2 on the lower bounds gives the proven bound of the
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -47,12 +48,12 @@ _INF = np.iinfo(np.int64).max // 4
 @dataclass
 class _Curve:
     """Cost curve of one component: ``cost[k]`` / ``lower[k]`` (upper and proven lower cost of returning
-    ``k`` of its servers) and the chosen servers per ``k``."""
+    ``k`` of its servers) and the servers chosen for a ``k`` (``pick``)."""
 
     servers: list[int]
     cost: np.ndarray
     lower: np.ndarray
-    chosen: list[list[int]]
+    pick: Callable[[int], list[int]]
 
 
 def _components(view: ReclaimView) -> list[list[int]]:
@@ -127,12 +128,10 @@ def _frontier_curve(servers: list[int], jobs: list[list[int]], flex: np.ndarray,
             return None
         cur = nxt
     best = cur[0]
-    chosen: list[list[int]] = [[] for _ in range(top + 1)]
-    for k in range(top + 1):
-        if best[k] >= _INF:
-            continue
-        state, need, picked = 0, best[k], []
-        kk = k
+
+    def pick(k: int) -> list[int]:
+        """Walk the tables back from the final state for ``k`` servers."""
+        state, kk, need, picked = 0, k, best[k], []
         for t in range(n - 1, -1, -1):
             i = order[t]
             for mask, m2, arr, x in _moves(tables[t], t, i, jobs_of, first, last, weight, int(flex[i]), top):
@@ -142,8 +141,8 @@ def _frontier_curve(servers: list[int], jobs: list[list[int]], flex: np.ndarray,
                     if x:
                         picked.append(servers[i])
                     break
-        chosen[k] = sorted(picked)
-    return _Curve(servers, best.copy(), best.copy(), chosen)
+        return sorted(picked)
+    return _Curve(servers, best.copy(), best.copy(), pick)
 
 
 def _moves(cur: dict[int, np.ndarray], t: int, i: int, jobs_of: list[list[int]], first: list[int],
@@ -200,7 +199,7 @@ def _cpsat_curve(servers: list[int], jobs: list[list[int]], flex: np.ndarray, we
         best[k] = int(round(solver.ObjectiveValue()))
         lower[k] = best[k] if code == cp_model.OPTIMAL else int(np.ceil(solver.BestObjectiveBound() - 1e-6))
         chosen[k] = [servers[i] for i in sorted(previous)]
-    return _Curve(servers, best, lower, chosen)
+    return _Curve(servers, best, lower, lambda k: chosen[k])
 
 
 def _knapsack(curves: Sequence[_Curve], count: int, lower: bool) -> tuple[int, list[int]]:
@@ -261,7 +260,7 @@ def solve(view: ReclaimView, count: int, *, time_limit: float = 10.0, seed: int 
         size = ModelSize(variables, constraints, "components")
         return Solution("unknown", None, None, time.perf_counter() - t0, hint is not None, size)
     cost, ks = _knapsack(curves, count, lower=False)
-    chosen = sorted(s for curve, k in zip(curves, ks) for s in curve.chosen[k])
+    chosen = sorted(s for curve, k in zip(curves, ks) if k for s in curve.pick(k))
     preempted = cost // weight
     lower_cost = cost if exact else _knapsack(curves, count, lower=True)[0]
     m = len(view.jobs)

@@ -51,7 +51,7 @@ from optsched.core.errors import ValidationError
 from optsched.core.round import RoundProblem
 from optsched.formulations import lyra_mckp, lyra_placement
 from optsched.formulations import lyra_reclaim as reclaim_model
-from optsched.formulations.solution import MIN_SOLVER_SECONDS
+from optsched.formulations.solution import MIN_SOLVER_SECONDS, Solution
 from optsched.heuristics.lyra_placement import best_fit_decreasing
 from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one
 from optsched.heuristics.lyra_reclaim import lyra_reclaim, random_reclaim, scf_reclaim
@@ -82,6 +82,25 @@ def _deadline(time_limit: float, clock_start: float | None) -> Deadline:
     return Deadline(time_limit) if clock_start is None else Deadline(time_limit, clock_start)
 
 
+def _warm_started(heuristic: object, h_obj: float, assemble: Callable[..., Decision], key: str, deadline: Deadline,
+                  time_limit: float, solve: Callable[[float], Solution]) -> Decision:
+    """The rule of every ``exact`` method (module docstring): ``solve`` gets what is left of the time
+    limit; its answer (``payload[key]``) when it is at least as good as the heuristic's, else the
+    heuristic's with status ``heuristic-fallback``. ``assemble(answer, **top-level fields)`` makes the
+    decision."""
+    if deadline.expired(reserve=MIN_SOLVER_SECONDS):
+        return assemble(heuristic, status="heuristic-fallback", solve_seconds=deadline.elapsed(),
+                        heuristic_objective=h_obj, message=f"no time left for the solver within {time_limit:g} s")
+    sol = solve(max(deadline.remaining(), MIN_SOLVER_SECONDS))
+    note = f"{sol.size.encoding}: variables={sol.size.variables} constraints={sol.size.constraints}"
+    if sol.objective is not None and sol.objective >= h_obj:
+        return assemble(sol.payload[key], status=sol.status, solve_seconds=deadline.elapsed(), bound=sol.bound,
+                        heuristic_objective=h_obj, warm_start=True, message=note)
+    return assemble(heuristic, status="heuristic-fallback", solve_seconds=deadline.elapsed(), bound=sol.bound,
+                    heuristic_objective=h_obj, warm_start=True,
+                    message=f"{note}; the solver found nothing better within {time_limit:g} s")
+
+
 # -- lyra-reclaim ---------------------------------------------------------------------------------------
 ReclaimChooser = Callable[[ReclaimView, int, np.random.Generator], list[int]]
 
@@ -107,7 +126,7 @@ class ReclaimHeuristicPolicy:
 
 @dataclass(frozen=True)
 class ReclaimExactPolicy:
-    """The CP-SAT selection warm-started by Lyra's heuristic (module docstring)."""
+    """The exact selection warm-started by Lyra's heuristic (module docstring)."""
 
     kind: ClassVar[str] = "lyra-reclaim"
 
@@ -123,21 +142,12 @@ class ReclaimExactPolicy:
         view = ReclaimView(p)
         hint = lyra_reclaim(view, p.reclaim)
         h_obj = float(view.kept(view.outcome(hint)))
-        if deadline.expired(reserve=MIN_SOLVER_SECONDS):
-            return reclaim_decision(view, hint, method=self.name, status="heuristic-fallback",
-                                    solve_seconds=deadline.elapsed(), heuristic_objective=h_obj,
-                                    message=f"no time left for the solver within {self.time_limit:g} s")
-        sol = reclaim_model.solve(view, p.reclaim, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS),
-                                  seed=self.seed, workers=self.workers, hint=hint)
-        note = f"{sol.size.encoding}; CP-SAT variables={sol.size.variables}"
-        if sol.objective is not None and sol.objective >= h_obj:
-            return reclaim_decision(view, sol.payload["servers"], method=self.name, status=sol.status,
-                                    solve_seconds=deadline.elapsed(), bound=sol.bound, heuristic_objective=h_obj,
-                                    warm_start=True, message=note)
-        return reclaim_decision(view, hint, method=self.name, status="heuristic-fallback",
-                                solve_seconds=deadline.elapsed(), bound=sol.bound, heuristic_objective=h_obj,
-                                warm_start=True, message=f"{note}; the solver found nothing better within "
-                                                         f"{self.time_limit:g} s")
+
+        def assemble(servers: object, **kw: object) -> Decision:
+            return reclaim_decision(view, servers, method=self.name, **kw)  # type: ignore[arg-type]
+        return _warm_started(hint, h_obj, assemble, "servers", deadline, self.time_limit,
+                             lambda limit: reclaim_model.solve(view, p.reclaim, time_limit=limit, seed=self.seed,
+                                                               workers=self.workers, hint=hint))
 
 
 def _reclaim_heuristic(name: str, choose: ReclaimChooser) -> Callable[[PolicyOptions], ReclaimHeuristicPolicy]:
@@ -295,21 +305,12 @@ class PlacementPolicy:
         if not self.exact:
             return placement_decision(p, heur, method=self.name, status="heuristic", solve_seconds=deadline.elapsed())
         h_obj = placement_objective(p, heur)
-        if deadline.expired(reserve=MIN_SOLVER_SECONDS):
-            return placement_decision(p, heur, method=self.name, status="heuristic-fallback",
-                                      solve_seconds=deadline.elapsed(), heuristic_objective=h_obj,
-                                      message=f"no time left for the solver within {self.time_limit:g} s")
-        sol = lyra_placement.solve(p, lyra=self.lyra, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS),
-                                   seed=self.seed, workers=self.workers, hint=heur)
-        note = f"model variables={sol.size.variables} constraints={sol.size.constraints}"
-        if sol.objective is not None and sol.objective >= h_obj:
-            return placement_decision(p, sol.payload["placement"], method=self.name, status=sol.status,
-                                      solve_seconds=deadline.elapsed(), bound=sol.bound, heuristic_objective=h_obj,
-                                      warm_start=True, message=note)
-        return placement_decision(p, heur, method=self.name, status="heuristic-fallback",
-                                  solve_seconds=deadline.elapsed(), bound=sol.bound, heuristic_objective=h_obj,
-                                  warm_start=True, message=f"{note}; the solver found nothing better within "
-                                                           f"{self.time_limit:g} s")
+
+        def assemble(placement: object, **kw: object) -> Decision:
+            return placement_decision(p, placement, method=self.name, **kw)  # type: ignore[arg-type]
+        return _warm_started(heur, h_obj, assemble, "placement", deadline, self.time_limit,
+                             lambda limit: lyra_placement.solve(p, lyra=self.lyra, time_limit=limit, seed=self.seed,
+                                                                workers=self.workers, hint=heur))
 
 
 _LYRA_PLACE = "best-fit decreasing, elastic jobs on inference servers, base/flexible groups (Sec. 3.5.3)"

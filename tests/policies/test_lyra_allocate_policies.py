@@ -56,3 +56,12 @@ def test_exact_never_worse_than_lyra_and_round_trips() -> None:
         assert e.objective >= h.objective - 1e-3 and e.status == "optimal"
         assert e.heuristic_objective == pytest.approx(h.objective)
         assert make_policy("afs", kind="lyra-allocate").decide(p).objective <= h.objective + 1e-9
+
+
+@pytest.mark.parametrize("kind", ["lyra-reclaim", "placement"])
+def test_exact_methods_fall_back_when_no_time_is_left(kind: str) -> None:
+    from optsched.core.kinds import round_kind
+    p = round_kind(kind).generate(seed=1)
+    d = make_policy("exact", PolicyOptions(time_limit=1e-6), kind=kind).decide(p)
+    h = make_policy("lyra", kind=kind).decide(p)
+    assert d.status == "heuristic-fallback" and d.objective == h.objective and "no time left" in d.message

@@ -19,8 +19,11 @@ from typing import Sequence
 import numpy as np
 
 from optsched.core.allocation import Allocation
+from optsched.core.checks import require_int
+from optsched.core.errors import ValidationError
+from optsched.core.hardware import Cluster
 from optsched.core.job import Job
-from optsched.rounds.lyra.cluster import worker_allocation
+from optsched.rounds.lyra.cluster import inference_name, training_name, two_pool_cluster, worker_allocation
 from optsched.rounds.lyra.jobs import base_workers, is_elastic, max_workers
 from optsched.rounds.lyra.problem import INFERENCE_FACTOR
 
@@ -128,4 +131,30 @@ class StateBuilder:
             misses = 0 if self.add_running(job, nodes) else misses + 1
 
 
-__all__ = ["ELASTIC_MODELS", "INELASTIC_MODELS", "StateBuilder", "random_job"]
+def lyra_state(seed: int, servers: int, training: int, jobs: int, occupancy: float, elastic: float,
+               what: str) -> tuple[StateBuilder, tuple[str, ...], Cluster]:
+    """The random state of every Lyra generator: ``training`` 8xV100 and ``servers`` on-loan 8xT4 servers
+    filled to ``occupancy`` with running jobs (inference servers with fungible ones), then ``jobs`` queued
+    jobs submitted over an hour appended to ``builder.jobs``. Returns the builder (jobs, running
+    allocations, flexible workers), the inference servers and the cluster; ``what`` names the kind in
+    errors."""
+    require_int(f"gen-round {what}", "servers", servers, 0)
+    require_int(f"gen-round {what}", "training", training, 0)
+    require_int(f"gen-round {what}", "jobs", jobs, 0)
+    if servers + training < 1:
+        raise ValidationError(f"gen-round {what}: needs at least one server")
+    if not 0.0 <= occupancy <= 1.0 or not 0.0 <= elastic <= 1.0:
+        raise ValidationError(f"gen-round {what}: occupancy and elastic must lie in [0, 1]")
+    rng = np.random.default_rng(seed)
+    cluster = two_pool_cluster(training, servers)
+    inf = tuple(inference_name(i) for i in range(servers))
+    builder = StateBuilder(rng, {n.name: n.num_gpus for n in cluster.nodes}, frozenset(inf))
+    builder.fill([training_name(i) for i in range(training)], occupancy, elastic, "t")
+    builder.fill(list(inf), occupancy, elastic, "f", fungible_only=True)
+    for i in range(jobs):
+        builder.jobs.append(random_job(rng, f"q{i:04d}", bool(rng.random() < elastic),
+                                       submit_time=float(rng.uniform(0.0, 3600.0))))
+    return builder, inf, cluster
+
+
+__all__ = ["ELASTIC_MODELS", "INELASTIC_MODELS", "StateBuilder", "lyra_state", "random_job"]

@@ -13,7 +13,7 @@ from typing import ClassVar
 from optsched.core.decision import JobAllocations
 from optsched.core.kinds import RoundKind, register_kind
 from optsched.rounds.lyra.problem import LyraRound
-from optsched.rounds.lyra_allocate.generate import lyra_state
+from optsched.rounds.lyra.generate import lyra_state
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class LyraSimRound(LyraRound):
 
 def generate(*, seed: int = 0, servers: int = 8, training: int = 16, jobs: int = 30, occupancy: float = 0.7,
              elastic: float = 0.3) -> LyraSimRound:
-    """A random Lyra round: the state of :func:`optsched.rounds.lyra_allocate.generate.lyra_state`."""
+    """A random Lyra round: the state of :func:`optsched.rounds.lyra.generate.lyra_state`."""
     builder, inf, cluster = lyra_state(seed, servers, training, jobs, occupancy, elastic, "lyra")
     return LyraSimRound(cluster=cluster, jobs=tuple(builder.jobs), running=tuple(builder.running),  # type: ignore[arg-type]
                         inference_nodes=inf, time=3600.0,

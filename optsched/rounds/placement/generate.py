@@ -1,4 +1,4 @@
-"""Random ``placement`` rounds: the state of :func:`optsched.rounds.lyra_allocate.generate.lyra_state`
+"""Random ``placement`` rounds: the state of :func:`optsched.rounds.lyra.generate.lyra_state`
 (``training`` and ``servers`` on-loan servers partly occupied, ``jobs`` queued jobs) and worker counts
 to place: running jobs keep their workers or change their flexible ones, queued jobs get a count in
 their range, in submission order while the counts fit about 75% of the free training GPUs."""
@@ -9,7 +9,7 @@ import numpy as np
 
 from optsched.rounds.lyra.jobs import base_workers, max_workers
 from optsched.rounds.lyra_allocate.capacity import available
-from optsched.rounds.lyra_allocate.generate import lyra_state
+from optsched.rounds.lyra.generate import lyra_state
 from optsched.rounds.lyra_allocate.problem import LyraAllocateRound
 from optsched.rounds.lyra_allocate.payload import WorkerCount
 from optsched.rounds.placement.problem import PlacementRound
