@@ -19,8 +19,9 @@ pool, and a simulation with capacity loaning (issue "Lyra", Must show).
    scaling), loaning only, scaling only (Lyra without loaning), and Lyra's SJF alone (neither: how much
    of the gain is the job order); mean queuing time and JCT, their
    reductions over the Baseline, and the preemption ratio (preemptions / jobs). ``--full`` adds the
-   reclaiming baselines (Random, SCF, loaning only), the scaling baselines (AFS, Gandiva) and naive
-   placement. ``--quick``: first 600 jobs, one seed for the reclaim table.
+   reclaiming baselines (Random, SCF, loaning only), the scaling baselines (AFS, Gandiva), naive
+   placement and opportunistic scheduling (no loaning; fungible jobs on idle inference GPUs, evicted
+   when inference grows). ``--quick``: first 600 jobs, one seed for the reclaim table.
 
 Prints the tables and writes ``benchmarks/out/lyra_mckp.csv``, ``lyra_reclaim.csv``, ``lyra_sim.csv``.
 The default run takes about 6 minutes on one core.
@@ -52,7 +53,7 @@ from optsched.rounds.lyra_allocate.items import flexible_items  # noqa: E402
 from optsched.rounds.lyra_reclaim import ReclaimView, generate_reclaim_round  # noqa: E402
 from optsched.sim.config import SimConfig  # noqa: E402
 from optsched.sim.engine import Simulator  # noqa: E402
-from optsched.sim.loaning import loan_targets, synthetic_usage  # noqa: E402
+from optsched.sim.loaning import loan_targets, opportunistic_changes, synthetic_usage  # noqa: E402
 from optsched.sim.lyra_truth import LyraGroundTruth  # noqa: E402
 from optsched.sim.traces.lyra import lyra_jobs, philly_rows, synthetic_rows  # noqa: E402
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
@@ -128,7 +129,9 @@ def sim_table(jobs_n: int | None, training: int, inference: int, full: bool) -> 
     jobs = lyra_jobs(rows, seed=0, max_gpus=8 * training)
     cluster = two_pool_cluster(training, inference)
     inf = tuple(inference_name(i) for i in range(inference))
-    loan = loan_targets(synthetic_usage(4, seed=0, start_hour=TRACE_START_HOUR), inf)
+    usage = synthetic_usage(4, seed=0, start_hour=TRACE_START_HOUR)
+    loan = loan_targets(usage, inf)
+    opportunistic = opportunistic_changes(usage, cluster, inf)
     no_loan = [PoolTarget(0.0, inf, 0)]
     truth = LyraGroundTruth(frozenset({"T4"}))
     runs = [("Baseline (FIFO)", "fifo", False), ("Lyra", "lyra", True), ("loaning only", "lyra-loan", True),
@@ -136,21 +139,24 @@ def sim_table(jobs_n: int | None, training: int, inference: int, full: bool) -> 
     if full:
         runs += [("loaning only, Random", "random", True), ("loaning only, SCF", "scf", True),
                  ("scaling only, AFS", "afs", False), ("scaling only, Gandiva", "gandiva", False),
-                 ("Lyra, naive BFD", "bfd", True)]
+                 ("Lyra, naive BFD", "bfd", True), ("Opportunistic", "opportunistic", "opp")]
     out = []
     base_q = base_j = None
     for label, method, lend in runs:
         policy = make_policy(method, PolicyOptions(time_limit=10.0), kind="lyra")
         t0 = time.perf_counter()
-        res = Simulator(cluster, jobs, policy, truth, SIM_CONFIG, round_fields={"inference_nodes": inf},
-                        pool_targets=loan if lend else no_loan, trace_name=trace).run()
+        opp = lend == "opp"
+        res = Simulator(cluster, jobs, policy, truth, SIM_CONFIG,
+                        round_fields={"inference_nodes": inf, "opportunistic": opp},
+                        pool_targets=() if opp else loan if lend else no_loan,
+                        capacity_changes=opportunistic if opp else (), trace_name=trace).run()
         wall = time.perf_counter() - t0
         q = np.array([r.queue_s for r in res.jobs if r.queue_s is not None])
         jct = np.array([r.jct_s for r in res.jobs if r.jct_s is not None])
         pre = sum(r.preemptions for r in res.jobs)
         if base_q is None:
             base_q, base_j = q.mean(), jct.mean()
-        out.append((label, method, "yes" if lend else "no", len(jct), len(res.jobs), round(q.mean()),
+        out.append((label, method, "opportunistic" if opp else "yes" if lend else "no", len(jct), len(res.jobs), round(q.mean()),
                     round(float(np.median(q))), round(float(np.percentile(q, 95))), round(jct.mean()),
                     round(float(np.percentile(jct, 95))), round(base_q / q.mean(), 2), round(base_j / jct.mean(), 2),
                     f"{100 * pre / len(res.jobs):.2f}%", res.rounds, round(wall, 1)))

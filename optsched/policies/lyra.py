@@ -24,7 +24,9 @@ per-job allocations; it returns lent servers when the inference side asks, preem
 ``lyra`` (loaning and scaling: SJF + knapsack DP, Lyra placement, Lyra reclaiming), ``lyra-exact``
 (knapsack in CP-SAT, exact reclaiming), ``lyra-loan`` (loaning only: no scaling), ``random`` and
 ``scf`` (loaning only with the reclaiming baselines), ``afs`` and ``gandiva`` (the scaling baselines),
-``bfd`` (Lyra with naive placement, Table 3.6), ``fifo`` and ``fifo-strict`` (the Baseline: FIFO,
+``bfd`` (Lyra with naive placement, Table 3.6), ``opportunistic`` (loaning-only scheduling on the idle
+GPUs of inference servers, for rounds with ``opportunistic`` set: the Opportunistic Scheduling baseline
+of Sec. 3.7.1), ``fifo`` and ``fifo-strict`` (the Baseline: FIFO,
 requested GPUs, no scaling, naive placement; as for ``lyra-allocate``). Whether servers are lent at all is the simulation's choice (pool targets),
 so "scaling only" is ``lyra`` without loaning.
 
@@ -372,7 +374,8 @@ class LyraSimPolicy:
         wc = counts(p, plan.first.base, plan.first.pool, plan.extra)
         pr = PlacementRound(cluster=p.cluster, jobs=p.jobs, running=p.running, occupied=p.occupied, time=p.time,
                             inference_nodes=p.inference_nodes, inference_factor=p.inference_factor,
-                            scaling=p.scaling, flexible=p.flexible, workers=wc.counts)
+                            scaling=p.scaling, flexible=p.flexible, opportunistic=p.opportunistic,
+                            workers=wc.counts)
         placed = best_fit_decreasing(pr, self.lyra_placement)
         self.flexible = {pl.job: dict(pl.flexible) for pl in placed.placements if pl.flexible}
         out = []
@@ -394,7 +397,7 @@ class LyraSimPolicy:
         p = self._remembered(_round_of(problem, LyraSimRound, self.name))
         rr = LyraReclaimRound(cluster=p.cluster, jobs=p.jobs, running=p.running, occupied=p.occupied, time=p.time,
                               inference_nodes=p.inference_nodes, inference_factor=p.inference_factor,
-                              scaling=p.scaling, flexible=p.flexible, reclaim=count)
+                              scaling=p.scaling, flexible=p.flexible, opportunistic=p.opportunistic, reclaim=count)
         if set(rr.on_loan) != set(candidates):
             raise ValidationError(f"policy {self.name!r}: the lent servers {sorted(candidates)[:5]} are not the round's "
                                   f"on-loan servers {list(rr.on_loan)[:5]}")
@@ -437,6 +440,8 @@ for _name, _build, _summary in (
         ("afs", _sim("afs", scaler="afs"), "SJF base demand, AFS-like scaling (baseline)"),
         ("gandiva", _sim("gandiva", scaler="gandiva"), "SJF base demand, Gandiva-like scaling (baseline)"),
         ("bfd", _sim("bfd", lyra_placement=False), "Lyra with naive best-fit decreasing placement (Table 3.6)"),
+        ("opportunistic", _sim("opportunistic", scaler="none"),
+         "no loaning: fungible jobs on idle inference GPUs at lower priority (baseline; run with opportunistic=True)"),
         ("fifo", _sim("fifo", lyra_placement=False, order="fifo", whole_request=True, scaler="none"),
          "the Baseline: FIFO (skipping jobs that do not fit), requested GPUs, no scaling"),
         ("fifo-strict", _sim("fifo-strict", lyra_placement=False, order="fifo", blocking=True, whole_request=True,

@@ -11,6 +11,12 @@ to be loaned" (Sec. 3.7.1, "Headroom in inference cluster"); a target is emitted
 changes. The thesis' orchestrator acts on a predicted series (an LSTM five minutes ahead); a
 simulation takes the series as the prediction.
 
+**Opportunistic scheduling** (:func:`opportunistic_changes`, the baseline of Sec. 3.7.1): no server is
+lent; inference holds ``ceil(usage x GPUs)`` of the inference GPUs, spread evenly over the servers (the
+first servers take one more), as :class:`~optsched.core.events.CapacityChange` events, and training
+jobs use the rest at lower priority: when inference grows, the simulator evicts them (latest started
+first).
+
 **Synthetic diurnal series** (:func:`synthetic_usage`), after Fig. 3.1: one week, "peak traffic lasts
 about four hours at night" (a plateau 20:00-24:00 at ``peak``), the trough before dawn (05:00, at
 ``peak / peak_to_trough``: 95% and 42% for the defaults, the caption's range, ratio about 2.2), a
@@ -28,8 +34,10 @@ from typing import Sequence
 
 import numpy as np
 
+from optsched.core.allocation import NodeShare
 from optsched.core.errors import ValidationError
-from optsched.core.events import PoolTarget
+from optsched.core.events import CapacityChange, PoolTarget
+from optsched.core.hardware import Cluster
 
 #: servers never lent (Sec. 3.7.1)
 HEADROOM = 0.02
@@ -154,4 +162,24 @@ def loan_targets(usage: UsageSeries, nodes: Sequence[str], headroom: float = HEA
     return out
 
 
-__all__ = ["HEADROOM", "STEP_S", "UsageSeries", "load_usage_csv", "loan_targets", "synthetic_usage"]
+def opportunistic_changes(usage: UsageSeries, cluster: Cluster, nodes: Sequence[str]) -> list[CapacityChange]:
+    """The capacity changes of opportunistic scheduling (module docstring) on the inference servers
+    ``nodes`` of ``cluster``."""
+    servers = [cluster.node(n) for n in nodes]
+    total = sum(s.num_gpus for s in servers)
+    out: list[CapacityChange] = []
+    last: dict[str, int] = {}
+    for t, u in zip(usage.times, usage.values):
+        need = min(total, int(math.ceil(u * total - 1e-9)))
+        base, extra = divmod(need, len(servers)) if servers else (0, 0)
+        for i, s in enumerate(servers):
+            g = min(s.num_gpus, base + (1 if i < extra else 0))
+            if last.get(s.name) != g:
+                frac = g / s.num_gpus if s.num_gpus else 0.0
+                out.append(CapacityChange(float(t), s.name, NodeShare(g, int(round(frac * s.num_cpus)),
+                                                                      frac * s.memory_gib)))
+                last[s.name] = g
+    return out
+
+
+__all__ = ["HEADROOM", "opportunistic_changes", "STEP_S", "UsageSeries", "load_usage_csv", "loan_targets", "synthetic_usage"]

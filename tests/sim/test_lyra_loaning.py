@@ -17,7 +17,7 @@ from optsched.policies import PolicyOptions, make_policy
 from optsched.rounds.lyra.cluster import inference_name, two_pool_cluster
 from optsched.sim.config import SimConfig
 from optsched.sim.engine import Simulator
-from optsched.sim.loaning import UsageSeries, load_usage_csv, loan_targets, synthetic_usage
+from optsched.sim.loaning import UsageSeries, load_usage_csv, loan_targets, opportunistic_changes, synthetic_usage
 from optsched.sim.lyra_truth import LyraGroundTruth
 from optsched.sim.traces.lyra import lyra_jobs, synthetic_rows
 
@@ -109,3 +109,19 @@ def test_end_to_end_every_sim_policy_finishes(policy: str) -> None:
     res = _run(policy, jobs, loan_targets(usage, inf), training=3, inference=4)
     assert all(r.finish_s is not None for r in res.jobs), res.messages
     assert all(math.isfinite(r.jct_s) for r in res.jobs)
+
+
+def test_opportunistic_jobs_use_idle_inference_gpus_and_are_evicted() -> None:
+    cluster = two_pool_cluster(1, 2)
+    inf = ("inf-000", "inf-001")
+    usage = UsageSeries((0.5,) * 6 + (1.0,) * 6 + (0.0,) * 100)
+    changes = opportunistic_changes(usage, cluster, inf)
+    assert [(c.time, c.node, c.occupied.gpus) for c in changes[:2]] == [(0.0, "inf-000", 4), (0.0, "inf-001", 4)]
+    # the training server is busy for two hours; the fungible job takes idle T4 GPUs and loses them at 1800 s
+    jobs = [Job("t", "cnn", 8, 8 * 7200, gpus_per_worker=2), Job("f", "cnn", 2, 2 * 3 * 3600, gpus_per_worker=2,
+                                                                   fungible=True)]
+    pol = make_policy("opportunistic", PolicyOptions(time_limit=5), kind="lyra")
+    res = Simulator(cluster, jobs, pol, LyraGroundTruth(frozenset({"T4"})), CFG,
+                    round_fields={"inference_nodes": inf, "opportunistic": True}, capacity_changes=changes).run()
+    rec = {r.name: r for r in res.jobs}
+    assert rec["f"].start_s == 0.0 and rec["f"].preemptions == 1 and rec["f"].finish_s is not None

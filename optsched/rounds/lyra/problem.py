@@ -4,7 +4,10 @@ and inference servers, and which workers of a running elastic job are flexible.
 * **Pools.** ``inference_nodes`` names the cluster's inference servers; every other node is a training
   server. Capacity is loaned by whole servers (Sec. 3.6, "the basic unit of loaning is a physical
   server"): an inference server is **on loan** when work outside the round holds nothing on it and is
-  held by inference when ``occupied`` covers it whole; a partial share is an error naming the node.
+  held by inference when ``occupied`` covers it whole; a partial share is an error naming the node,
+  unless ``opportunistic`` is set: then there is no loaning and fungible jobs use whatever GPUs of the
+  inference servers inference leaves idle, at lower priority (the "Opportunistic Scheduling" baseline of
+  Sec. 3.7.1; every inference server with an idle GPU counts as on loan).
 * **Normalisation** (Sec. 3.5.2: "the on-loan inference GPUs are normalized relative to training GPUs
   when calculating the resource capacity"). ``inference_factor`` (default :data:`INFERENCE_FACTOR` =
   0.5) is the training GPUs one inference GPU is worth. Default from the testbed of Sec. 3.7.1: a
@@ -58,12 +61,14 @@ def _flexible_tuple(value: Any) -> FlexibleMap:
 class LyraRound(RoundProblem):
     """The common part of the Lyra kinds (module docstring); the kinds subclass it."""
 
-    FIELD_KEYS: ClassVar[tuple[str, ...]] = ("inference_nodes", "inference_factor", "scaling", "flexible")
+    FIELD_KEYS: ClassVar[tuple[str, ...]] = ("inference_nodes", "inference_factor", "scaling", "flexible",
+                                             "opportunistic")
 
     inference_nodes: tuple[str, ...] = ()
     inference_factor: float = INFERENCE_FACTOR
     scaling: str = "linear"
     flexible: FlexibleMap = ()
+    opportunistic: bool = False
     _inference: frozenset[str] = field(init=False, repr=False, compare=False)
     _flex: dict[str, dict[str, int]] = field(init=False, repr=False, compare=False)
 
@@ -78,11 +83,13 @@ class LyraRound(RoundProblem):
             raise ValidationError(f"round: inference_factor must be in (0, 1], got {self.inference_factor}")
         if self.scaling not in SCALINGS:
             raise ValidationError(f"round: unknown scaling {self.scaling!r}; known: {', '.join(SCALINGS)}")
+        if not isinstance(self.opportunistic, bool):
+            raise ValidationError("round: opportunistic must be true or false")
         occupied = dict(self.occupied)
         for n in names:
             occ = occupied.get(n)
             node = self.cluster.node(n)
-            if occ is not None and occ.gpus not in (0, node.num_gpus):
+            if occ is not None and occ.gpus not in (0, node.num_gpus) and not self.opportunistic:
                 raise ValidationError(f"round: inference server {n!r} is held {occ.gpus} of {node.num_gpus} GPUs by "
                                       "inference; capacity is loaned by whole servers (0 or all)")
         for j in self.jobs:
@@ -139,9 +146,11 @@ class LyraRound(RoundProblem):
 
     @property
     def on_loan(self) -> tuple[str, ...]:
-        """Inference servers on loan to training (nothing held on them by inference), sorted."""
+        """Inference servers on loan to training (nothing held on them by inference; with
+        ``opportunistic``, some GPU idle), sorted."""
         occupied = dict(self.occupied)
-        return tuple(n for n in self.inference_nodes if n not in occupied or occupied[n].gpus == 0)
+        return tuple(n for n in self.inference_nodes if n not in occupied
+                     or occupied[n].gpus < (self.cluster.node(n).num_gpus if self.opportunistic else 1))
 
     @property
     def training_nodes(self) -> tuple[str, ...]:
@@ -196,8 +205,11 @@ class LyraRound(RoundProblem):
 
     # -- JSON ---------------------------------------------------------------------------------------
     def _fields_to_dict(self) -> dict[str, Any]:
-        return {"inference_nodes": list(self.inference_nodes), "inference_factor": self.inference_factor,
-                "scaling": self.scaling, "flexible": {j: dict(s) for j, s in self.flexible}}
+        out = {"inference_nodes": list(self.inference_nodes), "inference_factor": self.inference_factor,
+               "scaling": self.scaling, "flexible": {j: dict(s) for j, s in self.flexible}}
+        if self.opportunistic:
+            out["opportunistic"] = True
+        return out
 
     @classmethod
     def _fields_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,7 +220,8 @@ class LyraRound(RoundProblem):
             raise ValidationError("round: flexible must be a JSON object {job: {node: GPUs}}")
         return {"inference_nodes": tuple(data.get("inference_nodes", ())),
                 "inference_factor": data.get("inference_factor", INFERENCE_FACTOR),
-                "scaling": data.get("scaling", "linear"), "flexible": _flexible_tuple(flex)}
+                "scaling": data.get("scaling", "linear"), "flexible": _flexible_tuple(flex),
+                "opportunistic": data.get("opportunistic", False)}
 
 
 __all__ = ["INFERENCE", "INFERENCE_FACTOR", "LyraRound", "TRAINING"]
