@@ -86,3 +86,13 @@ def test_dp_equals_cpsat_at_benchmark_size() -> None:
     extra, value = mckp_dp(items, 245)
     sol = lyra_mckp.solve(items, 245, hint=extra)
     assert sol.objective == pytest.approx(value, abs=1e-3 * len(items.jobs))
+
+
+def test_sublinear_scaling_lowers_item_values() -> None:
+    import dataclasses
+    p = two_jobs(6, 300)
+    lin = flexible_items(p, {"A": 2, "B": 2})
+    sub = flexible_items(dataclasses.replace(p, scaling="sublinear"), {"A": 2, "B": 2})
+    # A's first added worker: 150 s on 2 workers -> 300 / 2.8 s
+    assert sub.value[0] == pytest.approx(150 - 300 / 2.8)
+    assert all(sub.value < lin.value)
