@@ -45,6 +45,17 @@ def _fmt(v: object) -> str:
     return str(v)
 
 
+def _options(kind: str, nodes: int, jobs: int) -> tuple[tuple[str, int], ...]:
+    """Generator options of a size: ``nodes``/``jobs`` where the kind's generator takes them, else
+    (Lyra kinds) half the nodes as on-loan ``servers``, the rest as ``training`` servers, and ``jobs``."""
+    from optsched.core.kinds import round_kind
+    known = round_kind(kind).generator_options
+    if "nodes" in known:
+        return (("nodes", nodes), ("jobs", jobs))
+    opts = {"servers": max(1, nodes // 2), "training": nodes - nodes // 2, "jobs": jobs}
+    return tuple((k, v) for k, v in opts.items() if k in known)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=20.0)
@@ -63,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for size in args.sizes:
             nodes, jobs = (int(x) for x in size.split(":"))
-            points += [GapPoint(kind, (("nodes", nodes), ("jobs", jobs)), seed, args.time_limit)
+            points += [GapPoint(kind, _options(kind, nodes, jobs), seed, args.time_limit)
                        for seed in range(args.seeds)]
     rows = run_sweep(points, args.runner, args.workers, progress=True, fn=run_gap_point)
     for row in rows:

@@ -452,6 +452,9 @@ _GEN_FLAGS = (("--nodes", "nodes", "number of nodes"), ("--gpus-per-node", "gpus
 _GEN_FLAGS += (("--experts", "experts", "number of experts"), ("--devices", "devices", "number of devices"),
                ("--slots", "slots", "expert replicas per device"), ("--tokens", "tokens", "tokens of the batch"),
                ("--moe-layers", "moe_layers", "MoE layers of the backward pass"))
+_GEN_FLAGS += (("--servers", "servers", "on-loan inference servers (Lyra kinds)"),
+               ("--training", "training", "training servers (Lyra kinds)"),
+               ("--reclaim", "reclaim", "servers to reclaim (lyra-reclaim)"))
 
 
 def _add_gen_round(sub: Any) -> None:

@@ -140,6 +140,26 @@ PROBES["moe-comm"] = _moe_comm_probe
 
 
 
+def policy_probe(heuristic: str, exact: str = "exact") -> Callable[[RoundProblem, float, int], dict[str, Any]]:
+    """A probe that runs two registered methods of the round's kind, a ``heuristic`` and an ``exact`` one
+    (the Lyra kinds): their objectives and times, the exact method's bound, gap and status, and the
+    heuristic's gap to that bound."""
+    def probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
+        from optsched.policies import PolicyOptions, make_policy
+        options = PolicyOptions(time_limit=time_limit, seed=seed)
+        h = make_policy(heuristic, options, kind=problem.kind).decide(problem)
+        e = make_policy(exact, options, kind=problem.kind).decide(problem)
+        return {"heuristic_objective": h.objective, "heuristic_s": h.solve_seconds, "exact_objective": e.objective,
+                "bound": e.bound, "gap": e.gap, "exact_s": e.solve_seconds, "status": e.status,
+                "heuristic_gap": relative_gap(e.bound, h.objective)}
+    return probe
+
+
+PROBES["lyra-reclaim"] = policy_probe("lyra")
+PROBES["lyra-allocate"] = policy_probe("afs")
+PROBES["placement"] = policy_probe("lyra")
+
+
 def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, label: str = "") -> dict[str, Any]:
     """One row of a gap study for ``problem`` (module docstring); ``label`` names the instance."""
     probe = PROBES.get(problem.kind)

@@ -12,3 +12,4 @@ from optsched.policies.solve import solve
 
 __all__ = ["DEFAULT_KIND", "DEFAULT_TIME_LIMIT", "PolicyOptions", "describe_methods", "make_policy", "method",
            "methods_of", "register_method", "solve"]
+from optsched.policies import lyra  # noqa: F401,E402  (registers the methods of the Lyra kinds)

@@ -152,8 +152,8 @@ def test_decision_errors_name_the_rule() -> None:
 
 # -- malformed rounds ----------------------------------------------------------------------------
 def test_unknown_kind() -> None:
-    with pytest.raises(UnknownNameError, match="unknown round kind 'crius'.*known round kinds: .*rubick"):
-        RoundProblem.from_dict(round_data(kind="crius"))
+    with pytest.raises(UnknownNameError, match="unknown round kind .no-such-kind.*known round kinds: .*rubick"):
+        RoundProblem.from_dict(round_data(kind="no-such-kind"))
 
 
 def test_unknown_model_is_left_to_the_table() -> None:
@@ -493,7 +493,7 @@ def test_to_dict_outputs_conform_structurally() -> None:
 #: mutations of a valid round file that the parser rejects and that the schema can express
 _BAD_ROUNDS = [
     ("unknown top-level field", lambda d: d.update(extra=1)),
-    ("unknown kind", lambda d: d.update(kind="crius")),
+    ("unknown kind", lambda d: d.update(kind="no-such-kind")),
     ("jobs not an array", lambda d: d.update(jobs={})),
     ("missing jobs", lambda d: d.pop("jobs")),
     ("negative quota", lambda d: d.update(quotas={"t1": -1})),
