@@ -218,6 +218,17 @@ class OperatorGraph:
         return cols
 
     @cached_property
+    def input_bytes(self) -> np.ndarray:
+        """Bytes per sample flowing into each operator (sum of its in-edges), in topological order: what
+        gradient checkpointing keeps of an operator."""
+        pos = {n: i for i, n in enumerate(self.order)}
+        out = np.zeros(len(self.order))
+        for _, v, d in self.graph.edges(data=True):
+            out[pos[v]] += d["bytes"]
+        out.flags.writeable = False
+        return out
+
+    @cached_property
     def boundary_bytes(self) -> np.ndarray:
         """Bytes per sample crossing the boundary after each position ``0 .. n-2`` (module docstring)."""
         pos = {n: i for i, n in enumerate(self.order)}

@@ -75,20 +75,23 @@ class StagePartition:
 
 def _tie_break(flops: np.ndarray, chosen: list[int], tied: list[int], need: int) -> list[int]:
     """Add ``need`` boundaries of ``tied`` to ``chosen``, each the one minimising the sum of squared stage
-    FLOPs (then the leftmost); a boundary ``b`` cuts after operator position ``b``."""
+    FLOPs (then the leftmost); a boundary ``b`` cuts after operator position ``b``. Splitting the stage
+    ``[lo, hi)`` at ``b`` changes the sum by ``left^2 + right^2 - (left + right)^2 = -2 left right``, so
+    the best boundary is the one with the largest product of its two sides."""
     prefix = np.concatenate(([0.0], np.cumsum(flops)))
-    cuts = sorted(chosen)
-    pool = sorted(tied)
+    cuts = sorted(c + 1 for c in chosen)  # stage starts other than 0
+    pool = np.array(sorted(tied), dtype=np.int64)
+    taken = np.zeros(pool.size, dtype=bool)
     for _ in range(need):
-        best, best_val = -1, np.inf
-        for b in pool:
-            edges = np.array(sorted([0, *(c + 1 for c in cuts), b + 1, len(flops)]))
-            val = float(np.sum(np.diff(prefix[edges]) ** 2))
-            if best < 0 or val < best_val - 1e-12 * max(1.0, best_val):
-                best, best_val = b, val
-        cuts.append(best)
-        pool.remove(best)
-    return sorted(cuts)
+        edges = np.array([0, *cuts, len(flops)])
+        seg = np.searchsorted(edges, pool + 1, side="right") - 1
+        left = prefix[pool + 1] - prefix[edges[seg]]
+        right = prefix[edges[seg + 1]] - prefix[pool + 1]
+        gain = np.where(taken, -np.inf, left * right)
+        k = int(np.argmax(gain))
+        taken[k] = True
+        cuts = sorted([*cuts, int(pool[k]) + 1])
+    return sorted(c - 1 for c in cuts)
 
 
 def choose_cuts(graph: OperatorGraph, num_stages: int) -> tuple[int, ...]:
