@@ -3,5 +3,6 @@ performance models, admission, objective, feasibility check, decision assembly a
 Importing this package imports, and so registers, every built-in kind."""
 
 from optsched.rounds import rubick  # noqa: F401  (registers the kind)
+from optsched.rounds import crius  # noqa: F401  (registers the kind)
 
-__all__ = ["rubick"]
+__all__ = ["rubick", "crius"]

@@ -65,6 +65,7 @@ import numpy as np
 from optsched.core.checks import require_int, require_number
 from optsched.core.errors import ValidationError
 from optsched.core.hardware import Cluster
+from optsched.core.plan import ExecutionPlan
 from optsched.core.pool import packed_placement
 from optsched.perf.crius.comm_profile import CommProfile, default_comm_profile
 from optsched.perf.crius.op_graph import (GRAD_BYTES_PER_PARAM, STATE_BYTES_PER_PARAM, TRAIN_FLOPS_FACTOR,
@@ -375,6 +376,18 @@ class _StageAgg:
         return float(np.max(self.op_act / t + self.op_rep))
 
 
+def cell_plan(gpus: int, stages: int) -> ExecutionPlan:
+    """A Cell as an :class:`~optsched.core.plan.ExecutionPlan` (what an allocation carries): ``pp`` =
+    the stage count, ``B = 4 Ns`` micro-batches (1 without pipelining), and ``dp = gpus / stages``,
+    ``tp = 1`` standing for the Cell's GPUs per stage on average (the per-stage splits, which the
+    Cell's tuner chooses, are not part of an ``ExecutionPlan``)."""
+    require_int("Cell plan", "gpus", gpus, 1)
+    require_int("Cell plan", "stages", stages, 1)
+    if gpus % stages:
+        raise ValidationError(f"Cell plan: {stages} stages do not divide {gpus} GPUs")
+    return ExecutionPlan(dp=gpus // stages, pp=stages, micro_batches=MICRO_BATCHES_PER_STAGE * stages if stages > 1 else 1)
+
+
 class CellEstimator:
     """Estimates Cells on ``cluster`` with ``params`` (module docstring). Stage tables and estimates
     are memoised per Cell, so repeated questions (every round of a simulation) are cheap."""
@@ -388,6 +401,8 @@ class CellEstimator:
         self._estimates: dict[tuple, CellEstimate] = {}
         self._unit: dict[str, int] = {}
         self._aggs: dict[tuple, tuple[OperatorGraph, tuple[_StageAgg, ...]]] = {}
+        #: results derived from Cells by other modules (e.g. tuned plans), keyed as they choose
+        self.memo: dict[tuple, object] = {}
 
     # -- cells ------------------------------------------------------------------------------------
     def node_unit(self, gpu_type: str) -> int:
@@ -535,6 +550,23 @@ class CellEstimator:
         return table.latency([0] * cell.stages)
 
 
-__all__ = ["Cell", "CellEstimate", "CellEstimator", "DEFAULT_EFFICIENCY", "EstimatorParams",
+_SHARED: dict[Cluster, CellEstimator] = {}
+#: clusters whose default estimator :func:`shared_estimator` keeps
+SHARED_ESTIMATORS = 8
+
+
+def shared_estimator(cluster: Cluster) -> CellEstimator:
+    """The process-wide estimator with default parameters for ``cluster`` (clusters equal by value share
+    one, so every policy, generator and benchmark of a process reuses the Cells estimated so far; the
+    last :data:`SHARED_ESTIMATORS` clusters are kept)."""
+    est = _SHARED.get(cluster)
+    if est is None:
+        if len(_SHARED) >= SHARED_ESTIMATORS:
+            _SHARED.pop(next(iter(_SHARED)))
+        est = _SHARED[cluster] = CellEstimator(cluster)
+    return est
+
+
+__all__ = ["Cell", "CellEstimate", "CellEstimator", "SHARED_ESTIMATORS", "cell_plan", "shared_estimator", "DEFAULT_EFFICIENCY", "EstimatorParams",
            "MICRO_BATCHES_PER_STAGE", "PipelinePlan", "StageTable", "all_splits", "best_pipeline",
            "enumerate_pipelines", "pipeline_latency", "pure_splits"]

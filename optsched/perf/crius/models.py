@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Mapping
 
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.perf.crius.op_graph import Operator, OperatorGraph
@@ -203,6 +204,17 @@ def crius_model(name: str) -> OperatorGraph:
     return _BUILDERS[shape.family](name, batch, *shape.shape)
 
 
+def resolve_model(name: str, extra: Mapping[str, OperatorGraph] | None = None) -> OperatorGraph:
+    """The graph of ``name``: one of ``extra`` (e.g. a round's own models), else a catalogue name
+    (``UnknownNameError`` listing both when it is neither)."""
+    if extra and name in extra:
+        return extra[name]
+    try:
+        return crius_model(name)
+    except UnknownNameError:
+        raise UnknownNameError("Crius model", str(name), [*MODEL_SHAPES, *(extra or {})]) from None
+
+
 def crius_model_names(with_batches: bool = False) -> tuple[str, ...]:
     """Base names of the catalogue, or (``with_batches``) every ``name@batch`` of Table 2."""
     if not with_batches:
@@ -211,4 +223,4 @@ def crius_model_names(with_batches: bool = False) -> tuple[str, ...]:
 
 
 __all__ = ["FAMILY_BATCHES", "MODEL_SHAPES", "ModelShape", "bert_graph", "crius_model", "crius_model_names",
-           "moe_graph", "parse_model_name", "wide_resnet_graph"]
+           "moe_graph", "parse_model_name", "resolve_model", "wide_resnet_graph"]

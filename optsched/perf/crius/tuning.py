@@ -67,8 +67,18 @@ def full_exploration(estimator: CellEstimator, cell: Cell) -> TuningResult:
 
 
 def cell_guided_tuning(estimator: CellEstimator, cell: Cell, estimate: CellEstimate | None = None) -> TuningResult:
-    """Crius Sec. 5.2 on ``cell`` guided by ``estimate`` (default: the estimator's own; module docstring)."""
-    est = estimate or estimator.estimate(cell)
+    """Crius Sec. 5.2 on ``cell`` guided by ``estimate`` (default: the estimator's own, and then the
+    answer is memoised in the estimator; module docstring)."""
+    if estimate is None:
+        key = ("tuned", id(cell.model), cell.gpu_type, cell.gpus, cell.stages, cell.gpus_per_node)
+        got = estimator.memo.get(key)
+        if got is None or got[0] is not cell.model:  # type: ignore[index]
+            got = estimator.memo[key] = (cell.model, _guided(estimator, cell, estimator.estimate(cell)))
+        return got[1]  # type: ignore[index,return-value]
+    return _guided(estimator, cell, estimate)
+
+
+def _guided(estimator: CellEstimator, cell: Cell, est: CellEstimate) -> TuningResult:
     if est.plan is None:
         return full_exploration(estimator, cell)
     return explore(estimator, cell, [half_space(g, f) for g, f in zip(est.partition.gpus, est.plan.splits)])
