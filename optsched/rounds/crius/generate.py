@@ -7,7 +7,7 @@
 * **Requested GPUs** ``N_G``: the least power of two whose GPUs hold the model's training state
   (16 bytes a parameter) in 60% of the largest GPU memory of the cluster, times 1, 2 or 4 (weights
   0.5, 0.3, 0.2), at most 64 and at most twice the GPUs of the largest type; a request on which no
-  type has a feasible Cell of ``N_G`` or ``2 N_G`` GPUs is doubled until one has.
+  type has a feasible Cell of ``N_G`` GPUs is doubled until one has (or the cap is reached).
 * **Pinned jobs**: about 5% pin a GPU type (uniform among the types).
 * **Work**: 10^3 .. 10^5 iterations (log-uniform); submit times uniform over the past 24 hours
   (round time 86,400 s).
@@ -32,8 +32,9 @@ from optsched.core.catalog import get_cluster
 from optsched.core.checks import require_int, require_number
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
+from optsched.perf.crius.cell_estimator import CellEstimator
 from optsched.perf.crius.models import FAMILY_BATCHES, MODEL_SHAPES, crius_model
-from optsched.perf.crius.op_graph import STATE_BYTES_PER_PARAM
+from optsched.perf.crius.op_graph import STATE_BYTES_PER_PARAM, OperatorGraph
 from optsched.rounds.crius.capacity import NodeState, part_share, place, slot_rates
 from optsched.rounds.crius.problem import DEFAULT_SEARCH_DEPTH, CriusRound
 from optsched.rounds.crius.table import CriusTableCache, build_crius_table
@@ -45,10 +46,28 @@ PINNED_FRACTION = 0.05
 GIB = float(1 << 30)
 
 
-def _request(rng: np.random.Generator, params: float, cluster: Cluster) -> int:
+def draw_model(rng: np.random.Generator) -> str:
+    """A Table 2 model with one of its family's batches (module docstring): two draws of ``rng``."""
+    names = list(MODEL_SHAPES)
+    w = np.array([MODEL_SHAPES[n].label_params ** -0.5 for n in names])
+    base = names[int(rng.choice(len(names), p=w / w.sum()))]
+    return f"{base}@{int(rng.choice(FAMILY_BATCHES[MODEL_SHAPES[base].family]))}"
+
+
+def draw_request(rng: np.random.Generator, graph: OperatorGraph, cluster: Cluster, est: CellEstimator,
+                 usable: list[str]) -> int:
+    """A requested GPU count for ``graph`` on the types ``usable`` (module docstring): one draw of ``rng``."""
+    totals = {t: sum(n.num_gpus for n in cluster.nodes_of_type(t)) for t in usable}
+    cap = min(MAX_REQUEST, 2 * max(totals.values()))
     mem = max(t.memory_gib for t in cluster.gpu_types) * GIB * 0.6
-    least = 1 << max(0, math.ceil(math.log2(STATE_BYTES_PER_PARAM * params / mem)))
-    return least * int(rng.choice([1, 2, 4], p=[0.5, 0.3, 0.2]))
+    least = 1 << max(0, math.ceil(math.log2(STATE_BYTES_PER_PARAM * graph.total_params / mem)))
+    req = min(least * int(rng.choice([1, 2, 4], p=[0.5, 0.3, 0.2])), cap)
+    while True:
+        ok = any(est.estimate(est.cell(graph, t, req, s)).feasible
+                 for t in usable if req <= totals[t] for s in (1, 2, 4, 8, 16) if s <= min(req, len(graph)))
+        if ok or 2 * req > min(cap, max(totals.values())):
+            return req
+        req *= 2
 
 
 def generate_crius_round(num_jobs: int = 40, seed: int = 0, *, cluster: Cluster | str = DEFAULT_CLUSTER,
@@ -61,30 +80,15 @@ def generate_crius_round(num_jobs: int = 40, seed: int = 0, *, cluster: Cluster 
     require_number("generate_crius_round", "deadline_fraction", deadline_fraction, 0.0)
     cl = get_cluster(cluster) if isinstance(cluster, str) else cluster
     rng = np.random.default_rng(seed)
-    names = list(MODEL_SHAPES)
-    w = np.array([MODEL_SHAPES[n].label_params ** -0.5 for n in names])
     types = sorted({n.gpu_type for n in cl.nodes if n.num_gpus > 0})
-    totals = {t: sum(n.num_gpus for n in cl.nodes_of_type(t)) for t in types}
-    cap = min(MAX_REQUEST, 2 * max(totals.values()))
     cache = cache or CriusTableCache()
     est = cache.estimator(cl)
     jobs: list[Job] = []
     submits = np.sort(rng.uniform(0.0, ROUND_TIME_S, num_jobs))
     for i in range(num_jobs):
-        base = names[int(rng.choice(len(names), p=w / w.sum()))]
-        batch = int(rng.choice(FAMILY_BATCHES[MODEL_SHAPES[base].family]))
-        model = f"{base}@{batch}"
-        graph = crius_model(model)
-        req = min(_request(rng, graph.total_params, cl), cap)
+        model = draw_model(rng)
         pin = str(rng.choice(types)) if rng.random() < PINNED_FRACTION else None
-        usable = [pin] if pin else types
-        while True:
-            ok = any(est.estimate(est.cell(graph, t, g, s)).feasible
-                     for t in usable for g in (req, 2 * req) if g <= totals[t]
-                     for s in (1, 2, 4, 8, 16) if s <= min(g, len(graph)))
-            if ok or 2 * req > min(cap, max(totals[t] for t in usable)):
-                break
-            req *= 2
+        req = draw_request(rng, crius_model(model), cl, est, [pin] if pin else types)
         iters = int(10 ** rng.uniform(3, 5))
         jobs.append(Job(f"job{i:04d}", model, req, iters, submit_time=float(submits[i]), gpu_type=pin))
     base_round = CriusRound(cluster=cl, jobs=tuple(jobs), time=ROUND_TIME_S, search_depth=search_depth,
@@ -124,4 +128,4 @@ def generate_crius_round(num_jobs: int = 40, seed: int = 0, *, cluster: Cluster 
                       search_depth=search_depth, objective=objective)
 
 
-__all__ = ["DEFAULT_CLUSTER", "generate_crius_round"]
+__all__ = ["DEFAULT_CLUSTER", "draw_model", "draw_request", "generate_crius_round"]
