@@ -83,3 +83,15 @@ def test_gap_study_covers_the_kind() -> None:
     assert row["kind"] == "crius" and row["exact_objective"] >= row["heuristic_objective"] - 1e-9
     assert row["lp_bound"] >= row["exact_objective"] - 1e-5
     assert run_gap_point(GapPoint("crius", (("jobs", 8),), seed=1, time_limit=5))["jobs"] == 8
+
+
+def test_cli_simulate_crius(tmp_path, capsys) -> None:
+    out = tmp_path / "sim"
+    assert main(["simulate", "--kind", "crius", "--cluster", "crius-testbed-64", "--jobs", "10", "--policy", "crius",
+                 "fcfs", "--out", str(out), "--no-plots", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "crius-testbed-64" in text and "fcfs" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["policies"]) == {"crius", "fcfs"}
+    assert main(["simulate", "--kind", "crius", "--policy", "rubick", "--out", str(tmp_path / "x")]) == 2
+    assert "rubick is no crius method" in capsys.readouterr().err
