@@ -54,6 +54,7 @@ MAX_SEARCH_DEPTH = 3
 #: candidate Cells of a job ScaleResource is tried on
 SCALED_CELLS = 4
 
+
 def _protect(st: CellState, j: int) -> None:
     """Step 1 of the module docstring."""
     t = st.t
@@ -185,13 +186,15 @@ def _cell_based_sched(st: CellState, j: int, failed: set[tuple[str, int, int]], 
                 best_gain, plan = got[0], (r, got[1])
     if plan is not None:
         r, moves = plan
-        for v, vr in moves:
-            st.put(v, vr)
-            st.mark_changed(v)
-        ok = st.put(j, r)
-        assert ok, "a ScaleResource choice must fit when applied"
-        failed.clear()
-        return True
+        before = set(st.rescaled)
+        snap = st.snapshot([j, *(v for v, _ in moves)])
+        if all(st.put(v, vr) for v, vr in moves) and st.put(j, r):  # replays the search: it fits
+            for v, _ in moves:
+                st.mark_changed(v)
+            failed.clear()
+            return True
+        st.rollback(snap)  # pragma: no cover - the search found this sequence on the same state
+        st.rescaled = before
     if direct is not None:
         st.put(j, direct)
         return True

@@ -19,7 +19,7 @@ import numpy as np
 from optsched.heuristics.placement import NodeLedger
 from optsched.rounds.crius.admission import CriusAdmission, allowed_rows
 from optsched.rounds.crius.capacity import slot_rates
-from optsched.rounds.crius.choice import Choice, keep_choice
+from optsched.rounds.crius.choice import Choice, is_kept, keep_choice
 from optsched.rounds.crius.problem import CriusRound
 from optsched.rounds.crius.table import CriusTable
 
@@ -29,6 +29,8 @@ EPS = 1e-9
 
 @dataclass(frozen=True)
 class Hold:
+    """What a job holds in the ledger: ``(node index, GPUs, CPUs, GiB)`` per node."""
+
     shares: tuple[tuple[int, int, int, float], ...]
 
 
@@ -51,7 +53,7 @@ class CellState:
             cur = problem.current(table.jobs[j])
             assert cur is not None
             self.ledger.assign(int(j), Hold(tuple((self.ledger.index[n], s.gpus, s.cpus, s.mem_gib)
-                                                   for n, s in cur.placement.shares)))
+                                                  for n, s in cur.placement.shares)))
             self.choice[int(j)] = keep_choice(problem, table, int(j))
 
     # -- values -----------------------------------------------------------------------------------
@@ -129,7 +131,8 @@ class CellState:
             self.restore(j, hold, choice)
 
     def mark_changed(self, j: int) -> None:
-        if self.running[j] and self.choice[j] != keep_choice(self.p, self.t, j):
+        """Count running job ``j`` as rescaled when it runs but no longer keeps its allocation."""
+        if self.running[j] and self.choice[j] is not None and not is_kept(self.p, self.t, j, self.choice[j]):
             self.rescaled.add(j)
 
     # -- rows ---------------------------------------------------------------------------------------

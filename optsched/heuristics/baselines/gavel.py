@@ -12,9 +12,10 @@ throughput on ``G_j`` GPUs of type ``t`` divided by its best over the types (Gav
 throughput; a type where data parallelism does not fit gets :data:`NO_PROFILE_VALUE`, so the job can
 still be placed but Gavel prefers any type it has a profile for). Gavel realises the shares over time
 with its round-based mechanism; a round here rounds them: running jobs whose current type has share
->= 1/2 stay where they are, then jobs in descending order of their largest share (then FCFS) start
-on their types in descending share where their Cell fits; a running job the LP moves elsewhere is
-migrated when its new type has room, else kept.
+>= 1/2 stay where they are (as do running jobs without Cells in the table, e.g. left out by a time
+limit), then jobs in descending order of their largest share (then FCFS) start on their types in
+descending share where their Cell fits; a running job the LP moves elsewhere is migrated when its new
+type has room, else kept where it ran if that is still free (else it is suspended).
 """
 
 from __future__ import annotations
@@ -74,9 +75,9 @@ def schedule_gavel(problem: CriusRound, table: CriusTable, *, deadline: Deadline
     jobs = [*fcfs(problem, table, queued=False), *fcfs(problem, table)]
     y = gavel_shares(problem, table, jobs, types)
     share = {j: y[a] for a, j in enumerate(jobs)}
-    for j in jobs:  # running jobs on a type the LP gives them at least half of stay
+    for j in jobs:  # running jobs on a type the LP gives them at least half of stay (and those without Cells)
         c = st.choice[j]
-        if c is not None and share[j][types.index(table.gpu_type[c.row])] < 0.5:
+        if c is not None and share[j].any() and share[j][types.index(table.gpu_type[c.row])] < 0.5:
             st.put(j, None)
     order = sorted(jobs, key=lambda j: (-float(share[j].max()), problem.jobs[j].submit_time, problem.jobs[j].name))
     complete = True

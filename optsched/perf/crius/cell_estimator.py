@@ -77,6 +77,8 @@ GIB = float(1 << 30)
 MICRO_BATCHES_PER_STAGE = 4
 #: efficiency of a GPU type that states none
 DEFAULT_EFFICIENCY = 0.4
+#: Cells an estimator remembers before it starts again
+MAX_MEMO = 200_000
 
 
 @dataclass(frozen=True)
@@ -436,6 +438,10 @@ class CellEstimator:
         key = (id(cell.model), cell.gpu_type, cell.gpus, cell.stages, cell.gpus_per_node)
         est = self._estimates.get(key)
         if est is None or est.cell.model is not cell.model:
+            if len(self._estimates) >= MAX_MEMO:  # a long-lived estimator fed new graphs keeps a bounded memo
+                self._estimates.clear()
+                self._aggs.clear()
+                self.memo.clear()
             part = determine_stages(cell.model, cell.gpus, cell.stages)
             options = [pure_splits(g) for g in part.gpus]
             table = self.stage_table(cell, part, options)

@@ -62,6 +62,8 @@ from optsched.rounds.crius.problem import CriusRound
 MAX_STAGES = 16
 #: relative tolerance of the deadline test
 DEADLINE_RTOL = 1e-9
+#: job blocks a :class:`CriusTableCache` keeps before it starts again (rounds of new operator graphs)
+MAX_BLOCKS = 20_000
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ class CriusTableCache:
     def __init__(self, params: EstimatorParams | None = None) -> None:
         self.params = params
         self._estimators: dict[int, tuple[Cluster, CellEstimator]] = {}
-        self._blocks: dict[tuple, tuple[_Row, ...]] = {}
+        self._blocks: dict[tuple, tuple[OperatorGraph, tuple[_Row, ...]]] = {}
         self._plans: dict[tuple[int, int], ExecutionPlan] = {}
 
     def estimator(self, cluster: Cluster) -> CellEstimator:
@@ -171,10 +173,12 @@ class CriusTableCache:
 
     def block(self, problem: CriusRound, job: Job, graph: OperatorGraph) -> tuple[_Row, ...]:
         key = (id(graph), job.model, job.requested_gpus, job.gpu_type)
-        rows = self._blocks.get(key)
-        if rows is None:
-            rows = self._blocks[key] = _job_rows(self.estimator(problem.cluster), problem, job, graph)
-        return rows
+        got = self._blocks.get(key)
+        if got is None or got[0] is not graph:  # the graph is kept with its rows, so its id stays its own
+            if len(self._blocks) >= MAX_BLOCKS:
+                self._blocks.clear()
+            got = self._blocks[key] = (graph, _job_rows(self.estimator(problem.cluster), problem, job, graph))
+        return got[1]
 
 
 def cell_gpu_counts(requested: int) -> tuple[int, ...]:
