@@ -40,7 +40,6 @@ from typing import Mapping, Sequence
 import numpy as np
 from ortools.sat.python import cp_model
 
-from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.formulations import milp
 from optsched.formulations.solution import ModelSize, Solution, solver_seconds
