@@ -541,13 +541,16 @@ def _cmd_gap(args: argparse.Namespace) -> int:
 
 # -- simulate ------------------------------------------------------------------------------------
 DEFAULT_SIM_POLICIES = ("rubick", "sia", "synergy", "fifo")
+#: what ``optsched simulate --kind crius`` runs by default, and on which cluster
+CRIUS_SIM_POLICIES = ("crius", "fcfs", "gandiva", "gavel", "elasticflow")
+CRIUS_SIM_CLUSTER = "crius-sim-1280"
 
 
 def _add_simulate(sub: Any) -> None:
     from optsched.policies.options import DEFAULT_TIME_LIMIT
     from optsched.policies.registry import DEFAULT_KIND, methods_of
     from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S
-    methods = methods_of(DEFAULT_KIND)
+    methods = tuple(dict.fromkeys([*methods_of(DEFAULT_KIND), *methods_of("crius")]))
     p = sub.add_parser("simulate", help="replay a trace under several policies and compare them",
                        description="Replay a job trace on a cluster under each policy (same trace, cluster and "
                                    "ground truth), print a comparison table with ratios to the first policy and "
@@ -562,11 +565,17 @@ def _add_simulate(sub: Any) -> None:
                    help="workload traces: a requested plan that cannot run on its request is an error (default), "
                         "is dropped so the scheduler picks the plan ('unset'), or drops the job ('skip')")
     p.add_argument("--seed", type=int, default=0, help="seed of model/plan assignment and of the solvers (0)")
-    p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="NAME|PATH",
-                   help=f"built-in cluster name or cluster JSON file (default {DEFAULT_CLUSTER})")
+    p.add_argument("--cluster", default=None, metavar="NAME|PATH",
+                   help=f"built-in cluster name or cluster JSON file (default {DEFAULT_CLUSTER}; {CRIUS_SIM_CLUSTER} "
+                        "with --kind crius)")
     p.add_argument("--policy", nargs="+", action="extend", metavar="NAME", choices=methods,
                    help=f"policies to compare, first is the baseline of the ratios; repeatable, values accumulate "
-                        f"(default: {' '.join(DEFAULT_SIM_POLICIES)}; known: {', '.join(methods)})")
+                        f"(default: {' '.join(DEFAULT_SIM_POLICIES)}; with --kind crius: "
+                        f"{' '.join(CRIUS_SIM_POLICIES)}; known: {', '.join(methods)})")
+    p.add_argument("--kind", default=DEFAULT_KIND, choices=(DEFAULT_KIND, "crius"),
+                   help="round kind of the policies (default rubick); crius: jobs of the Crius Table 2 models on a "
+                        "heterogeneous cluster, a synthetic or Philly-format trace, the Crius ground truth "
+                        "(docs/simulation.md)")
     p.add_argument("--params", action="append", default=[], metavar="PARAMS.json",
                    help="fitted performance model (from 'optsched fit') the policies plan with, replacing the "
                         "built-in one of its model and GPU type; repeatable (the ground truth is separate)")
@@ -611,8 +620,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from optsched.sim.config import SimConfig
     from optsched.sim.traces import detect_format, load_trace
     _check_output_dir(args.out)
+    if args.kind == "crius":
+        return _simulate_crius(args)
     policies = args.policy or list(DEFAULT_SIM_POLICIES)
-    cluster = _cluster(args.cluster)
+    cluster = _cluster(args.cluster or DEFAULT_CLUSTER)
     truth = _ground_truth(args.ground_truth, cluster)
     models = _policy_models(args.params, cluster)
     config = SimConfig(round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
@@ -636,6 +647,46 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
          f"ground truth {truth.describe()}")
     if models:
         _out("policies plan with fitted models: " + ", ".join(f"{m} on {g}" for m, g in sorted(models)))
+    _out(_table(header, rows))
+    written = write_outputs(results, args.out, config, plots=not args.no_plots)
+    _out("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _simulate_crius(args: argparse.Namespace) -> int:
+    """``optsched simulate --kind crius`` (docs/simulation.md): Crius jobs, the Crius ground truth."""
+    from optsched.experiments.compare import comparison_rows, run_policies, write_outputs
+    from optsched.policies.registry import methods_of
+    from optsched.sim.config import SimConfig
+    from optsched.sim.crius_truth import CriusGroundTruth
+    from optsched.sim.traces import detect_format
+    from optsched.sim.traces.crius import crius_philly_trace, crius_synthetic_trace
+    policies = args.policy or list(CRIUS_SIM_POLICIES)
+    bad = [p for p in policies if p not in methods_of("crius")]
+    if bad:
+        raise ValidationError(f"--kind crius: {', '.join(bad)} is no crius method (known: {', '.join(methods_of('crius'))})")
+    if args.params:
+        raise ValidationError("--params gives Rubick performance models; --kind crius estimates Cells itself")
+    if args.ground_truth != "analytical":
+        raise ValidationError("--kind crius: the ground truth is the Crius cost model with its own parameters; "
+                              "--ground-truth takes only 'analytical'")
+    cluster = _cluster(args.cluster or CRIUS_SIM_CLUSTER)
+    truth = CriusGroundTruth(cluster)
+    config = SimConfig(round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
+                       preempt_restart_s=args.preempt_restart, checkpoint_on_preempt=not args.no_checkpoint,
+                       checkpoint_interval_s=args.checkpoint_interval, min_round_gap_s=args.min_round_gap,
+                       max_time_s=args.max_time, seed=args.seed)
+    if args.trace == "synthetic":
+        trace = crius_synthetic_trace(cluster, truth, num_jobs=args.jobs, seed=args.seed, load=args.load)
+    elif detect_format(args.trace) == "philly":
+        trace = crius_philly_trace(args.trace, cluster, truth, seed=args.seed, max_jobs=args.max_jobs)
+    else:
+        raise ValidationError(f"--kind crius: trace {args.trace!r} is not in the Philly format (or use 'synthetic')")
+    results = run_policies(cluster, trace.jobs, truth, policies, config, time_limit=args.time_limit,
+                           trace_name=trace.source or trace.name, progress=not args.no_progress, kind="crius")
+    header, rows = comparison_rows(results)
+    _out(f"trace {trace.source or trace.name}: {len(trace)} jobs on {cluster.name} ({cluster.total_gpus} GPUs), "
+         f"ground truth {truth.describe()}")
     _out(_table(header, rows))
     written = write_outputs(results, args.out, config, plots=not args.no_plots)
     _out("wrote " + ", ".join(str(p) for p in written))

@@ -19,7 +19,7 @@ Rules of the common part (each checked in the tests of ``core``):
 * **Own models** (issue 16, self-contained rounds). A job's ``model`` in JSON is a catalogue name or a
   model object with the fields of :class:`~optsched.core.model.ModelSpec` (``name``, ``num_params``,
   ``hidden``, ``layers``, ``seq_len``, ``global_batch``, ``num_heads``); the job then holds the name and
-  the round the object (``models``). An object whose name is a catalogue model must have that model's
+  the round the object (``own_models``). An object whose name is a catalogue model must have that model's
   shape (it is the catalogue model then and is not stored); two objects of one name must agree.
   ``to_dict`` writes a job's model as the object again, so the round stays self-contained.
 
@@ -66,7 +66,7 @@ class RoundProblem:
     running: tuple[Allocation, ...] = ()
     occupied: tuple[tuple[str, NodeShare], ...] = ()
     time: float = 0.0
-    models: tuple[ModelSpec, ...] = ()
+    own_models: tuple[ModelSpec, ...] = ()
     _jobs: dict[str, Job] = field(init=False, repr=False, compare=False)
     _running: dict[str, Allocation] = field(init=False, repr=False, compare=False)
     _free: dict[str, NodeShare] = field(init=False, repr=False, compare=False)
@@ -128,7 +128,7 @@ class RoundProblem:
         object.__setattr__(self, "_jobs", jobs)
         object.__setattr__(self, "_running", running)
         object.__setattr__(self, "_free", {})
-        object.__setattr__(self, "models", _own_models(self.models))
+        object.__setattr__(self, "own_models", _own_models(self.own_models))
         self._check_fields()
 
     def _check_fields(self) -> None:
@@ -162,10 +162,10 @@ class RoundProblem:
             raise UnknownNameError("job", name, list(self._jobs)) from None
 
     def model_spec(self, name: str) -> ModelSpec | None:
-        """The model ``name`` as the round knows it: one of its own ``models``, else the catalogue's;
+        """The model ``name`` as the round knows it: one of its ``own_models``, else the catalogue's;
         None when neither has it."""
         from optsched.core.catalog import MODELS
-        for m in self.models:
+        for m in self.own_models:
             if m.name == name:
                 return m
         return MODELS.get(name)
@@ -220,8 +220,8 @@ class RoundProblem:
 
     def _jobs_to_dict(self) -> list[dict[str, Any]]:
         jobs = [j.to_dict() for j in self.jobs]
-        if self.models:
-            own = {m.name: m.to_dict() for m in self.models}
+        if self.own_models:
+            own = {m.name: m.to_dict() for m in self.own_models}
             for d in jobs:
                 if d["model"] in own:
                     d["model"] = own[d["model"]]
@@ -288,7 +288,7 @@ class RoundProblem:
             except ValidationError as e:
                 raise ValidationError(f"round: occupied share of node {n!r}: {e}") from None
         return cls(cluster=cluster, jobs=tuple(jobs), running=tuple(running), occupied=tuple(occupied.items()),
-                   time=data.get("time", 0.0), models=tuple(models.values()), **cls._fields_from_dict(data))
+                   time=data.get("time", 0.0), own_models=tuple(models.values()), **cls._fields_from_dict(data))
 
 
 def _with_model_name(job: Any, models: dict[str, ModelSpec]) -> Any:
@@ -323,7 +323,7 @@ def _own_models(models: Any) -> tuple[ModelSpec, ...]:
     out: dict[str, ModelSpec] = {}
     for m in tuple(models):
         if not isinstance(m, ModelSpec):
-            raise ValidationError(f"round: models must hold ModelSpec objects, got {m!r}")
+            raise ValidationError(f"round: own_models must hold ModelSpec objects, got {m!r}")
         known = MODELS.get(m.name)
         if known is not None:
             if known != m:

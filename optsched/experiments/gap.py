@@ -51,21 +51,12 @@ def _rubick_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[s
     heur_s = time.perf_counter() - t1
     h_obj = objective(problem, table, sched.choices)  # type: ignore[arg-type]
     row: dict[str, Any] = {"table_s": table_s, "heuristic_objective": h_obj, "heuristic_s": heur_s}
-    for label, hint in (("warm", sched.choices), ("cold", None)):
-        trace: list[tuple[float, float, float]] = []
-        sol = rubick_round.solve(problem, table, time_limit=time_limit, seed=seed,  # type: ignore[arg-type]
-                                 hint=hint, admission=sched.admission, trace=trace)
-        row.update(_trace_times(label, trace, sol.objective, sol.bound, sol.wall_seconds))
-        if label == "warm":
-            best = sol.objective if sol.objective is not None and sol.objective >= h_obj - 1e-9 else h_obj
-            row.update(exact_objective=best, bound=sol.bound, gap=relative_gap(sol.bound, best),
-                       exact_s=sol.wall_seconds, status=sol.status, encoding=sol.size.encoding,
-                       variables=sol.size.variables)
+    row.update(_warm_cold_rows(h_obj, lambda **kw: rubick_round.solve(  # type: ignore[arg-type]
+        problem, table, time_limit=time_limit, seed=seed, admission=sched.admission, **kw), sched.choices))
     t2 = time.perf_counter()
     row["lp_bound"] = rubick_round.lp_relaxation_bound(problem, table, sched.admission,  # type: ignore[arg-type]
                                                        time_limit=time_limit)
     row["lp_s"] = time.perf_counter() - t2
-    row["heuristic_gap"] = relative_gap(row["bound"], h_obj)
     return row
 
 
@@ -132,12 +123,37 @@ def _moe_comm_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict
     return row
 
 
+def _crius_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
+    """Crius Algorithm 1 against the exact Cell-selection round, with the round's LP-relaxation bound."""
+    from optsched.formulations import crius_round
+    from optsched.heuristics.crius import algorithm1
+    from optsched.rounds.crius.admission import admit
+    from optsched.rounds.crius.objective import objective
+    from optsched.rounds.crius.table import build_crius_table
+
+    t0 = time.perf_counter()
+    table = build_crius_table(problem)  # type: ignore[arg-type]
+    table_s = time.perf_counter() - t0
+    admission = admit(problem, table)  # type: ignore[arg-type]
+    t1 = time.perf_counter()
+    sched = algorithm1(problem, table, admission)  # type: ignore[arg-type]
+    heur_s = time.perf_counter() - t1
+    h_obj = objective(problem, table, sched.choices)  # type: ignore[arg-type]
+    row: dict[str, Any] = {"table_s": table_s, "heuristic_objective": h_obj, "heuristic_s": heur_s}
+    row.update(_warm_cold_rows(h_obj, lambda **kw: crius_round.solve(  # type: ignore[arg-type]
+        problem, table, time_limit=time_limit, seed=seed, admission=admission, **kw), sched.choices))
+    t2 = time.perf_counter()
+    row["lp_bound"] = crius_round.lp_relaxation_bound(problem, table, admission,  # type: ignore[arg-type]
+                                                      time_limit=time_limit)
+    row["lp_s"] = time.perf_counter() - t2
+    return row
+
+
 #: round kind -> probe(problem, time_limit, seed) -> measurements (module docstring)
 PROBES: dict[str, Callable[[RoundProblem, float, int], dict[str, Any]]] = {"rubick": _rubick_probe}
 PROBES["experts"] = _experts_probe
 PROBES["moe-comm"] = _moe_comm_probe
-
-
+PROBES["crius"] = _crius_probe
 
 
 def policy_probe(heuristic: str, exact: str = "exact") -> Callable[[RoundProblem, float, int], dict[str, Any]]:

@@ -94,7 +94,7 @@ def _join(*notes: str) -> str:
 def _lookup(perf: PerfSource, problem: RubickRound) -> PerfLookup:
     """The performance models of ``problem``: the policy's over the round's own models and fitted
     parameters (:meth:`~optsched.perf.lookup.PerfSource.lookup_for`)."""
-    return perf.lookup_for(problem.cluster, problem.models, problem.perf_params)
+    return perf.lookup_for(problem.cluster, problem.own_models, problem.perf_params)
 
 
 def _with_prediction_notes(decision: Decision, problem: RubickRound, perf: PerfSource) -> Decision:
@@ -103,11 +103,11 @@ def _with_prediction_notes(decision: Decision, problem: RubickRound, perf: PerfS
     parameters, a GPU type outside the catalogue). Rounds without own models or parameters on catalogue
     GPU types have none and cost nothing here."""
     types = {n.gpu_type for n in problem.cluster.nodes if n.num_gpus > 0}
-    if not problem.models and not problem.perf_params and types <= set(GPU_TYPES):
+    if not problem.own_models and not problem.perf_params and types <= set(GPU_TYPES):
         return decision
     pairs = {(job.model, t) for job in problem.jobs if problem.own_rows(job.name) is None
              for t in ([job.gpu_type] if job.gpu_type is not None else types)}
-    notes = prediction_notes(pairs, problem.cluster, perf.fitted or None, problem.models, problem.perf_params)
+    notes = prediction_notes(pairs, problem.cluster, perf.fitted or None, problem.own_models, problem.perf_params)
     if not notes:
         return decision
     return replace(decision, message=_join(decision.message, *notes))

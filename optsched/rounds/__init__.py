@@ -9,4 +9,5 @@ from optsched.rounds import lyra_reclaim  # noqa: F401  (registers the kind)
 from optsched.rounds import lyra_allocate  # noqa: F401  (registers the kind)
 from optsched.rounds import placement  # noqa: F401  (registers the kind)
 from optsched.rounds import lyra_sim  # noqa: F401  (registers the kind)
-__all__ = ["rubick", "experts", "moe_comm", "lyra_reclaim", "lyra_allocate", "placement", "lyra_sim"]
+from optsched.rounds import crius  # noqa: F401  (registers the kind)
+__all__ = ["rubick", "experts", "moe_comm", "lyra_reclaim", "lyra_allocate", "placement", "lyra_sim", "crius"]

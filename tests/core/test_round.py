@@ -152,7 +152,7 @@ def test_decision_errors_name_the_rule() -> None:
 
 # -- malformed rounds ----------------------------------------------------------------------------
 def test_unknown_kind() -> None:
-    with pytest.raises(UnknownNameError, match="unknown round kind .no-such-kind.*known round kinds: .*rubick"):
+    with pytest.raises(UnknownNameError, match="unknown round kind 'no-such-kind'.*known round kinds: .*rubick"):
         RoundProblem.from_dict(round_data(kind="no-such-kind"))
 
 

@@ -38,7 +38,7 @@ def _round(data: dict[str, Any] | None = None) -> RubickRound:
 def test_round_with_own_models_and_rows_round_trips_and_validates_against_the_schema() -> None:
     data = own_coefficients_round()
     problem = _round(data)
-    assert [m.name for m in problem.models] == ["my-13b", "my-1b"]
+    assert [m.name for m in problem.own_models] == ["my-13b", "my-1b"]
     assert problem.job("finetune-13b").model == "my-13b"
     out = problem.to_dict()
     assert out["jobs"][1]["model"] == out["jobs"][0]["model"] == data["jobs"][0]["model"]  # written as objects
@@ -172,7 +172,7 @@ def test_custom_model_without_rows_uses_round_params_or_the_named_prior() -> Non
     data["perf_params"] = [fitted.to_dict()]
     with_params = _round(data)
     assert with_params.perf_params == (fitted,)
-    assert prediction_source("my-13b", "A800", None, with_params.models, with_params.perf_params) == "round"
+    assert prediction_source("my-13b", "A800", None, with_params.own_models, with_params.perf_params) == "round"
     d2 = optsched.solve(with_params, "heuristic")
     assert "prior" not in d2.message
     table = build_round_table(with_params)
@@ -230,8 +230,8 @@ def test_rounds_without_own_models_keep_one_lookup_so_table_caches_stay_warm() -
     plain = generate_rubick_round(2, 8, 6, seed=0)
     assert source.lookup_for(plain.cluster) is source.lookup_for(plain.cluster) is source.lookup(plain.cluster)
     own = _round()
-    assert source.lookup_for(own.cluster, own.models, own.perf_params) is \
-        source.lookup_for(own.cluster, own.models, own.perf_params)
+    assert source.lookup_for(own.cluster, own.own_models, own.perf_params) is \
+        source.lookup_for(own.cluster, own.own_models, own.perf_params)
 
 
 def test_partitioned_solving_carries_models_and_rows() -> None:

@@ -138,7 +138,7 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
             running=tuple(a for a in problem.running if a.job in members),
             occupied=tuple((n, s) for n, s in problem.occupied if n in names), time=problem.time, quotas=(),
             reconfig_penalty=problem.reconfig_penalty, preempt_penalty=problem.preempt_penalty,
-            models=problem.models, perf_params=problem.perf_params, coefficients=coefficients))
+            own_models=problem.own_models, perf_params=problem.perf_params, coefficients=coefficients))
     return RoundSplit(tuple(subs), left_out, admission)
 
 
@@ -208,7 +208,7 @@ class RubickPartitioner:
 
     def split(self, problem: RubickRound, parts: int, seed: int,
               perf_models: FittedModels | None = None) -> RoundSplit:
-        table = build_round_table(problem, PerfSource(perf_models).lookup_for(problem.cluster, problem.models,
+        table = build_round_table(problem, PerfSource(perf_models).lookup_for(problem.cluster, problem.own_models,
                                                                               problem.perf_params))
         return split_round(problem, parts, seed, table)
 

@@ -60,7 +60,7 @@ class RubickRound(RoundProblem):
             require_name("round quota tenant", tenant)
             require_int(f"round: quota of tenant {tenant!r}", "GPUs", gpus, 0)
         object.__setattr__(self, "perf_params", tuple(self.perf_params))
-        check_round_params(self.perf_params, self.cluster, self.models)
+        check_round_params(self.perf_params, self.cluster, self.own_models)
         coefficients = normalise_coefficients(self.coefficients) if self.coefficients else ()
         object.__setattr__(self, "coefficients", coefficients)
         if coefficients:

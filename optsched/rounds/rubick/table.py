@@ -242,8 +242,8 @@ class RoundTableCache:
 def round_lookup(problem: RubickRound) -> PerfLookup:
     """The built-in lookup of ``problem``: the cluster's defaults, and the round's own models and fitted
     parameters when it has them (:func:`~optsched.perf.lookup.round_perf_lookup`)."""
-    if problem.models or problem.perf_params:
-        return round_perf_lookup(problem.cluster, None, problem.models, problem.perf_params)
+    if problem.own_models or problem.perf_params:
+        return round_perf_lookup(problem.cluster, None, problem.own_models, problem.perf_params)
     return default_perf_lookup(problem.cluster)
 
 
