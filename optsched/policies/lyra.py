@@ -434,6 +434,8 @@ for _name, _build, _summary in (
         ("lyra", _sim("lyra"), "Lyra: loaning and scaling (SJF + knapsack DP, Lyra placement and reclaiming)"),
         ("lyra-exact", _sim("lyra-exact", reclaimer="exact", scaler="exact"),
          "Lyra with the knapsack in CP-SAT and exact reclaiming"),
+        ("exact", _sim("exact", reclaimer="exact", scaler="exact"),
+         "Lyra with the knapsack in CP-SAT and exact reclaiming (alias of lyra-exact; the default of optsched solve)"),
         ("lyra-loan", _sim("lyra-loan", scaler="none"), "Lyra, loaning only (no scaling)"),
         ("random", _sim("random", reclaimer="random", scaler="none"), "loaning only, random reclaiming (baseline)"),
         ("scf", _sim("scf", reclaimer="scf", scaler="none"), "loaning only, SCF reclaiming (baseline)"),
