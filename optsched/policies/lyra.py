@@ -47,7 +47,7 @@ from typing import Callable, ClassVar, TypeVar
 import numpy as np
 
 from optsched.core.deadline import Deadline
-from optsched.core.decision import Decision, JobAllocations, JobDecision
+from optsched.core.decision import Decision, JobAllocations, JobDecision, relative_gap
 from optsched.core.events import ServerReturn
 from optsched.core.errors import ValidationError
 from optsched.core.round import RoundProblem
@@ -177,8 +177,9 @@ SCALERS = ("none", "dp", "exact", "afs", "gandiva")
 @dataclass(frozen=True)
 class AllocationPlan:
     """Base workers, pools and flexible workers of every job that runs, with the phase-two objective
-    (seconds of JCT reduction), the solver status and bound, and the dynamic program's objective when
-    a solver was warm-started by it."""
+    (seconds of JCT reduction), the solver status and bound, and the heuristic's objective: the dynamic
+    program's when a solver was warm-started by it, else the plan's own (the rule of
+    :mod:`optsched.core.decision`)."""
 
     first: PhaseOne
     extra: dict[str, int]
@@ -239,7 +240,7 @@ class Allocator:
             total += value
         if self.scaler == "exact" and status == "heuristic":
             status = "optimal"  # no items: nothing to scale
-        return AllocationPlan(first, extra, total, status, bound, dp_total if self.scaler == "exact" else None,
+        return AllocationPlan(first, extra, total, status, bound, dp_total if self.scaler == "exact" else total,
                               "; ".join(notes))
 
 
@@ -390,8 +391,12 @@ class LyraSimPolicy:
             requested = work_rate(j, max(base_workers(j), j.requested_gpus // j.gpus_per_worker), p.scaling)
             action = "start" if cur is None else ("keep" if cur == alloc else "reconfigure")
             out.append(JobDecision(j.name, cur if action == "keep" else alloc, rate, rate / requested, action))
+        unplaced = f"{len(placed.unplaced)} job(s) with workers left unplaced" if placed.unplaced else ""
         return Decision(self.kind, self.name, plan.status, plan.objective, JobAllocations(tuple(out)),
-                        solve_seconds=deadline.elapsed(), message=f"{len(placed.unplaced)} job(s) with workers left unplaced" if placed.unplaced else "")
+                        bound=plan.bound, gap=relative_gap(plan.bound, plan.objective),
+                        solve_seconds=deadline.elapsed(), heuristic_objective=plan.heuristic_objective,
+                        warm_start=self.allocator.scaler == "exact",
+                        message="; ".join(m for m in (plan.message, unplaced) if m))
 
     def return_servers(self, problem: RoundProblem, candidates: tuple[str, ...], count: int) -> ServerReturn:
         p = self._remembered(_round_of(problem, LyraSimRound, self.name))
