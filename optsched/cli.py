@@ -455,6 +455,8 @@ _GEN_FLAGS += (("--experts", "experts", "number of experts"), ("--devices", "dev
 _GEN_FLAGS += (("--servers", "servers", "on-loan inference servers (Lyra kinds)"),
                ("--training", "training", "training servers (Lyra kinds)"),
                ("--reclaim", "reclaim", "servers to reclaim (lyra-reclaim)"))
+#: gen-round flags taking a number that need not be whole
+_GEN_FLOAT_FLAGS = (("--load", "load", "queued base demand over the GPUs the round may hand out (lyra-allocate, lyra)"),)
 
 
 def _add_gen_round(sub: Any) -> None:
@@ -466,6 +468,8 @@ def _add_gen_round(sub: Any) -> None:
     p.add_argument("--kind", default="rubick", choices=kinds, help="round kind (default rubick)")
     for flag, _, text in _GEN_FLAGS:
         p.add_argument(flag, type=int, metavar="N", help=f"{text} (default: the kind's)")
+    for flag, _, text in _GEN_FLOAT_FLAGS:
+        p.add_argument(flag, type=float, metavar="X", help=f"{text} (default: the kind's)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--out", metavar="FILE", help="write the round here instead of stdout")
     p.set_defaults(handler=_cmd_gen_round)
@@ -481,7 +485,7 @@ def _cmd_gen_round(args: argparse.Namespace) -> int:
     _check_output_file(args.out)
     kind = round_kind(args.kind)
     options: dict[str, Any] = {"seed": args.seed}
-    for flag, key, _ in _GEN_FLAGS:
+    for flag, key, _ in _GEN_FLAGS + _GEN_FLOAT_FLAGS:
         value = getattr(args, key)
         if value is None:
             continue

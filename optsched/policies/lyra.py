@@ -354,10 +354,13 @@ class LyraSimPolicy:
         self.flexible: dict[str, dict[str, int]] = {}
 
     def _remembered(self, p: LyraRound) -> LyraRound:
-        entries = []
+        """``p`` with the flexible workers this policy placed, for the running jobs the round itself
+        names none for (a round from the simulator names none; one from a file may)."""
+        entries = list(p.flexible)
+        given = {job for job, _ in entries}
         for job, flex in sorted(self.flexible.items()):
             cur = p.current(job)
-            if cur is None:
+            if cur is None or job in given:
                 continue
             j = p.job(job)
             held = {n: sh.gpus for n, sh in cur.placement.shares}
@@ -366,7 +369,7 @@ class LyraSimPolicy:
             if sum(g // p.worker_gpus(j, n) for n, g in flex.items()) != p.workers_of(job) - base_workers(j):
                 continue
             entries.append((job, tuple(sorted(flex.items()))))
-        return dataclasses.replace(p, flexible=tuple(entries))
+        return dataclasses.replace(p, flexible=tuple(sorted(entries)))
 
     def decide(self, problem: RoundProblem) -> Decision:
         deadline = _deadline(self.allocator.time_limit, self.clock_start)
