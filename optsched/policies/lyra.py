@@ -42,7 +42,7 @@ from __future__ import annotations
 import time
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, ClassVar, TypeVar
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -57,6 +57,7 @@ from optsched.formulations.solution import MIN_SOLVER_SECONDS, Solution
 from optsched.heuristics.lyra_placement import best_fit_decreasing
 from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one
 from optsched.heuristics.lyra_reclaim import lyra_reclaim, random_reclaim, scf_reclaim
+from optsched.policies.checks import round_of
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.lyra.cluster import worker_allocation
@@ -70,15 +71,6 @@ from optsched.rounds.lyra_reclaim import LyraReclaimRound, ReclaimView, reclaim_
 from optsched.rounds.placement import PlacementRound
 from optsched.rounds.placement.evaluate import objective as placement_objective
 from optsched.rounds.placement.evaluate import placement_decision
-
-R = TypeVar("R", bound=RoundProblem)
-
-
-def _round_of(problem: RoundProblem, cls: type[R], policy: str) -> R:
-    if not isinstance(problem, cls):
-        raise ValidationError(f"policy {policy!r} solves {cls.KIND} rounds, got a round of kind {problem.kind!r}")
-    return problem
-
 
 def _deadline(time_limit: float, clock_start: float | None) -> Deadline:
     return Deadline(time_limit) if clock_start is None else Deadline(time_limit, clock_start)
@@ -119,7 +111,7 @@ class ReclaimHeuristicPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
-        p = _round_of(problem, LyraReclaimRound, self.name)
+        p = round_of(problem, LyraReclaimRound, self.name)
         view = ReclaimView(p)
         picks = self.choose(view, p.reclaim, np.random.default_rng(self.seed))
         return reclaim_decision(view, picks, method=self.name, status="heuristic",
@@ -140,7 +132,7 @@ class ReclaimExactPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         deadline = _deadline(self.time_limit, self.clock_start)
-        p = _round_of(problem, LyraReclaimRound, self.name)
+        p = round_of(problem, LyraReclaimRound, self.name)
         view = ReclaimView(p)
         hint = lyra_reclaim(view, p.reclaim)
         h_obj = float(view.kept(view.outcome(hint)))
@@ -256,7 +248,7 @@ class AllocatePolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         deadline = _deadline(self.allocator.time_limit, self.clock_start)
-        p = _round_of(problem, LyraAllocateRound, self.name)
+        p = round_of(problem, LyraAllocateRound, self.name)
         plan = self.allocator.plan(p, deadline)
         return allocation_decision(p, counts(p, plan.first.base, plan.first.pool, plan.extra), plan.objective,
                                    method=self.name, status=plan.status, solve_seconds=deadline.elapsed(),
@@ -303,7 +295,7 @@ class PlacementPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         deadline = _deadline(self.time_limit, self.clock_start)
-        p = _round_of(problem, PlacementRound, self.name)
+        p = round_of(problem, PlacementRound, self.name)
         heur = best_fit_decreasing(p, self.lyra)
         if not self.exact:
             return placement_decision(p, heur, method=self.name, status="heuristic", solve_seconds=deadline.elapsed())
@@ -373,7 +365,7 @@ class LyraSimPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         deadline = _deadline(self.allocator.time_limit, self.clock_start)
-        p = self._remembered(_round_of(problem, LyraSimRound, self.name))
+        p = self._remembered(round_of(problem, LyraSimRound, self.name))
         plan = self.allocator.plan(p, deadline)
         wc = counts(p, plan.first.base, plan.first.pool, plan.extra)
         pr = PlacementRound(cluster=p.cluster, jobs=p.jobs, running=p.running, occupied=p.occupied, time=p.time,
@@ -402,7 +394,7 @@ class LyraSimPolicy:
                         message="; ".join(m for m in (plan.message, unplaced) if m))
 
     def return_servers(self, problem: RoundProblem, candidates: tuple[str, ...], count: int) -> ServerReturn:
-        p = self._remembered(_round_of(problem, LyraSimRound, self.name))
+        p = self._remembered(round_of(problem, LyraSimRound, self.name))
         rr = LyraReclaimRound(cluster=p.cluster, jobs=p.jobs, running=p.running, occupied=p.occupied, time=p.time,
                               inference_nodes=p.inference_nodes, inference_factor=p.inference_factor,
                               scaling=p.scaling, flexible=p.flexible, opportunistic=p.opportunistic, reclaim=count)
