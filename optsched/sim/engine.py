@@ -71,7 +71,6 @@ from optsched.core.job import Job
 from optsched.core.kinds import round_kind
 from optsched.core.plan import plan_code
 from optsched.core.policy import Policy, Reclaimer, ServerReclaimer
-from optsched.core.pool import packed_placement
 from optsched.core.round import RoundProblem
 from optsched.sim.config import SimConfig
 from optsched.sim.metrics import JobRecord, Sample, SimResult
