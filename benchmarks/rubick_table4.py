@@ -1,28 +1,38 @@
-"""Rubick Table 4: the three 406-job traces on the 8x8 A800 cluster with the measured tables as ground
-truth, every policy of the table, side by side with the paper (issue "Trace-driven cluster simulator",
-Must show).
+"""Rubick Table 4 under the paper's and the artifact's settings, with and without the traces' own
+durations, side by side with the paper (issues "Trace-driven cluster simulator" and 17).
 
-    python benchmarks/rubick_table4.py [--traces base bp mt] [--data ../shared/data/morphling]
-                                       [--round-interval 300] [--exact]
+    python benchmarks/rubick_table4.py [--traces base bp mt] [--presets rubick-paper rubick-artifact]
+                                       [--durations ignore use] [--data ../shared/data/morphling] [--exact]
 
 * base trace: Rubick vs Sia-like, Synergy-like, Rubick-E/R/N;
 * bp (best-plan) trace: Rubick vs Sia-like and Synergy-like;
-* mt (multi-tenant) trace: Rubick vs AntMan-like, all / guaranteed / best-effort jobs.
+* mt (multi-tenant) trace: Rubick vs AntMan-like, all / guaranteed / best-effort jobs;
+* every trace also runs ``fifo-backfill`` (each job at its request, in submit order with
+  backfilling): the reference that moves least with the settings, so ``rubick/fifo-backfill``
+  shows how much of Rubick's lead each setting makes.
 
-Ground truth: ``MeasuredGroundTruth`` on ``<data>/placements`` (measured rows exactly, calibrated
-Eq. 1 elsewhere); policies decide from the built-in fitted model. Prints average and P99 JCT and
-makespan in hours with ratios to Rubick for us and for the paper, flags ratios more than 30% away from
-the paper's, reports for each policy the share of the configurations it ran that are measured rows
-(``measured_share``; the rest are calibrated Eq. 1 extrapolations) and writes
-``benchmarks/out/rubick_table4.csv``. The BP trace's five GPT-2 ZeRO-DP jobs on 2 GPUs (rows 74, 110,
-170, 212, 339), which our memory model rejects (81.9 GiB per GPU on an 80 GiB A800; the artifact has
-no memory model), keep no requested plan: the scheduler picks the best plan for their request. ``--exact`` adds the CP-SAT round
-(``rubick-exact``) on the base trace. Exits 0 with a message when the data directory is absent.
+A *setting* is a simulator preset (``optsched.sim.presets``: ``rubick-paper`` = rounds on events and
+every 300 s, 78 s reconfiguration, 63 s restart, free first start; ``rubick-artifact`` = rounds only on
+a 60 s tick, 260 s for every start, restart and reconfiguration) and whether jobs run at their trace's
+own duration (``use``, ``optsched.sim.trace_speed``) or at the ground truth alone (``ignore``). Ground
+truth: ``MeasuredGroundTruth`` on ``<data>/placements`` (measured rows exactly, calibrated Eq. 1
+elsewhere); policies decide from the built-in fitted model. The BP trace's five GPT-2 ZeRO-DP jobs on
+2 GPUs (rows 74, 110, 170, 212, 339), which our memory model rejects (81.9 GiB per GPU on an 80 GiB
+A800), keep no requested plan.
+
+Prints, per setting, every (trace, policy, group) with average and P99 JCT and makespan in hours and
+their ratios to Rubick (ours and the paper's; ``off_by_30%`` flags ratios more than 30% away from the
+paper's), reconfigurations, preemptions, failed rounds, ``measured_share`` (share of job-time on
+measured configurations) and wall seconds; then one matrix of average JCT and ratio to Rubick per
+setting next to the paper's, and the Rubick/FIFO-backfill ratio per trace and setting. Writes
+``benchmarks/out/rubick_table4.csv`` (long format). Exits 0 with a message when the data is absent.
+The simulations run one after another (``--exact`` adds the CP-SAT round on the base trace).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import sys
 from pathlib import Path
@@ -30,9 +40,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from optsched.core.catalog import get_cluster  # noqa: E402
-from optsched.sim.config import SimConfig  # noqa: E402
-from optsched.sim.ground_truth import MeasuredGroundTruth  # noqa: E402
 from optsched.experiments.compare import run_policies  # noqa: E402
+from optsched.sim.ground_truth import MeasuredGroundTruth  # noqa: E402
+from optsched.sim.presets import PRESETS, get_preset  # noqa: E402
+from optsched.sim.trace_speed import trace_speeds  # noqa: E402
 from optsched.sim.traces import load_workload_csv  # noqa: E402
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
@@ -49,6 +60,9 @@ PAPER: dict[str, dict[str, dict[str, tuple[float, float, float | None]]]] = {
            "antman": {"all": (1.75, 13.4, 19.6), "guaranteed": (1.41, 11.7, None), "best_effort": (2.1, 14.1, None)}},
 }
 FILES = {"base": "workload-base.csv", "bp": "workload-bp.csv", "mt": "workload-mt.csv"}
+#: the reference policy run on every trace (not in the paper)
+REFERENCE = "fifo-backfill"
+DURATIONS = ("ignore", "use")
 
 
 def _h(v: float | None) -> float | None:
@@ -63,63 +77,130 @@ def _fmt(v: object) -> str:
     return "-" if v is None else str(v)
 
 
+def setting_name(preset: str, durations: str) -> str:
+    """``paper/ignore`` style label of a setting."""
+    return f"{preset.removeprefix('rubick-')}/{durations}"
+
+
+def run_setting(trace_name: str, trace, truth, cluster, preset: str, durations: str, policies: list[str],
+                time_limit: float) -> tuple[dict, dict | None]:
+    """Summaries of every policy on one trace under one setting, and the anchoring counts."""
+    config = get_preset(preset).config()
+    speeds = trace_speeds(trace, truth, cluster) if durations == "use" else None
+    results = {}
+    for policy in policies:  # one at a time: the machine is shared
+        results.update(run_policies(cluster, trace.jobs, truth, [policy], config, round_fields=trace.round_fields(),
+                                    time_limit=time_limit, trace_name=trace_name, progress=True,
+                                    time_scale=None if speeds is None else speeds.scales))
+    summaries = {p: {**r.summary(), "wall_seconds": r.wall_seconds} for p, r in results.items()}
+    return summaries, None if speeds is None else speeds.to_dict()
+
+
+def table_rows(trace_name: str, setting: str, summaries: dict) -> list[tuple]:
+    """One row per (policy, group) of a trace under one setting (long format)."""
+    rows = []
+    groups = ("all", "guaranteed", "best_effort") if trace_name == "mt" else ("all",)
+    for group in groups:
+        base = summaries["rubick"] if group == "all" else summaries["rubick"][group]
+        pbase = PAPER[trace_name]["rubick"].get(group)
+        for policy, s in summaries.items():
+            part = s if group == "all" else s[group]
+            ours = (_h(part["avg_jct_s"]), _h(part["p99_jct_s"]), _h(s["makespan_s"]) if group == "all" else None)
+            ratios = (_ratio(part["avg_jct_s"], base["avg_jct_s"]), _ratio(part["p99_jct_s"], base["p99_jct_s"]),
+                      _ratio(s["makespan_s"], summaries["rubick"]["makespan_s"]) if group == "all" else None)
+            paper = PAPER[trace_name].get(policy, {}).get(group)
+            pratios = (None, None, None) if paper is None or pbase is None else tuple(
+                _ratio(a, b) for a, b in zip(paper, pbase))
+            off = [lbl for lbl, r, pr in zip(("avg", "p99", "makespan"), ratios, pratios)
+                   if r is not None and pr is not None and abs(r / pr - 1) > 0.30]
+            rows.append((trace_name, setting, policy, group, part["finished"], *(_fmt(v) for v in ours),
+                         *(_fmt(v) for v in ratios), *(_fmt(v) for v in (paper or (None, None, None))),
+                         *(_fmt(v) for v in pratios), " ".join(off) or "-", s["reconfigurations"], s["preemptions"],
+                         s["failed_rounds"], _fmt(round(s["measured_share"], 2) if "measured_share" in s else None),
+                         round(s["wall_seconds"], 1)))
+    return rows
+
+
+HEADER = ("trace", "setting", "policy", "group", "jobs", "avg_jct_h", "p99_jct_h", "makespan_h", "avg_ratio",
+          "p99_ratio", "makespan_ratio", "paper_avg_h", "paper_p99_h", "paper_makespan_h", "paper_avg_ratio",
+          "paper_p99_ratio", "paper_makespan_ratio", "off_by_30%", "reconfigs", "preempts", "failed_rounds",
+          "measured_share", "wall_s")
+
+
+def _avg(summary: dict, group: str) -> float | None:
+    return summary["avg_jct_s"] if group == "all" else summary[group]["avg_jct_s"]
+
+
+def matrix(runs: dict[tuple[str, str], dict], settings: list[str]) -> str:
+    """Average JCT h (ratio to Rubick) per (trace, policy, group) and setting, next to the paper's,
+    then Rubick/FIFO-backfill average JCT per trace and setting."""
+    cells: dict[tuple[str, str, str], dict[str, str]] = {}
+    for (trace, setting), summaries in runs.items():
+        for group in (("all", "guaranteed", "best_effort") if trace == "mt" else ("all",)):
+            base = _avg(summaries["rubick"], group)
+            for policy, s in summaries.items():
+                v = _avg(s, group)
+                cells.setdefault((trace, policy, group), {})[setting] = f"{_fmt(_h(v))} ({_fmt(_ratio(v, base))}x)"
+    head = ["trace", "policy", "group", "paper", *settings]
+    body = []
+    for (trace, policy, group), by_setting in cells.items():
+        paper = PAPER[trace].get(policy, {}).get(group)
+        pbase = PAPER[trace]["rubick"][group]
+        body.append([trace, policy, group, "-" if paper is None else f"{paper[0]} ({_ratio(paper[0], pbase[0])}x)",
+                     *(by_setting.get(s, "") for s in settings)])
+    lead = [["trace", "rubick / fifo-backfill avg JCT", *settings]]
+    for trace in dict.fromkeys(t for t, _ in runs):
+        lead.append([trace, "", *(_fmt(_ratio(_avg(runs[(trace, s)]["rubick"], "all"),
+                                              _avg(runs[(trace, s)][REFERENCE], "all")))
+                                  if (trace, s) in runs else "" for s in settings)])
+    out = []
+    for block in ([head, *body], lead):
+        widths = [max(len(str(c)) for c in column) for column in zip(*block)]
+        out.append("\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in block))
+    return "\n\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", nargs="+", default=list(FILES), choices=list(FILES))
+    ap.add_argument("--presets", nargs="+", default=sorted(PRESETS, reverse=True), choices=sorted(PRESETS))
+    ap.add_argument("--durations", nargs="+", default=list(DURATIONS), choices=DURATIONS,
+                    help="run jobs at the ground truth alone (ignore) and/or at their trace's own duration (use)")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the morphling data directory")
-    ap.add_argument("--round-interval", type=float, default=300.0)
     ap.add_argument("--exact", action="store_true", help="also run rubick-exact on the base trace")
     ap.add_argument("--time-limit", type=float, default=5.0, help="per-round limit of rubick-exact")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     if not (args.data / "placements").is_dir() or not (args.data / "workloads").is_dir():
         sys.stdout.write(f"skipped: {args.data} has no placements/ and workloads/ (the Rubick artifact data)\n")
         return 0
     cluster = get_cluster("a800-8x8")
     truth = MeasuredGroundTruth.from_directory(args.data / "placements", cluster)
-    config = SimConfig(round_interval_s=args.round_interval)
-    header = ("trace", "policy", "jobs", "avg_jct_h", "p99_jct_h", "makespan_h", "avg_ratio", "p99_ratio",
-              "makespan_ratio", "paper_avg_h", "paper_p99_h", "paper_makespan_h", "paper_avg_ratio",
-              "paper_p99_ratio", "paper_makespan_ratio", "off_by_30%", "reconfigs", "preempts", "failed_rounds",
-              "measured_share", "wall_s")
-    rows = []
+    settings = [(p, d) for p, d in itertools.product(args.presets, args.durations)]
+    rows: list[tuple] = []
+    runs: dict[tuple[str, str], dict] = {}
+    anchoring = []
     for name in args.traces:
         trace = load_workload_csv(args.data / "workloads" / FILES[name], cluster, infeasible_plans="unset")
-        policies = list(PAPER[name])
+        policies = list(PAPER[name]) + [REFERENCE]
         if args.exact and name == "base":
             policies.append("rubick-exact")
-        results = {}
-        measured_share = {}
-        for policy in policies:  # one at a time, to count how often each one ran on measured rows
-            truth.reset_coverage()
-            results.update(run_policies(cluster, trace.jobs, truth, [policy], config, round_fields=trace.round_fields(),
-                                        time_limit=args.time_limit, trace_name=name, progress=True))
-            measured_share[policy] = round(truth.coverage().measured_fraction, 2)
-        summaries = {p: r.summary() for p, r in results.items()}
-        groups = ("all", "guaranteed", "best_effort") if name == "mt" else ("all",)
-        for group in groups:
-            base = summaries["rubick"] if group == "all" else summaries["rubick"][group]
-            pbase = PAPER[name]["rubick"].get(group)
-            for policy, s in summaries.items():
-                part = s if group == "all" else s[group]
-                ours = (_h(part["avg_jct_s"]), _h(part["p99_jct_s"]), _h(s["makespan_s"]) if group == "all" else None)
-                ratios = (_ratio(part["avg_jct_s"], base["avg_jct_s"]), _ratio(part["p99_jct_s"], base["p99_jct_s"]),
-                          _ratio(s["makespan_s"], summaries["rubick"]["makespan_s"]) if group == "all" else None)
-                paper = PAPER[name].get(policy, {}).get(group)
-                pratios = (None, None, None) if paper is None or pbase is None else tuple(
-                    _ratio(a, b) for a, b in zip(paper, pbase))
-                off = [lbl for lbl, r, pr in zip(("avg", "p99", "makespan"), ratios, pratios)
-                       if r is not None and pr is not None and abs(r / pr - 1) > 0.30]
-                label = policy if group == "all" else f"{policy} ({group})"
-                rows.append((name, label, part["finished"], *(_fmt(v) for v in ours), *(_fmt(v) for v in ratios),
-                             *(_fmt(v) for v in (paper or (None, None, None))), *(_fmt(v) for v in pratios),
-                             " ".join(off) or "-", s["reconfigurations"], s["preemptions"], s["failed_rounds"],
-                             measured_share[policy],
-                             round(results[policy].wall_seconds, 1)))
-    path = emit(header, rows, "rubick_table4.csv")
-    sys.stdout.write(f"\nground truth: {truth.describe()}\nmeasured_share: fraction of the ground-truth "
-                     f"configurations a policy ran that were measured rows (the rest is calibrated Eq. 1)\n"
-                     f"wrote {path}\n")
+        for preset, durations in settings:
+            label = setting_name(preset, durations)
+            summaries, counts = run_setting(name, trace, truth, cluster, preset, durations, policies, args.time_limit)
+            if counts is not None and not any(a[0] == name for a in anchoring):
+                anchoring.append((name, counts))
+            runs[(name, label)] = summaries
+            rows += table_rows(name, label, summaries)
+    path = emit(HEADER, rows, "rubick_table4.csv")
+    sys.stdout.write("\naverage JCT h (ratio to Rubick) per setting; paper = Rubick Table 4\n\n"
+                     + matrix(runs, [setting_name(p, d) for p, d in settings]))
+    for name, counts in anchoring:
+        sys.stdout.write(f"\n{name}: trace durations anchor {counts['anchored']} of {counts['jobs']} jobs "
+                         f"({counts['implausible']} implausible rows left at the ground truth: "
+                         f"{counts['implausible_rows']})")
+    sys.stdout.write(f"\n\nground truth: {truth.describe()}\nsettings: preset/trace durations; measured_share: "
+                     f"share of job-time on measured configurations (the rest is calibrated Eq. 1)\nwrote {path}\n")
     return 0
 
 

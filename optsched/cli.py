@@ -556,6 +556,7 @@ def _add_simulate(sub: Any) -> None:
     from optsched.policies.options import DEFAULT_TIME_LIMIT
     from optsched.policies.registry import DEFAULT_KIND, methods_of
     from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S
+    from optsched.sim.presets import PRESETS
     methods = tuple(dict.fromkeys([*methods_of(DEFAULT_KIND), *methods_of("crius"), *methods_of("lyra")]))
     p = sub.add_parser("simulate", help="replay a trace under several policies and compare them",
                        description="Replay a job trace on a cluster under each policy (same trace, cluster and "
@@ -591,16 +592,27 @@ def _add_simulate(sub: Any) -> None:
                    help="fitted performance model (from 'optsched fit') the policies plan with, replacing the "
                         "built-in one of its model and GPU type; repeatable (the ground truth is separate)")
     p.add_argument("--ground-truth", default="analytical", metavar="SPEC",
-                   help="'analytical' (built-in model), 'measured:DIR' (placements CSVs, e.g. the Rubick "
-                        "artifact's) or 'params:FILE.json' (fitted parameters as truth) (default analytical)")
-    p.add_argument("--round-interval", type=float, default=ROUND_INTERVAL_S, metavar="S",
+                   help="'analytical' (built-in model), 'measured:DIR' (placements CSVs such as "
+                        "../shared/data/morphling/placements, a subset of the Rubick artifact's tables) or "
+                        "'params:FILE.json' (fitted parameters as truth) (default analytical)")
+    p.add_argument("--trace-durations", choices=("use", "ignore"), default="use",
+                   help="workload traces carry each job's duration next to its steps: 'use' (default) runs every "
+                        "job at duration/steps at its request and scales its other configurations by the ground "
+                        "truth; 'ignore' runs them at the ground truth alone (docs/simulation.md)")
+    p.add_argument("--preset", metavar="NAME", choices=sorted(PRESETS),
+                   help="settings of a published simulator: " + "; ".join(
+                       f"{n}: {_preset_text(PRESETS[n])}" for n in sorted(PRESETS))
+                   + " (flags given explicitly win; default: rubick-paper's values)")
+    p.add_argument("--round-interval", type=float, metavar="S",
                    help=f"periodic round interval in seconds ({ROUND_INTERVAL_S:g})")
     p.add_argument("--min-round-gap", type=float, default=0.0, metavar="S",
                    help="rate-limit rounds triggered by arrivals/completions to one per S seconds (0: none)")
-    p.add_argument("--reconfig-overhead", type=float, default=RECONFIG_OVERHEAD_S, metavar="S",
+    p.add_argument("--reconfig-overhead", type=float, metavar="S",
                    help=f"seconds a reconfiguration costs ({RECONFIG_OVERHEAD_S:g})")
-    p.add_argument("--preempt-restart", type=float, default=PREEMPT_RESTART_S, metavar="S",
+    p.add_argument("--preempt-restart", type=float, metavar="S",
                    help=f"seconds a restart after preemption costs ({PREEMPT_RESTART_S:g})")
+    p.add_argument("--start-overhead", type=float, metavar="S",
+                   help="seconds a job's first start costs (0: a trace's own times already hold it)")
     p.add_argument("--no-checkpoint", action="store_true",
                    help="preempted jobs lose the progress since their last periodic checkpoint")
     p.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="S",
@@ -612,6 +624,13 @@ def _add_simulate(sub: Any) -> None:
     p.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=_cmd_simulate)
+
+
+def _preset_text(preset: Any) -> str:
+    v = preset.settings
+    rounds = "every arrival/completion and " if v["rounds_on_events"] else "only "
+    return (f"rounds {rounds}every {v['round_interval_s']:g} s, first start {v['start_overhead_s']:g} s, "
+            f"reconfiguration {v['reconfig_overhead_s']:g} s, restart {v['preempt_restart_s']:g} s")
 
 
 def _ground_truth(spec: str, cluster: Cluster) -> Any:
@@ -626,9 +645,21 @@ def _ground_truth(spec: str, cluster: Cluster) -> Any:
     raise ValidationError(f"--ground-truth {spec!r}: expected 'analytical', 'measured:DIR' or 'params:FILE.json'")
 
 
+def _sim_config(args: argparse.Namespace) -> Any:
+    """The simulator settings of ``optsched simulate``: the ``--preset`` (default ``rubick-paper``)
+    with every option given on the command line overriding it."""
+    from optsched.sim.config import SimConfig
+    from optsched.sim.presets import get_preset
+    return get_preset(args.preset or "rubick-paper").config(
+        SimConfig(checkpoint_on_preempt=not args.no_checkpoint, checkpoint_interval_s=args.checkpoint_interval,
+                  min_round_gap_s=args.min_round_gap, max_time_s=args.max_time, seed=args.seed),
+        round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
+        preempt_restart_s=args.preempt_restart, start_overhead_s=args.start_overhead)
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from optsched.experiments.compare import comparison_rows, run_policies, write_outputs
-    from optsched.sim.config import SimConfig
+    from optsched.sim.trace_speed import trace_speeds
     from optsched.sim.traces import detect_format, load_trace
     _check_output_dir(args.out)
     if args.kind == "crius":
@@ -639,10 +670,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     cluster = _cluster(args.cluster or DEFAULT_CLUSTER)
     truth = _ground_truth(args.ground_truth, cluster)
     models = _policy_models(args.params, cluster)
-    config = SimConfig(round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
-                       preempt_restart_s=args.preempt_restart, checkpoint_on_preempt=not args.no_checkpoint,
-                       checkpoint_interval_s=args.checkpoint_interval, min_round_gap_s=args.min_round_gap,
-                       max_time_s=args.max_time, seed=args.seed)
+    config = _sim_config(args)
     options: dict[str, Any] = {}
     if args.trace == "synthetic":
         options.update(num_jobs=args.jobs, load=args.load)
@@ -652,16 +680,24 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         options["max_jobs"] = args.max_jobs
     trace = load_trace(args.trace, cluster, seed=args.seed, iteration_time=truth.iteration_time, **options)
     log.info("trace %s: %d jobs (%s); ground truth %s", trace.name, len(trace), trace.source, truth.describe())
+    speeds = trace_speeds(trace, truth, cluster) if args.trace_durations == "use" and trace.durations else None
+    extra: dict[str, Any] = {"preset": args.preset,
+                             "trace_durations": None if speeds is None else speeds.to_dict()}
     results = run_policies(cluster, trace.jobs, truth, policies, config, round_fields=trace.round_fields(),
                            time_limit=args.time_limit, trace_name=trace.source or trace.name,
-                           progress=not args.no_progress, perf_models=models or None)
+                           progress=not args.no_progress, perf_models=models or None,
+                           time_scale=None if speeds is None else speeds.scales)
     header, rows = comparison_rows(results)
     _out(f"trace {trace.source or trace.name}: {len(trace)} jobs on {cluster.name} ({cluster.total_gpus} GPUs), "
          f"ground truth {truth.describe()}")
     if models:
         _out("policies plan with fitted models: " + ", ".join(f"{m} on {g}" for m, g in sorted(models)))
+    if speeds is not None:
+        _out("trace durations: " + speeds.describe())
+    elif trace.durations:
+        _out(f"trace durations: ignored (--trace-durations ignore); {len(trace)} jobs run at the ground truth")
     _out(_table(header, rows))
-    written = write_outputs(results, args.out, config, plots=not args.no_plots)
+    written = write_outputs(results, args.out, config, extra=extra, plots=not args.no_plots)
     _out("wrote " + ", ".join(str(p) for p in written))
     return 0
 
@@ -670,7 +706,6 @@ def _simulate_crius(args: argparse.Namespace) -> int:
     """``optsched simulate --kind crius`` (docs/simulation.md): Crius jobs, the Crius ground truth."""
     from optsched.experiments.compare import comparison_rows, run_policies, write_outputs
     from optsched.policies.registry import methods_of
-    from optsched.sim.config import SimConfig
     from optsched.sim.crius_truth import CriusGroundTruth
     from optsched.sim.traces import detect_format
     from optsched.sim.traces.crius import crius_philly_trace, crius_synthetic_trace
@@ -685,10 +720,7 @@ def _simulate_crius(args: argparse.Namespace) -> int:
                               "--ground-truth takes only 'analytical'")
     cluster = _cluster(args.cluster or CRIUS_SIM_CLUSTER)
     truth = CriusGroundTruth(cluster)
-    config = SimConfig(round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
-                       preempt_restart_s=args.preempt_restart, checkpoint_on_preempt=not args.no_checkpoint,
-                       checkpoint_interval_s=args.checkpoint_interval, min_round_gap_s=args.min_round_gap,
-                       max_time_s=args.max_time, seed=args.seed)
+    config = _sim_config(args)
     if args.trace == "synthetic":
         trace = crius_synthetic_trace(cluster, truth, num_jobs=args.jobs, seed=args.seed, load=args.load)
     elif detect_format(args.trace) == "philly":
@@ -711,7 +743,6 @@ def _simulate_lyra(args: argparse.Namespace) -> int:
     capacity loaned by the inference usage series (:mod:`optsched.sim.lyra_setup`)."""
     from optsched.experiments.compare import comparison_rows, run_policies, write_outputs
     from optsched.policies.registry import methods_of
-    from optsched.sim.config import SimConfig
     from optsched.sim.lyra_setup import lyra_simulation
     from optsched.sim.traces import detect_format
     policies = args.policy or list(LYRA_SIM_POLICIES)
@@ -725,10 +756,7 @@ def _simulate_lyra(args: argparse.Namespace) -> int:
         raise ValidationError(f"--kind lyra: trace {args.trace!r} is not in the Philly format (or use 'synthetic')")
     setup = lyra_simulation(args.trace, training=args.training, inference=args.inference, jobs=args.jobs,
                             max_jobs=args.max_jobs, usage=args.usage, seed=args.seed)
-    config = SimConfig(round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
-                       preempt_restart_s=args.preempt_restart, checkpoint_on_preempt=not args.no_checkpoint,
-                       checkpoint_interval_s=args.checkpoint_interval, min_round_gap_s=args.min_round_gap,
-                       max_time_s=args.max_time, seed=args.seed)
+    config = _sim_config(args)
     results = {}
     for method in policies:
         results.update(run_policies(setup.cluster, setup.jobs, setup.truth, [method], config, time_limit=args.time_limit,

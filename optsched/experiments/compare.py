@@ -37,12 +37,15 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
                  config: SimConfig = SimConfig(), *, round_fields: Mapping[str, Any] | None = None,
                  capacity_changes: Sequence[CapacityChange] = (), time_limit: float = DEFAULT_TIME_LIMIT,
                  trace_name: str = "", progress: bool = False, perf_models: FittedModels | None = None,
-                 kind: str = DEFAULT_KIND, pool_targets: Sequence[PoolTarget] = ()) -> dict[str, SimResult]:
+                 kind: str = DEFAULT_KIND, time_scale: Mapping[str, float] | None = None,
+                 pool_targets: Sequence[PoolTarget] = ()) -> dict[str, SimResult]:
     """Simulate each policy of ``policies`` (method names of round kind ``kind``) on the same input.
     ``round_fields`` go to every round (e.g. a trace's :meth:`~optsched.sim.traces.trace.Trace.round_fields`);
     ``time_limit`` bounds each round of a solver-backed policy. ``perf_models`` are the fitted
     performance models the *policies* plan with (keyed by model name or (model name, GPU type); the
-    built-in ones serve the rest); the jobs always advance at ``ground_truth``. Rubick policies defer a
+    built-in ones serve the rest); the jobs always advance at ``ground_truth``, times the per-job
+    factors of ``time_scale`` where given (e.g. :func:`optsched.sim.trace_speed.trace_speeds`' scales,
+    which anchor each job to its trace's own duration). Rubick policies defer a
     guaranteed job whose guarantee no node shape can reach this round instead of failing the round
     (:mod:`optsched.policies.rubick`). ``pool_targets``: servers lent to the rounds over time (Lyra,
     :mod:`optsched.sim.loaning`)."""
@@ -62,7 +65,7 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
         log.info("simulating %s on %s (%d jobs)", name, trace_name or "trace", len(jobs))
         sim = Simulator(cluster, jobs, policy, ground_truth, config, round_fields=round_fields,
                         capacity_changes=capacity_changes, trace_name=trace_name, ground_truth_name=truth_name,
-                        pool_targets=pool_targets)
+                        time_scale=time_scale, pool_targets=pool_targets)
         out[name] = sim.run(progress=progress)
     return out
 

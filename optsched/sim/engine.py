@@ -41,6 +41,15 @@ goes back to the queue, and the event is logged and kept in the result's message
 queued on an idle cluster with no arrival or capacity change to come and the policy starts nothing
 for :data:`STALL_ROUNDS` rounds in a row, the run stops and says so (the jobs count as unfinished).
 
+**Per-job speed** (``time_scale``): a job named there advances at the ground truth's iteration time
+times its factor, e.g. the factors of :func:`optsched.sim.trace_speed.trace_speeds` that anchor each
+job to its trace's own duration. Policies never see the factors.
+
+**Measured share**: when the ground truth can tell measured configurations
+(:class:`MeasuredConfigurations`, e.g. :class:`~optsched.sim.ground_truth.MeasuredGroundTruth`), every
+job record carries the seconds it held an allocation and the seconds of those on a measured
+configuration, and the summary gives ``measured_share``.
+
 Cost per event: O(running jobs) for progress and the next completion, plus one policy call per round.
 """
 
@@ -50,7 +59,7 @@ import logging
 import math
 import time as wallclock
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from optsched.core.allocation import Allocation, NodeShare
 from optsched.core.capacity import NodeUsage
@@ -62,11 +71,11 @@ from optsched.core.job import Job
 from optsched.core.kinds import round_kind
 from optsched.core.plan import plan_code
 from optsched.core.policy import Policy, Reclaimer, ServerReclaimer
-from optsched.core.pool import packed_placement
 from optsched.core.round import RoundProblem
 from optsched.sim.config import SimConfig
 from optsched.sim.metrics import JobRecord, Sample, SimResult
 from optsched.sim.progress import Progress
+from optsched.sim.trace_speed import requested_configuration
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +95,13 @@ class IterationTimeSource(Protocol):
 
     def iteration_time(self, model: str, gpu_type: str, plan: object, gpus_per_node: tuple[int, ...],
                        cpus_per_gpu: float) -> float: ...
+
+
+@runtime_checkable
+class MeasuredConfigurations(Protocol):
+    """A ground truth that can tell whether it answers a configuration from a measurement."""
+
+    def is_measured(self, model: str, plan: Any, gpus_per_node: Sequence[int], gpu_type: str | None = None) -> bool: ...
 
 
 @dataclass
@@ -109,6 +125,10 @@ class _JobState:
     last_started: float = 0.0
     ref_thr: float | None = None
     last_plan: str = ""
+    scale: float = 1.0
+    measured: bool = False
+    held_s: float = 0.0
+    measured_s: float = 0.0
 
     @property
     def remaining(self) -> float:
@@ -125,12 +145,14 @@ class Simulator:
 
     ``round_fields`` are the kind-specific fields given to every round (keyword arguments of the
     kind's problem class, e.g. ``{"quotas": ...}`` for Rubick); ``capacity_changes`` are applied at
-    their times. ``run()`` may be called once."""
+    their times; ``time_scale`` maps job names to factors on their ground-truth iteration times
+    (module docstring). ``run()`` may be called once."""
 
     def __init__(self, cluster: Cluster, jobs: Sequence[Job], policy: Policy, ground_truth: IterationTimeSource,
                  config: SimConfig = SimConfig(), *, round_fields: Mapping[str, Any] | None = None,
                  capacity_changes: Sequence[CapacityChange] = (), trace_name: str = "",
-                 ground_truth_name: str = "", pool_targets: Sequence[PoolTarget] = ()) -> None:
+                 ground_truth_name: str = "", pool_targets: Sequence[PoolTarget] = (),
+                 time_scale: Mapping[str, float] | None = None) -> None:
         if not isinstance(cluster, Cluster):
             raise ValidationError("simulator: cluster must be a Cluster")
         if not isinstance(config, SimConfig):
@@ -161,6 +183,14 @@ class Simulator:
         self.trace_name = trace_name
         self.truth_name = ground_truth_name or type(ground_truth).__name__
         self._states = {j.name: _JobState(j) for j in sorted(jobs, key=lambda j: (j.submit_time, j.name))}
+        for name, factor in (time_scale or {}).items():
+            if name not in self._states:
+                raise ValidationError(f"simulator: time_scale names job {name!r}, which is not in the trace")
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not (0 < factor < math.inf):
+                raise ValidationError(f"simulator: time_scale of job {name!r} must be a positive finite number, "
+                                      f"got {factor!r}")
+            self._states[name].scale = float(factor)
+        self._measured = ground_truth if isinstance(ground_truth, MeasuredConfigurations) else None
         self._arrivals = [s for s in self._states.values()]
         self._changes = sorted(capacity_changes, key=lambda c: c.time)
         self._outside: dict[str, NodeShare] = {}
@@ -273,6 +303,9 @@ class Simulator:
             if s.alloc is None:
                 continue
             s.gpu_seconds += s.alloc.plan.num_gpus * (t1 - t0)
+            s.held_s += t1 - t0
+            if s.measured:
+                s.measured_s += t1 - t0
             start = max(t0, s.pause_until)
             s.overhead_s += max(0.0, min(t1, s.pause_until) - t0)
             if t1 > start:
@@ -331,7 +364,7 @@ class Simulator:
             if new is None:
                 self._preempt(s, now)
             elif old is None:
-                self._launch(s, new, now, self.config.preempt_restart_s if s.preempted else 0.0)
+                self._launch(s, new, now, self.config.preempt_restart_s if s.preempted else self.config.start_overhead_s)
             elif new != old:
                 s.reconfigs += 1
                 self._launch(s, new, now, self.config.reconfig_overhead_s)
@@ -375,7 +408,7 @@ class Simulator:
         try:
             per_job = getattr(self.truth, "job_iteration_time", None)
             it = float(per_job(s.job, gpu_type, alloc.plan, gpn, cpus_per_gpu) if per_job is not None
-                       else self.truth.iteration_time(s.job.model, gpu_type, alloc.plan, gpn, cpus_per_gpu))
+                       else self.truth.iteration_time(s.job.model, gpu_type, alloc.plan, gpn, cpus_per_gpu)) * s.scale
         except PlanInfeasibleError as e:
             msg = (f"t={now:g} s: {s.job.name} cannot run {alloc.plan.label} on {gpn} {gpu_type} in the ground "
                    f"truth ({e}); it returns to the queue")
@@ -397,6 +430,7 @@ class Simulator:
         s.last_started = now
         s.preempted = False
         s.last_plan = plan_code(alloc.plan)
+        s.measured = self._measured is not None and self._measured.is_measured(s.job.model, alloc.plan, gpn, gpu_type)
 
     def _preempt(self, s: _JobState, now: float) -> None:
         if not (self.config.checkpoint_on_preempt or s.job.checkpointing):
@@ -518,19 +552,13 @@ class Simulator:
         that has room for it), used to normalise; falls back to the current one when the ground truth
         cannot run the request."""
         if s.ref_thr is None:
-            job = s.job
             s.ref_thr = math.nan
-            for n in self.cluster.nodes:
-                if job.requested_plan is None or (job.gpu_type and n.gpu_type != job.gpu_type) or n.num_gpus < 1:
-                    continue
-                shape = packed_placement(job.requested_gpus, n.num_gpus)
-                cpus = job.cpus_or_default(n.num_cpus / n.num_gpus) / job.requested_gpus
+            request = requested_configuration(s.job, self.cluster)
+            if request is not None:
                 try:
-                    t = self.truth.iteration_time(job.model, n.gpu_type, job.requested_plan, shape, cpus)
-                    s.ref_thr = 1.0 / t
+                    s.ref_thr = 1.0 / (self.truth.iteration_time(s.job.model, *request) * s.scale)
                 except OptschedError:
                     pass
-                break
         return s.ref_thr
 
     def _sample(self, now: float) -> None:
@@ -553,7 +581,7 @@ class Simulator:
         j = s.job
         return JobRecord(j.name, j.model, j.tenant, j.guaranteed, j.requested_gpus, j.submit_time, s.start, s.finish,
                          s.done, j.total_iterations, s.reconfigs, s.preempts, s.gpu_seconds, s.overhead_s,
-                         s.last_plan)
+                         s.last_plan, s.held_s, s.measured_s if self._measured is not None else None)
 
 
 def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, ground_truth: IterationTimeSource,
@@ -564,4 +592,4 @@ def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, ground_truth
     return Simulator(cluster, jobs, policy, ground_truth, config, **kwargs).run(progress=progress)  # type: ignore[arg-type]
 
 
-__all__ = ["IterationTimeSource", "SimulationError", "Simulator", "simulate"]
+__all__ = ["IterationTimeSource", "MeasuredConfigurations", "SimulationError", "Simulator", "simulate"]

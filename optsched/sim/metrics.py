@@ -16,6 +16,9 @@ Definitions (where the papers are silent):
   job whose request the ground truth cannot evaluate counts 1.0 while it makes progress.
 * Unfinished jobs (``max_time_s`` reached, or a policy that never starts them) are excluded from the
   JCT statistics and counted in ``unfinished``.
+* **Measured share** (only with a ground truth that tells measured configurations) = seconds jobs
+  held an allocation on a measured configuration / seconds jobs held any allocation (overheads
+  included): how much of what a policy ran rests on measurements rather than extrapolation.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ class JobRecord:
     gpu_seconds: float
     overhead_s: float
     final_plan: str
+    held_s: float = 0.0
+    measured_s: float | None = None
 
     @property
     def jct_s(self) -> float | None:
@@ -61,7 +66,7 @@ class JobRecord:
                 "iterations": round(self.iterations, 3), "total_iterations": self.total_iterations,
                 "reconfigurations": self.reconfigurations, "preemptions": self.preemptions,
                 "gpu_hours": round(self.gpu_seconds / 3600.0, 6), "overhead_s": round(self.overhead_s, 3),
-                "final_plan": self.final_plan}
+                "final_plan": self.final_plan, "held_s": round(self.held_s, 3), "measured_s": _blank(self.measured_s)}
 
 
 def _blank(v: float | None) -> float | str:
@@ -112,7 +117,19 @@ class SimResult:
         out["wall_seconds"] = round(self.wall_seconds, 3)
         out["guaranteed"] = _jct_stats([j for j in self.jobs if j.guaranteed])
         out["best_effort"] = _jct_stats([j for j in self.jobs if not j.guaranteed])
+        share = self.measured_share
+        if share is not None:
+            out["measured_share"] = round(share, 6)
         return out
+
+    @property
+    def measured_share(self) -> float | None:
+        """Share of job-time on measured configurations (module docstring); None when the ground
+        truth does not tell measured configurations or no job ran."""
+        if any(j.measured_s is None for j in self.jobs):
+            return None
+        held = sum(j.held_s for j in self.jobs)
+        return sum(j.measured_s or 0.0 for j in self.jobs) / held if held > 0 else None
 
     def _time_averages(self, start: float) -> tuple[float | None, float | None]:
         """Time-weighted GPU utilisation and normalised throughput (step functions between samples)."""

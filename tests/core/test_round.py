@@ -500,7 +500,7 @@ def test_documented_examples_are_valid_and_true() -> None:
 
 # -- rules added after review -----------------------------------------------------------------------
 def test_round_rejects_duplicate_occupied_nodes_and_mixed_gpu_types() -> None:
-    from optsched.core import Allocation, Cluster, ExecutionPlan, GPUType, Job, Node, NodeShare, Placement
+    from optsched.core import Cluster, ExecutionPlan, GPUType, Job, Node, NodeShare
     from optsched.core.catalog import a800_cluster
     from optsched.core.round import RoundProblem
     cluster = a800_cluster(2, 8)

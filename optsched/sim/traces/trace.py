@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.core.checks import require_int, require_name
+from optsched.core.checks import require_int, require_name, require_number
 from optsched.core.errors import ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
@@ -19,16 +19,36 @@ GUARANTEED_TENANT, BEST_EFFORT_TENANT, DEFAULT_TENANT = "A", "B", "default"
 
 
 @dataclass(frozen=True)
+class TraceDuration:
+    """The duration a trace row gives for its job, independently of the work (``steps``): seconds the
+    job ran at its requested configuration in the system that recorded the trace. ``row`` is the data
+    row (1 = first after the header) for messages; :mod:`optsched.sim.trace_speed` turns it into the
+    job's true speed."""
+
+    job: str
+    seconds: float
+    row: int
+
+    def __post_init__(self) -> None:
+        require_name("TraceDuration", self.job)
+        require_number(f"trace duration of job {self.job!r}", "seconds", self.seconds, 0.0)
+        require_int(f"trace duration of job {self.job!r}", "row", self.row, 1)
+
+
+@dataclass(frozen=True)
 class Trace:
     """Jobs to replay, sorted by ``(submit_time, name)`` (sorted on construction), with unique names.
 
     ``quotas``: ``(tenant, GPUs)`` pairs sorted by tenant (empty: no quota enforced); ``source``:
-    the file or ``synthetic(...)`` description, for logs."""
+    the file or ``synthetic(...)`` description, for logs; ``durations``: the rows' own durations
+    where the format carries them next to the work (the Rubick workload format; at most one per
+    job, each naming a job of the trace)."""
 
     name: str
     jobs: tuple[Job, ...]
     quotas: tuple[tuple[str, int], ...] = ()
     source: str = ""
+    durations: tuple[TraceDuration, ...] = ()
 
     def __post_init__(self) -> None:
         require_name("Trace", self.name)
@@ -55,6 +75,17 @@ class Trace:
         object.__setattr__(self, "quotas", tuple(sorted(quotas)))
         if not isinstance(self.source, str):
             raise ValidationError(f"{owner}: source must be a string, got {self.source!r}")
+        durations = tuple(self.durations)
+        named: set[str] = set()
+        for d in durations:
+            if not isinstance(d, TraceDuration):
+                raise ValidationError(f"{owner}: durations must be TraceDuration objects, got {d!r}")
+            if d.job not in seen:
+                raise ValidationError(f"{owner}: row {d.row} gives a duration for job {d.job!r}, which is not in the trace")
+            if d.job in named:
+                raise ValidationError(f"{owner}: job {d.job!r} has two durations")
+            named.add(d.job)
+        object.__setattr__(self, "durations", durations)
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -99,4 +130,4 @@ def tenancy(any_guaranteed: bool, cluster: Cluster, tenant_of: TenantFn | None =
     return tenant_of, tuple(sorted(q.items()))
 
 
-__all__ = ["BEST_EFFORT_TENANT", "DEFAULT_TENANT", "GUARANTEED_TENANT", "TenantFn", "Trace", "tenancy"]
+__all__ = ["BEST_EFFORT_TENANT", "DEFAULT_TENANT", "GUARANTEED_TENANT", "TenantFn", "Trace", "TraceDuration", "tenancy"]

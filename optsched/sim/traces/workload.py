@@ -17,7 +17,7 @@ from optsched.core.pool import GpuPool, gpu_pool
 from optsched.sim.traces.assign import packed_plan_violation
 from optsched.sim.traces.csv_rows import (Row, RowError, RowErrors, check_field_count, gpu_count_field, integer_field,
                                           non_negative_field, read_csv, text_field)
-from optsched.sim.traces.trace import TenantFn, Trace, tenancy
+from optsched.sim.traces.trace import TenantFn, Trace, TraceDuration, tenancy
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,9 @@ def load_workload_csv(path: str | Path, cluster: Cluster, *, tenant_of: TenantFn
 
     Per row: ``steps`` (>= 1) is ``total_iterations``; ``exec_plan`` on ``num_gpus`` GPUs is parsed
     like the measurement files; ``is_sla`` 1 makes the job guaranteed; ``num_cpus`` is the requested
-    CPUs; ``duration`` must be a number >= 0 and is not used (the work is ``steps``). Tenants and
-    quotas: :func:`tenancy`. Raises ``ValidationError`` listing every broken row.
+    CPUs; ``duration`` must be a number >= 0: the work is ``steps``, and the duration is kept in
+    :attr:`Trace.durations` (the job's speed at its request, :mod:`optsched.sim.trace_speed`).
+    Tenants and quotas: :func:`tenancy`. Raises ``ValidationError`` listing every broken row.
 
     A plan that parses but cannot run on its GPUs packed on the cluster (:func:`plan_violation`:
     topology, GPU and host memory) is handled by ``infeasible_plans``: ``"error"`` (default) reports
@@ -79,12 +80,15 @@ def load_workload_csv(path: str | Path, cluster: Cluster, *, tenant_of: TenantFn
     any_guaranteed = any(d["guaranteed"] for _, d in parsed)
     rule, quota_pairs = tenancy(any_guaranteed, cluster, tenant_of, quotas)
     jobs = []
+    durations = []
     for row, d in parsed:
+        seconds = d.pop("duration")
         try:
             jobs.append(Job(tenant=rule(d["name"], d["guaranteed"]), gpu_type=pin, **d))
         except ValidationError as exc:
             raise ValidationError(f"{errors.where(row)}: {exc}") from None
-    return Trace(name or p.stem, tuple(jobs), quota_pairs, str(p))
+        durations.append(TraceDuration(d["name"], seconds, row.number))
+    return Trace(name or p.stem, tuple(jobs), quota_pairs, str(p), tuple(durations))
 
 
 def _workload_row(row: Row, pool: GpuPool, names: dict[str, int]) -> tuple[dict[str, Any], str | None]:
@@ -95,7 +99,7 @@ def _workload_row(row: Row, pool: GpuPool, names: dict[str, int]) -> tuple[dict[
         raise RowError(f"duplicate job name {job!r} (first used in row {names[job]})", "duplicate job name")
     names[job] = row.number
     submit = non_negative_field(row, "submission_time", "time")
-    non_negative_field(row, "duration", "duration")
+    duration = non_negative_field(row, "duration", "duration")
     model_name = text_field(row, "application")
     if model_name not in MODELS:
         raise RowError(f"unknown model {model_name!r} in column application; known models: "
@@ -117,7 +121,8 @@ def _workload_row(row: Row, pool: GpuPool, names: dict[str, int]) -> tuple[dict[
         raise RowError(f"exec_plan: {exc}", "bad plan code") from None
     reason = packed_plan_violation(model, plan, pool)
     fields = {"name": job, "model": model_name, "requested_gpus": gpus, "total_iterations": steps,
-              "requested_cpus": cpus, "requested_plan": plan, "guaranteed": sla == "1", "submit_time": submit}
+              "requested_cpus": cpus, "requested_plan": plan, "guaranteed": sla == "1", "submit_time": submit,
+              "duration": duration}
     return fields, None if reason is None else f"exec_plan {code!r} on {gpus} GPUs: {reason}"
 
 

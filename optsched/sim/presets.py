@@ -1,0 +1,88 @@
+"""Named simulator settings (issue 17): the Rubick paper's and the Rubick artifact's, so that a
+comparison can be run under either and every difference explained. ``docs/simulation.md``
+("Settings presets") lists the same numbers with their sources; a test checks that they agree.
+
+* ``rubick-paper``: our defaults, which follow the paper. A reconfiguration costs 78 s (Rubick
+  Sec. 7.3, "the average time spent on reconfiguration is 78 seconds"), a restart after a
+  preemption 63 s (:data:`optsched.sim.config.PREEMPT_RESTART_S`), a first start nothing; rounds at
+  every arrival and completion and every 300 s.
+* ``rubick-artifact``: the authors' simulator (``simulator/`` of the Morphling/Rubick MLSys'25
+  artifact). Its README runs every trace as ``morphling_exp <trace> morphling 60 ...``, the 60 being
+  the scheduling interval: rounds only on a fixed 60 s tick (``rounds_on_events`` false: a job that
+  arrives or a GPU that frees waits for the next tick). Its ``Job.reallocate`` sets
+  ``reallocate_time = 260`` whenever a job's placement changes, the first placement included, so a
+  first start, a restart after preemption and a reconfiguration all cost 260 s. (It charges nothing
+  for a plan change on an unchanged placement; our engine charges every reconfiguration alike.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from optsched.core.errors import UnknownNameError, ValidationError
+from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S, SimConfig
+
+#: the artifact's overhead for every placement change (``Job.reallocate``: ``reallocate_time = 260``)
+ARTIFACT_PLACEMENT_CHANGE_S = 260.0
+#: the artifact's scheduling interval (its README: ``morphling_exp <trace> morphling 60 ...``)
+ARTIFACT_ROUND_INTERVAL_S = 60.0
+
+
+@dataclass(frozen=True)
+class SimPreset:
+    """A named set of :class:`~optsched.sim.config.SimConfig` values (``settings``) with where each
+    number comes from (``sources``, same keys)."""
+
+    name: str
+    description: str
+    settings: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        known = set(SimConfig.__dataclass_fields__)
+        unknown = sorted(set(self.settings) - known)
+        if unknown:
+            raise ValidationError(f"preset {self.name!r}: unknown setting(s) {', '.join(unknown)}")
+        if set(self.sources) != set(self.settings):
+            raise ValidationError(f"preset {self.name!r}: every setting needs a source")
+        object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
+        object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
+
+    def config(self, base: SimConfig = SimConfig(), **overrides: Any) -> SimConfig:
+        """``base`` with this preset's settings, then ``overrides`` (values of None are ignored)."""
+        return replace(base, **{**self.settings, **{k: v for k, v in overrides.items() if v is not None}})
+
+
+PRESETS: Mapping[str, SimPreset] = MappingProxyType({p.name: p for p in (
+    SimPreset("rubick-paper", "the Rubick paper's settings (our defaults)",
+              {"round_interval_s": ROUND_INTERVAL_S, "rounds_on_events": True, "start_overhead_s": 0.0,
+               "reconfig_overhead_s": RECONFIG_OVERHEAD_S, "preempt_restart_s": PREEMPT_RESTART_S},
+              {"round_interval_s": "our default; the paper gives no interval",
+               "rounds_on_events": "our default (event-driven rounds)",
+               "start_overhead_s": "our default: a trace's own times already hold a first start's cost",
+               "reconfig_overhead_s": "Rubick Sec. 7.3: 'the average time spent on reconfiguration is 78 seconds'",
+               "preempt_restart_s": "our default restart cost (optsched.sim.config.PREEMPT_RESTART_S)"}),
+    SimPreset("rubick-artifact", "the Rubick artifact's simulator",
+              {"round_interval_s": ARTIFACT_ROUND_INTERVAL_S, "rounds_on_events": False,
+               "start_overhead_s": ARTIFACT_PLACEMENT_CHANGE_S, "reconfig_overhead_s": ARTIFACT_PLACEMENT_CHANGE_S,
+               "preempt_restart_s": ARTIFACT_PLACEMENT_CHANGE_S},
+              {"round_interval_s": "artifact README: 'morphling_exp <trace> morphling 60 ...' (interval 60 s)",
+               "rounds_on_events": "artifact simulator: Cluster.step runs the policy once per interval, only",
+               "start_overhead_s": "artifact simulator: Job.reallocate sets reallocate_time = 260 on every "
+                                   "placement change, the first included",
+               "reconfig_overhead_s": "artifact simulator: the same 260 s on a placement change",
+               "preempt_restart_s": "artifact simulator: the same 260 s when a preempted job is placed again"}),
+)})
+
+
+def get_preset(name: str) -> SimPreset:
+    """The preset called ``name``; ``UnknownNameError`` listing the known ones otherwise."""
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        raise UnknownNameError("simulation preset", name, sorted(PRESETS)) from None
+
+
+__all__ = ["ARTIFACT_PLACEMENT_CHANGE_S", "ARTIFACT_ROUND_INTERVAL_S", "PRESETS", "SimPreset", "get_preset"]
