@@ -704,7 +704,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _simulate_crius(args: argparse.Namespace) -> int:
     """``optsched simulate --kind crius`` (docs/simulation.md): Crius jobs, the Crius ground truth."""
-    from optsched.experiments.compare import comparison_rows, run_policies, write_outputs
+    from optsched.experiments.compare import run_policies
     from optsched.policies.registry import methods_of
     from optsched.sim.crius_truth import CriusGroundTruth
     from optsched.sim.traces import detect_format
@@ -729,9 +729,15 @@ def _simulate_crius(args: argparse.Namespace) -> int:
         raise ValidationError(f"--kind crius: trace {args.trace!r} is not in the Philly format (or use 'synthetic')")
     results = run_policies(cluster, trace.jobs, truth, policies, config, time_limit=args.time_limit,
                            trace_name=trace.source or trace.name, progress=not args.no_progress, kind="crius")
+    return _comparison(results, f"trace {trace.source or trace.name}: {len(trace)} jobs on {cluster.name} "
+                                f"({cluster.total_gpus} GPUs), ground truth {truth.describe()}", config, args)
+
+
+def _comparison(results: Any, heading: str, config: Any, args: argparse.Namespace) -> int:
+    """Print ``heading`` and the comparison table of a simulation's ``results`` and write its files."""
+    from optsched.experiments.compare import comparison_rows, write_outputs
     header, rows = comparison_rows(results)
-    _out(f"trace {trace.source or trace.name}: {len(trace)} jobs on {cluster.name} ({cluster.total_gpus} GPUs), "
-         f"ground truth {truth.describe()}")
+    _out(heading)
     _out(_table(header, rows))
     written = write_outputs(results, args.out, config, plots=not args.no_plots)
     _out("wrote " + ", ".join(str(p) for p in written))
@@ -741,7 +747,7 @@ def _simulate_crius(args: argparse.Namespace) -> int:
 def _simulate_lyra(args: argparse.Namespace) -> int:
     """``optsched simulate --kind lyra`` (docs/simulation.md): Lyra jobs on training and inference servers,
     capacity loaned by the inference usage series (:mod:`optsched.sim.lyra_setup`)."""
-    from optsched.experiments.compare import comparison_rows, run_policies, write_outputs
+    from optsched.experiments.compare import run_policies
     from optsched.policies.registry import methods_of
     from optsched.sim.lyra_setup import lyra_simulation
     from optsched.sim.traces import detect_format
@@ -762,13 +768,9 @@ def _simulate_lyra(args: argparse.Namespace) -> int:
         results.update(run_policies(setup.cluster, setup.jobs, setup.truth, [method], config, time_limit=args.time_limit,
                                     trace_name=setup.trace_name, progress=not args.no_progress, kind="lyra",
                                     **setup.events(method)))
-    header, rows = comparison_rows(results)
-    _out(f"trace {setup.trace_name}: {len(setup.jobs)} jobs on {setup.cluster.name} ({args.training} training + "
-         f"{args.inference} inference servers), usage {args.usage}")
-    _out(_table(header, rows))
-    written = write_outputs(results, args.out, config, plots=not args.no_plots)
-    _out("wrote " + ", ".join(str(p) for p in written))
-    return 0
+    return _comparison(results, f"trace {setup.trace_name}: {len(setup.jobs)} jobs on {setup.cluster.name} "
+                                f"({args.training} training + {args.inference} inference servers), usage {args.usage}",
+                       config, args)
 
 
 # -- parser and entry point ----------------------------------------------------------------------
