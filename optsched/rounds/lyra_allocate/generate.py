@@ -5,7 +5,7 @@ what the round may hand out (:func:`optsched.rounds.lyra.generate.lyra_state`).
 
 The default ``load`` 0.6 leaves phase two, the multiple-choice knapsack of the flexible demand, room to
 matter: on seeds 0-29 every round's exact objective is positive and the AFS-like greedy is below it on 8
-(``tests/rounds/test_lyra_generators.py``). ``load=None`` queues all ``jobs`` drawn, the state before
+(measured once; ``tests/rounds/test_lyra_generators.py`` checks most of seeds 0-9). ``load=None`` queues all ``jobs`` drawn, the state before
 the option existed: the base demand then exceeds the free GPUs about threefold and phase one leaves
 nothing to scale (objective 0 on 23 of those 30 seeds)."""
 
