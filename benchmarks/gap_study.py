@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -27,10 +28,24 @@ from report import OUT, emit  # noqa: E402  (benchmarks/report.py, next to this 
 
 #: default sweep: (nodes, jobs) on 8-GPU nodes
 SIZES = ("8:20", "8:40", "8:80", "24:100", "32:120", "48:150", "64:200", "160:400")
-#: the sweeps of kinds whose generator takes other options than nodes and jobs (kind -> options per size)
-OTHER_SIZES: dict[str, tuple[tuple[tuple[str, int], ...], ...]] = {
-    "experts": tuple((("devices", d), ("experts", e)) for e, d in ((12, 12), (16, 8), (16, 16), (32, 32), (64, 64))),
-    "moe-comm": tuple((("moe_layers", k),) for k in (1, 2, 4, 8)),
+Options = tuple[tuple[str, int], ...]
+
+
+def _lyra_servers(nodes: int) -> Options:
+    """A Lyra cluster of ``nodes`` servers: half of them on-loan inference ``servers``, the rest ``training``."""
+    return (("servers", max(1, nodes // 2)), ("training", nodes - nodes // 2))
+
+
+#: per kind with a probe, its sweep: the generator options of each instance size, made from the NODES:JOBS
+#: sizes of ``--sizes`` for the kinds whose rounds grow with nodes and jobs, the kind's own sizes otherwise
+SWEEPS: dict[str, Callable[[Sequence[tuple[int, int]]], list[Options]]] = {
+    "rubick": lambda sizes: [(("nodes", n), ("jobs", j)) for n, j in sizes],
+    "crius": lambda sizes: [(("jobs", j),) for _, j in sizes],
+    "lyra-reclaim": lambda sizes: [_lyra_servers(n) for n, _ in sizes],
+    "lyra-allocate": lambda sizes: [_lyra_servers(n) + (("jobs", j),) for n, j in sizes],
+    "placement": lambda sizes: [_lyra_servers(n) + (("jobs", j),) for n, j in sizes],
+    "experts": lambda _: [(("devices", d), ("experts", e)) for e, d in ((12, 12), (16, 8), (16, 16), (32, 32), (64, 64))],
+    "moe-comm": lambda _: [(("moe_layers", k),) for k in (1, 2, 4, 8)],
 }
 COLUMNS = ("kind", "gpus", "jobs", "seed", "heuristic_objective", "heuristic_s", "exact_objective", "bound", "gap",
            "heuristic_gap", "exact_s", "status", "encoding", "first_warm_s", "gap1_warm_s", "first_cold_s",
@@ -45,17 +60,6 @@ def _fmt(v: object) -> str:
     return str(v)
 
 
-def _options(kind: str, nodes: int, jobs: int) -> tuple[tuple[str, int], ...]:
-    """Generator options of a size: ``nodes``/``jobs`` where the kind's generator takes them, else
-    (Lyra kinds) half the nodes as on-loan ``servers``, the rest as ``training`` servers, and ``jobs``."""
-    from optsched.core.kinds import round_kind
-    known = round_kind(kind).generator_options
-    if "nodes" in known:
-        return (("nodes", nodes), ("jobs", jobs))
-    opts = {"servers": max(1, nodes // 2), "training": nodes - nodes // 2, "jobs": jobs}
-    return tuple((k, v) for k, v in opts.items() if k in known)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=20.0)
@@ -66,16 +70,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="instances solved at once (default 1: times are measured on an otherwise idle core)")
     ap.add_argument("--runner", choices=("local", "ray", "auto"), default="local")
     args = ap.parse_args(argv)
-    points = []
-    for kind in sorted(PROBES):
-        if kind in OTHER_SIZES:
-            points += [GapPoint(kind, opts, seed, args.time_limit) for opts in OTHER_SIZES[kind]
-                       for seed in range(args.seeds)]
-            continue
-        for size in args.sizes:
-            nodes, jobs = (int(x) for x in size.split(":"))
-            points += [GapPoint(kind, _options(kind, nodes, jobs), seed, args.time_limit)
-                       for seed in range(args.seeds)]
+    sizes = [(int(n), int(j)) for n, j in (s.split(":") for s in args.sizes)]
+    missing = sorted(set(PROBES) - set(SWEEPS))
+    if missing:
+        ap.error(f"no sweep for kind(s) {', '.join(missing)}: add them to SWEEPS")
+    points = [GapPoint(kind, opts, seed, args.time_limit) for kind in sorted(PROBES) for opts in SWEEPS[kind](sizes)
+              for seed in range(args.seeds)]
     rows = run_sweep(points, args.runner, args.workers, progress=True, fn=run_gap_point)
     for row in rows:
         sys.stdout.write("  ".join(_fmt(row.get(c)) for c in COLUMNS) + "\n")

@@ -39,13 +39,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from optsched.core.events import PoolTarget  # noqa: E402
 from optsched.formulations import lyra_mckp, lyra_reclaim  # noqa: E402
 from optsched.heuristics.lyra_allocate import mckp_dp, mckp_greedy  # noqa: E402
 from optsched.heuristics.lyra_reclaim import lyra_reclaim as lyra_heuristic  # noqa: E402
 from optsched.heuristics.lyra_reclaim import random_reclaim, scf_reclaim  # noqa: E402
 from optsched.policies import PolicyOptions, make_policy  # noqa: E402
-from optsched.rounds.lyra.cluster import inference_name, two_pool_cluster  # noqa: E402
+from optsched.rounds.lyra.cluster import two_pool_cluster  # noqa: E402
 from optsched.rounds.lyra.generate import random_job  # noqa: E402
 from optsched.rounds.lyra.jobs import base_workers, max_workers  # noqa: E402
 from optsched.rounds.lyra_allocate import LyraAllocateRound  # noqa: E402
@@ -53,9 +52,7 @@ from optsched.rounds.lyra_allocate.items import flexible_items  # noqa: E402
 from optsched.rounds.lyra_reclaim import ReclaimView, generate_reclaim_round  # noqa: E402
 from optsched.sim.config import SimConfig  # noqa: E402
 from optsched.sim.engine import Simulator  # noqa: E402
-from optsched.sim.loaning import loan_targets, opportunistic_changes, synthetic_usage  # noqa: E402
-from optsched.sim.lyra_truth import LyraGroundTruth  # noqa: E402
-from optsched.sim.traces.lyra import lyra_jobs, philly_rows, synthetic_rows  # noqa: E402
+from optsched.sim.lyra_setup import lyra_simulation  # noqa: E402
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
 PHILLY = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "philly" / "philly_busiest12h.csv"
@@ -119,21 +116,11 @@ def reclaim_table(seeds: int) -> None:
 
 
 def sim_table(jobs_n: int | None, training: int, inference: int, full: bool) -> None:
-    if PHILLY.exists():
-        rows, trace = philly_rows(PHILLY), "philly_busiest12h"
-    else:
-        rows, trace = synthetic_rows(jobs_n or 3000, seed=0), "synthetic"
+    if not PHILLY.exists():
         print(f"({PHILLY} not found: the synthetic trace instead)")
-    if jobs_n is not None:
-        rows = rows[:jobs_n]
-    jobs = lyra_jobs(rows, seed=0, max_gpus=8 * training)
-    cluster = two_pool_cluster(training, inference)
-    inf = tuple(inference_name(i) for i in range(inference))
-    usage = synthetic_usage(4, seed=0, start_hour=TRACE_START_HOUR)
-    loan = loan_targets(usage, inf)
-    opportunistic = opportunistic_changes(usage, cluster, inf)
-    no_loan = [PoolTarget(0.0, inf, 0)]
-    truth = LyraGroundTruth(frozenset({"T4"}))
+    setup = lyra_simulation(PHILLY if PHILLY.exists() else "synthetic", training=training, inference=inference,
+                            jobs=jobs_n or 3000, max_jobs=jobs_n, usage_days=4, start_hour=TRACE_START_HOUR, seed=0)
+    trace = "philly_busiest12h" if PHILLY.exists() else "synthetic"
     runs = [("Baseline (FIFO)", "fifo", False), ("Lyra", "lyra", True), ("loaning only", "lyra-loan", True),
             ("scaling only", "lyra", False), ("SJF only (neither)", "lyra-loan", False)]
     if full:
@@ -146,10 +133,8 @@ def sim_table(jobs_n: int | None, training: int, inference: int, full: bool) -> 
         policy = make_policy(method, PolicyOptions(time_limit=10.0), kind="lyra")
         t0 = time.perf_counter()
         opp = lend == "opp"
-        res = Simulator(cluster, jobs, policy, truth, SIM_CONFIG,
-                        round_fields={"inference_nodes": inf, "opportunistic": opp},
-                        pool_targets=() if opp else loan if lend else no_loan,
-                        capacity_changes=opportunistic if opp else (), trace_name=trace).run()
+        res = Simulator(setup.cluster, setup.jobs, policy, setup.truth, SIM_CONFIG, trace_name=trace,
+                        **setup.events(method, loaning=bool(lend))).run()
         wall = time.perf_counter() - t0
         q = np.array([r.queue_s for r in res.jobs if r.queue_s is not None])
         jct = np.array([r.jct_s for r in res.jobs if r.jct_s is not None])
@@ -160,7 +145,7 @@ def sim_table(jobs_n: int | None, training: int, inference: int, full: bool) -> 
                     round(float(np.median(q))), round(float(np.percentile(q, 95))), round(jct.mean()),
                     round(float(np.percentile(jct, 95))), round(base_q / q.mean(), 2), round(base_j / jct.mean(), 2),
                     f"{100 * pre / len(res.jobs):.2f}%", res.rounds, round(wall, 1)))
-    print(f"\ntrace {trace}: {len(jobs)} jobs, {training} training + {inference} inference servers")
+    print(f"\ntrace {trace}: {len(setup.jobs)} jobs, {training} training + {inference} inference servers")
     emit(("scheme", "method", "loaning", "finished", "jobs", "queue_mean_s", "queue_median_s", "queue_p95_s",
           "jct_mean_s", "jct_p95_s", "queue_reduction", "jct_reduction", "preemption_ratio", "rounds", "wall_s"),
          out, "lyra_sim.csv")

@@ -455,6 +455,8 @@ _GEN_FLAGS += (("--experts", "experts", "number of experts"), ("--devices", "dev
 _GEN_FLAGS += (("--servers", "servers", "on-loan inference servers (Lyra kinds)"),
                ("--training", "training", "training servers (Lyra kinds)"),
                ("--reclaim", "reclaim", "servers to reclaim (lyra-reclaim)"))
+#: gen-round flags taking a number that need not be whole
+_GEN_FLOAT_FLAGS = (("--load", "load", "queued base demand over the GPUs the round may hand out (lyra-allocate, lyra)"),)
 
 
 def _add_gen_round(sub: Any) -> None:
@@ -466,6 +468,8 @@ def _add_gen_round(sub: Any) -> None:
     p.add_argument("--kind", default="rubick", choices=kinds, help="round kind (default rubick)")
     for flag, _, text in _GEN_FLAGS:
         p.add_argument(flag, type=int, metavar="N", help=f"{text} (default: the kind's)")
+    for flag, _, text in _GEN_FLOAT_FLAGS:
+        p.add_argument(flag, type=float, metavar="X", help=f"{text} (default: the kind's)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--out", metavar="FILE", help="write the round here instead of stdout")
     p.set_defaults(handler=_cmd_gen_round)
@@ -481,7 +485,7 @@ def _cmd_gen_round(args: argparse.Namespace) -> int:
     _check_output_file(args.out)
     kind = round_kind(args.kind)
     options: dict[str, Any] = {"seed": args.seed}
-    for flag, key, _ in _GEN_FLAGS:
+    for flag, key, _ in _GEN_FLAGS + _GEN_FLOAT_FLAGS:
         value = getattr(args, key)
         if value is None:
             continue
@@ -544,6 +548,8 @@ DEFAULT_SIM_POLICIES = ("rubick", "sia", "synergy", "fifo")
 #: what ``optsched simulate --kind crius`` runs by default, and on which cluster
 CRIUS_SIM_POLICIES = ("crius", "fcfs", "gandiva", "gavel", "elasticflow")
 CRIUS_SIM_CLUSTER = "crius-sim-1280"
+#: what ``optsched simulate --kind lyra`` runs by default
+LYRA_SIM_POLICIES = ("lyra", "lyra-loan", "fifo")
 
 
 def _add_simulate(sub: Any) -> None:
@@ -551,7 +557,7 @@ def _add_simulate(sub: Any) -> None:
     from optsched.policies.registry import DEFAULT_KIND, methods_of
     from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S
     from optsched.sim.presets import PRESETS
-    methods = tuple(dict.fromkeys([*methods_of(DEFAULT_KIND), *methods_of("crius")]))
+    methods = tuple(dict.fromkeys([*methods_of(DEFAULT_KIND), *methods_of("crius"), *methods_of("lyra")]))
     p = sub.add_parser("simulate", help="replay a trace under several policies and compare them",
                        description="Replay a job trace on a cluster under each policy (same trace, cluster and "
                                    "ground truth), print a comparison table with ratios to the first policy and "
@@ -573,10 +579,15 @@ def _add_simulate(sub: Any) -> None:
                    help=f"policies to compare, first is the baseline of the ratios; repeatable, values accumulate "
                         f"(default: {' '.join(DEFAULT_SIM_POLICIES)}; with --kind crius: "
                         f"{' '.join(CRIUS_SIM_POLICIES)}; known: {', '.join(methods)})")
-    p.add_argument("--kind", default=DEFAULT_KIND, choices=(DEFAULT_KIND, "crius"),
+    p.add_argument("--kind", default=DEFAULT_KIND, choices=(DEFAULT_KIND, "crius", "lyra"),
                    help="round kind of the policies (default rubick); crius: jobs of the Crius Table 2 models on a "
                         "heterogeneous cluster, a synthetic or Philly-format trace, the Crius ground truth "
-                        "(docs/simulation.md)")
+                        "(docs/simulation.md); lyra: Lyra jobs on training and loaned inference servers")
+    p.add_argument("--training", type=int, default=2, metavar="N", help="--kind lyra: 8xV100 training servers (2)")
+    p.add_argument("--inference", type=int, default=2, metavar="N", help="--kind lyra: 8xT4 inference servers (2)")
+    p.add_argument("--usage", default="synthetic", metavar="synthetic|none|CSV",
+                   help="--kind lyra: inference usage series deciding the loans: synthetic (Fig. 3.1 shape), none "
+                        "(no loaning) or a time_s,usage CSV (default synthetic)")
     p.add_argument("--params", action="append", default=[], metavar="PARAMS.json",
                    help="fitted performance model (from 'optsched fit') the policies plan with, replacing the "
                         "built-in one of its model and GPU type; repeatable (the ground truth is separate)")
@@ -653,6 +664,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     _check_output_dir(args.out)
     if args.kind == "crius":
         return _simulate_crius(args)
+    if args.kind == "lyra":
+        return _simulate_lyra(args)
     policies = args.policy or list(DEFAULT_SIM_POLICIES)
     cluster = _cluster(args.cluster or DEFAULT_CLUSTER)
     truth = _ground_truth(args.ground_truth, cluster)
@@ -691,7 +704,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _simulate_crius(args: argparse.Namespace) -> int:
     """``optsched simulate --kind crius`` (docs/simulation.md): Crius jobs, the Crius ground truth."""
-    from optsched.experiments.compare import comparison_rows, run_policies, write_outputs
+    from optsched.experiments.compare import run_policies
     from optsched.policies.registry import methods_of
     from optsched.sim.crius_truth import CriusGroundTruth
     from optsched.sim.traces import detect_format
@@ -716,13 +729,48 @@ def _simulate_crius(args: argparse.Namespace) -> int:
         raise ValidationError(f"--kind crius: trace {args.trace!r} is not in the Philly format (or use 'synthetic')")
     results = run_policies(cluster, trace.jobs, truth, policies, config, time_limit=args.time_limit,
                            trace_name=trace.source or trace.name, progress=not args.no_progress, kind="crius")
+    return _comparison(results, f"trace {trace.source or trace.name}: {len(trace)} jobs on {cluster.name} "
+                                f"({cluster.total_gpus} GPUs), ground truth {truth.describe()}", config, args)
+
+
+def _comparison(results: Any, heading: str, config: Any, args: argparse.Namespace) -> int:
+    """Print ``heading`` and the comparison table of a simulation's ``results`` and write its files."""
+    from optsched.experiments.compare import comparison_rows, write_outputs
     header, rows = comparison_rows(results)
-    _out(f"trace {trace.source or trace.name}: {len(trace)} jobs on {cluster.name} ({cluster.total_gpus} GPUs), "
-         f"ground truth {truth.describe()}")
+    _out(heading)
     _out(_table(header, rows))
     written = write_outputs(results, args.out, config, plots=not args.no_plots)
     _out("wrote " + ", ".join(str(p) for p in written))
     return 0
+
+
+def _simulate_lyra(args: argparse.Namespace) -> int:
+    """``optsched simulate --kind lyra`` (docs/simulation.md): Lyra jobs on training and inference servers,
+    capacity loaned by the inference usage series (:mod:`optsched.sim.lyra_setup`)."""
+    from optsched.experiments.compare import run_policies
+    from optsched.policies.registry import methods_of
+    from optsched.sim.lyra_setup import lyra_simulation
+    from optsched.sim.traces import detect_format
+    policies = args.policy or list(LYRA_SIM_POLICIES)
+    bad = [p for p in policies if p not in methods_of("lyra")]
+    if bad:
+        raise ValidationError(f"--kind lyra: {', '.join(bad)} is no lyra method (known: {', '.join(methods_of('lyra'))})")
+    if args.params or args.ground_truth != "analytical" or args.cluster:
+        raise ValidationError("--kind lyra: jobs run at their traces' speed on --training and --inference servers; "
+                              "--params, --ground-truth and --cluster do not apply")
+    if args.trace != "synthetic" and detect_format(args.trace) != "philly":
+        raise ValidationError(f"--kind lyra: trace {args.trace!r} is not in the Philly format (or use 'synthetic')")
+    setup = lyra_simulation(args.trace, training=args.training, inference=args.inference, jobs=args.jobs,
+                            max_jobs=args.max_jobs, usage=args.usage, seed=args.seed)
+    config = _sim_config(args)
+    results = {}
+    for method in policies:
+        results.update(run_policies(setup.cluster, setup.jobs, setup.truth, [method], config, time_limit=args.time_limit,
+                                    trace_name=setup.trace_name, progress=not args.no_progress, kind="lyra",
+                                    **setup.events(method)))
+    return _comparison(results, f"trace {setup.trace_name}: {len(setup.jobs)} jobs on {setup.cluster.name} "
+                                f"({args.training} training + {args.inference} inference servers), usage {args.usage}",
+                       config, args)
 
 
 # -- parser and entry point ----------------------------------------------------------------------

@@ -9,6 +9,20 @@ none, with the predicted throughput) for kinds that place jobs, other payload cl
 of other shapes (servers to return, expert replica placements). In JSON the payload's fields sit next
 to the top-level ones (a Rubick decision has ``"jobs": [...]``), so decision files of format
 ``optsched.decision/1`` read as before.
+
+**The rule of the top level** (every kind, every method; ``tests/policies/test_decision_top_level.py``):
+
+* ``objective`` is the kind's round objective, higher is better; a kind that minimises a cost reports
+  ``objective = -cost`` and ``bound = -(proven lower bound)``.
+* A heuristic method or baseline (no solver): status ``heuristic``, ``bound`` and ``gap`` None,
+  ``heuristic_objective == objective``, ``warm_start`` False.
+* A solver method: status ``optimal`` or ``feasible`` with the solver's proven ``bound`` (>=
+  ``objective``), or ``heuristic-fallback`` (the heuristic's decision, the solver found nothing
+  better; ``bound`` is the solver's when it proved one); ``heuristic_objective`` is the objective of
+  the heuristic decision that warm-started the solver (None when it had none), and ``objective >=
+  heuristic_objective``; ``warm_start`` says whether the solver was given that decision as a hint.
+* ``gap == relative_gap(bound, objective)`` always; ``optimal`` means a gap of 0 up to the solver's
+  tolerance. ``partial`` (a method its time limit cut short) follows the rule of its method otherwise.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from optsched.core.errors import ValidationError
-from optsched.core.events import CapacityChange
+from optsched.core.events import CapacityChange, PoolTarget
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.perf.lookup import FittedModels
@@ -37,7 +37,8 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
                  config: SimConfig = SimConfig(), *, round_fields: Mapping[str, Any] | None = None,
                  capacity_changes: Sequence[CapacityChange] = (), time_limit: float = DEFAULT_TIME_LIMIT,
                  trace_name: str = "", progress: bool = False, perf_models: FittedModels | None = None,
-                 kind: str = DEFAULT_KIND, time_scale: Mapping[str, float] | None = None) -> dict[str, SimResult]:
+                 kind: str = DEFAULT_KIND, time_scale: Mapping[str, float] | None = None,
+                 pool_targets: Sequence[PoolTarget] = ()) -> dict[str, SimResult]:
     """Simulate each policy of ``policies`` (method names of round kind ``kind``) on the same input.
     ``round_fields`` go to every round (e.g. a trace's :meth:`~optsched.sim.traces.trace.Trace.round_fields`);
     ``time_limit`` bounds each round of a solver-backed policy. ``perf_models`` are the fitted
@@ -46,7 +47,8 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
     factors of ``time_scale`` where given (e.g. :func:`optsched.sim.trace_speed.trace_speeds`' scales,
     which anchor each job to its trace's own duration). Rubick policies defer a
     guaranteed job whose guarantee no node shape can reach this round instead of failing the round
-    (:mod:`optsched.policies.rubick`)."""
+    (:mod:`optsched.policies.rubick`). ``pool_targets``: servers lent to the rounds over time (Lyra,
+    :mod:`optsched.sim.loaning`)."""
     if not policies:
         raise ValidationError("simulate: give at least one policy")
     dup = sorted({p for p in policies if list(policies).count(p) > 1})
@@ -63,7 +65,7 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
         log.info("simulating %s on %s (%d jobs)", name, trace_name or "trace", len(jobs))
         sim = Simulator(cluster, jobs, policy, ground_truth, config, round_fields=round_fields,
                         capacity_changes=capacity_changes, trace_name=trace_name, ground_truth_name=truth_name,
-                        time_scale=time_scale)
+                        time_scale=time_scale, pool_targets=pool_targets)
         out[name] = sim.run(progress=progress)
     return out
 

@@ -46,13 +46,14 @@ def _rubick_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[s
     t0 = time.perf_counter()
     table = build_round_table(problem)  # type: ignore[arg-type]
     table_s = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    sched = algorithm1(problem, table, admit(problem, table), defer=True)  # type: ignore[arg-type]
-    heur_s = time.perf_counter() - t1
-    h_obj = objective(problem, table, sched.choices)  # type: ignore[arg-type]
-    row: dict[str, Any] = {"table_s": table_s, "heuristic_objective": h_obj, "heuristic_s": heur_s}
-    row.update(_warm_cold_rows(h_obj, lambda **kw: rubick_round.solve(  # type: ignore[arg-type]
-        problem, table, time_limit=time_limit, seed=seed, admission=sched.admission, **kw), sched.choices))
+    sched: Any = None
+
+    def heuristic() -> tuple[Any, float]:
+        nonlocal sched
+        sched = algorithm1(problem, table, admit(problem, table), defer=True)  # type: ignore[arg-type]
+        return sched.choices, objective(problem, table, sched.choices)  # type: ignore[arg-type]
+    row = _probe_row(heuristic, lambda **kw: rubick_round.solve(  # type: ignore[arg-type]
+        problem, table, time_limit=time_limit, seed=seed, admission=sched.admission, **kw), table_s)
     t2 = time.perf_counter()
     row["lp_bound"] = rubick_round.lp_relaxation_bound(problem, table, sched.admission,  # type: ignore[arg-type]
                                                        time_limit=time_limit)
@@ -70,6 +71,17 @@ def _trace_times(label: str, trace: Sequence[tuple[float, float, float]], object
     if to_target is None and final is not None and final <= TARGET_GAP:
         to_target = wall
     return {f"first_{label}_s": first, f"gap1_{label}_s": to_target}
+
+
+def _probe_row(heuristic: Callable[[], tuple[Any, float]], solve: Callable[..., Any],
+               table_s: float = 0.0) -> dict[str, Any]:
+    """The columns every solver probe shares: ``heuristic()`` (returning the hint for the solver and its
+    objective in the decision's frame) timed, then :func:`_warm_cold_rows` of ``solve``."""
+    t1 = time.perf_counter()
+    hint, h_obj = heuristic()
+    row: dict[str, Any] = {"table_s": table_s, "heuristic_objective": h_obj, "heuristic_s": time.perf_counter() - t1}
+    row.update(_warm_cold_rows(h_obj, solve, hint))
+    return row
 
 
 def _warm_cold_rows(h_obj: float, solve: Callable[..., Any], hint: Any) -> dict[str, Any]:
@@ -96,13 +108,11 @@ def _experts_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[
     from optsched.heuristics.lina import lina_plan
     from optsched.rounds.experts.plan import makespan
 
-    t1 = time.perf_counter()
-    plan = lina_plan(problem)  # type: ignore[arg-type]
-    heur_s = time.perf_counter() - t1
-    h_obj = -makespan(problem, plan)  # type: ignore[arg-type]
-    row: dict[str, Any] = {"table_s": 0.0, "heuristic_objective": h_obj, "heuristic_s": heur_s}
-    row.update(_warm_cold_rows(h_obj, lambda **kw: expert_packing.solve(  # type: ignore[arg-type]
-        problem, time_limit=time_limit, seed=seed, **kw), plan))
+    def heuristic() -> tuple[Any, float]:
+        plan = lina_plan(problem)  # type: ignore[arg-type]
+        return plan, -makespan(problem, plan)  # type: ignore[arg-type]
+    row = _probe_row(heuristic, lambda **kw: expert_packing.solve(  # type: ignore[arg-type]
+        problem, time_limit=time_limit, seed=seed, **kw))
     row["lp_bound"] = None
     return row
 
@@ -112,13 +122,11 @@ def _moe_comm_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict
     from optsched.formulations import moe_comm_schedule
     from optsched.heuristics.moe_comm import POLICIES
 
-    t1 = time.perf_counter()
-    timeline = POLICIES["lina"].schedule(problem)  # type: ignore[arg-type]
-    heur_s = time.perf_counter() - t1
-    h_obj = -timeline.step_ms
-    row: dict[str, Any] = {"table_s": 0.0, "heuristic_objective": h_obj, "heuristic_s": heur_s}
-    row.update(_warm_cold_rows(h_obj, lambda **kw: moe_comm_schedule.solve(  # type: ignore[arg-type]
-        problem, time_limit=time_limit, seed=seed, **kw), timeline))
+    def heuristic() -> tuple[Any, float]:
+        timeline = POLICIES["lina"].schedule(problem)  # type: ignore[arg-type]
+        return timeline, -timeline.step_ms
+    row = _probe_row(heuristic, lambda **kw: moe_comm_schedule.solve(  # type: ignore[arg-type]
+        problem, time_limit=time_limit, seed=seed, **kw))
     row["lp_bound"] = None
     return row
 
@@ -135,13 +143,12 @@ def _crius_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[st
     table = build_crius_table(problem)  # type: ignore[arg-type]
     table_s = time.perf_counter() - t0
     admission = admit(problem, table)  # type: ignore[arg-type]
-    t1 = time.perf_counter()
-    sched = algorithm1(problem, table, admission)  # type: ignore[arg-type]
-    heur_s = time.perf_counter() - t1
-    h_obj = objective(problem, table, sched.choices)  # type: ignore[arg-type]
-    row: dict[str, Any] = {"table_s": table_s, "heuristic_objective": h_obj, "heuristic_s": heur_s}
-    row.update(_warm_cold_rows(h_obj, lambda **kw: crius_round.solve(  # type: ignore[arg-type]
-        problem, table, time_limit=time_limit, seed=seed, admission=admission, **kw), sched.choices))
+
+    def heuristic() -> tuple[Any, float]:
+        choices = algorithm1(problem, table, admission).choices  # type: ignore[arg-type]
+        return choices, objective(problem, table, choices)  # type: ignore[arg-type]
+    row = _probe_row(heuristic, lambda **kw: crius_round.solve(  # type: ignore[arg-type]
+        problem, table, time_limit=time_limit, seed=seed, admission=admission, **kw), table_s)
     t2 = time.perf_counter()
     row["lp_bound"] = crius_round.lp_relaxation_bound(problem, table, admission,  # type: ignore[arg-type]
                                                       time_limit=time_limit)

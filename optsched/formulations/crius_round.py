@@ -40,8 +40,8 @@ from typing import Mapping, Sequence
 import numpy as np
 from ortools.sat.python import cp_model
 
-from optsched.core.errors import ValidationError
 from optsched.formulations import milp
+from optsched.formulations.cpsat import SolutionTrace, cp_solver
 from optsched.formulations.solution import ModelSize, Solution, solver_seconds
 from optsched.rounds.crius.admission import CriusAdmission, admit, allowed_rows
 from optsched.rounds.crius.capacity import MIB, NodeState, place, slot_rates
@@ -301,18 +301,6 @@ def _row_like(table: CriusTable, j: int, k: int) -> int:
     raise AssertionError(f"job {table.jobs[j]!r} has no Cell {spec}")  # pragma: no cover - same class, same rows
 
 
-class _Trace(cp_model.CpSolverSolutionCallback):
-    """Records (seconds since ``t0``, objective, bound) in round units at every solution."""
-
-    def __init__(self, out: list[tuple[float, float, float]], t0: float, offset: float) -> None:
-        super().__init__()
-        self.out, self.t0, self.offset = out, t0, offset
-
-    def on_solution_callback(self) -> None:
-        self.out.append((time.perf_counter() - self.t0, self.objective_value / SCALE + self.offset,
-                         self.best_objective_bound / SCALE + self.offset))
-
-
 def solve(problem: CriusRound, table: CriusTable, *, time_limit: float, seed: int = 0, workers: int = 1,
           hint: Mapping[str, Choice] | None = None, admission: CriusAdmission | None = None, backend: str = "cpsat",
           trace: list[tuple[float, float, float]] | None = None) -> Solution:
@@ -322,12 +310,7 @@ def solve(problem: CriusRound, table: CriusTable, *, time_limit: float, seed: in
     cannot all run (they always can when admission was computed on this round). The objective is
     recomputed by :func:`~optsched.rounds.crius.objective.objective`; the bound is the solver's, in
     round units (weights rounded to 1 / 10^6)."""
-    if not (isinstance(time_limit, (int, float)) and time_limit > 0):
-        raise ValidationError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
-    if backend not in BACKENDS:
-        raise ValidationError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
-    if backend != "cpsat":
-        milp.require_backend(backend)
+    milp.check_solve_options(time_limit, backend, BACKENDS)
     t0 = time.perf_counter()
     built = build(problem, table, admission=admission)
     tag = {"backend": backend}
@@ -338,14 +321,11 @@ def solve(problem: CriusRound, table: CriusTable, *, time_limit: float, seed: in
                                            *built.q.values())}
             for i, v in unique.items():
                 built.model.add_hint(v, start[i])
-        solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = solver_seconds(time_limit, t0)
-        solver.parameters.num_workers = workers
-        solver.parameters.random_seed = seed
+        solver = cp_solver(solver_seconds(time_limit, t0), seed, workers)
         # measured (benchmarks/crius.py): the full LP relaxation with cuts closes the last 0.1% that the
         # default level leaves open at 300 jobs
         solver.parameters.linearization_level = 2
-        status = solver.solve(built.model, None if trace is None else _Trace(trace, t0, built.offset))
+        status = solver.solve(built.model, None if trace is None else SolutionTrace(trace, t0, SCALE, built.offset))
         name = solver.status_name(status)
         found = name in ("OPTIMAL", "FEASIBLE")
         bound = solver.best_objective_bound / SCALE + built.offset if found else None

@@ -46,6 +46,7 @@ from ortools.sat.python import cp_model
 from scipy.optimize import linprog
 
 from optsched.formulations import milp
+from optsched.formulations.cpsat import SolutionTrace, cp_solver
 from optsched.formulations.solution import ModelSize, Solution, solver_seconds
 from optsched.rounds.experts.plan import ReplicaPlan, lower_bound, makespan, makespan_bound, replica_caps
 from optsched.rounds.experts.problem import ExpertsRound
@@ -185,18 +186,6 @@ def _pruned(problem: ExpertsRound, hosted: np.ndarray, share: np.ndarray) -> Rep
     return ReplicaPlan(keep, np.where(keep, share, 0.0))
 
 
-class _Trace(cp_model.CpSolverSolutionCallback):
-    """Records (seconds since ``t0``, -makespan, -bound) in round units at every solution."""
-
-    def __init__(self, out: list[tuple[float, float, float]], t0: float, units: float) -> None:
-        super().__init__()
-        self.out, self.t0, self.units = out, t0, units
-
-    def on_solution_callback(self) -> None:
-        self.out.append((time.perf_counter() - self.t0, -self.objective_value / self.units,
-                         -self.best_objective_bound / self.units))
-
-
 def solve(problem: ExpertsRound, *, time_limit: float, seed: int = 0, workers: int = 1,
           hint: ReplicaPlan | None = None, trace: list[tuple[float, float, float]] | None = None,
           backend: str = "cpsat") -> Solution:
@@ -212,11 +201,8 @@ def solve(problem: ExpertsRound, *, time_limit: float, seed: int = 0, workers: i
         _hint(built, problem, hint)
     units = SPEED_SCALE * built.scale
     if backend == "cpsat":
-        solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = solver_seconds(time_limit, t0)
-        solver.parameters.num_workers = workers
-        solver.parameters.random_seed = seed
-        status = solver.solve(built.model, None if trace is None else _Trace(trace, t0, units))
+        solver = cp_solver(solver_seconds(time_limit, t0), seed, workers)
+        status = solver.solve(built.model, None if trace is None else SolutionTrace(trace, t0, -units))
         name = solver.status_name(status)
         found = name in ("OPTIMAL", "FEASIBLE")
         values = list(solver.response_proto.solution) if found else None

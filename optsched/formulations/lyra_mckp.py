@@ -14,6 +14,7 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from optsched.formulations.cpsat import cp_solver
 from optsched.formulations.solution import ModelSize, Solution
 from optsched.rounds.lyra_allocate.items import Items
 
@@ -36,10 +37,7 @@ def solve(items: Items, capacity: int, *, time_limit: float = 10.0, seed: int = 
     if hint is not None:
         for i in range(items.size):
             model.AddHint(y[i], hint.get(items.jobs[int(items.group[i])], 0) == int(items.extra[i]))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, time_limit - (time.perf_counter() - t0))
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
+    solver = cp_solver(max(0.01, time_limit - (time.perf_counter() - t0)), seed, workers)
     code = solver.Solve(model)
     size = ModelSize(items.size, len(items.jobs) + 1, "cpsat-mckp")
     wall = time.perf_counter() - t0

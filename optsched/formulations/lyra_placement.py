@@ -27,6 +27,7 @@ import time
 
 from ortools.sat.python import cp_model
 
+from optsched.formulations.cpsat import cp_solver
 from optsched.formulations.solution import ModelSize, Solution
 from optsched.rounds.placement.start import pools_of, start_state
 from optsched.rounds.lyra.problem import INFERENCE
@@ -106,10 +107,7 @@ def solve(problem: PlacementRound, *, lyra: bool = True, time_limit: float = 10.
             p = hint.of(name)
             m.AddHint(var, 0 if p is None else (dict(p.flexible).get(n, 0) - state.flex.get(name, {}).get(n, 0))
                       // problem.worker_gpus(problem.job(name), n))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, time_limit - (time.perf_counter() - t0))
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
+    solver = cp_solver(max(0.01, time_limit - (time.perf_counter() - t0)), seed, workers)
     code = solver.Solve(m)
     size = ModelSize(len(b) + len(f) + len(u) + len(q), len(m.Proto().constraints), "cpsat-placement")
     wall = time.perf_counter() - t0

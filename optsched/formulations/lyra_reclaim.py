@@ -37,6 +37,8 @@ from typing import Callable, Sequence
 import numpy as np
 from ortools.sat.python import cp_model
 
+from optsched.core.groups import connected_groups
+from optsched.formulations.cpsat import cp_solver
 from optsched.formulations.solution import ModelSize, Solution
 from optsched.rounds.lyra_reclaim.view import ReclaimView
 
@@ -57,21 +59,9 @@ class _Curve:
 
 
 def _components(view: ReclaimView) -> list[list[int]]:
-    parent = list(range(len(view.servers)))
-
-    def find(a: int) -> int:
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-    for servers in view.job_servers:
-        first, *rest = sorted(servers)
-        for s in rest:
-            parent[find(s)] = find(first)
-    groups: dict[int, list[int]] = {}
-    for s in range(len(view.servers)):
-        groups.setdefault(find(s), []).append(s)
-    return sorted(groups.values(), key=lambda g: (len(g), g[0]))
+    """Server indices in groups joined by shared jobs, smallest group first."""
+    groups = connected_groups(range(len(view.servers)), view.job_servers)
+    return sorted(groups, key=lambda g: (len(g), g[0]))
 
 
 def _component_jobs(view: ReclaimView, servers: list[int]) -> list[list[int]]:
@@ -188,10 +178,7 @@ def _cpsat_curve(servers: list[int], jobs: list[list[int]], flex: np.ndarray, we
         hint = previous | ({extra} if extra is not None else set())
         for i in range(n):
             model.AddHint(x[i], i in hint)
-        solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = max(0.01, (deadline - time.perf_counter()) / (top + 1 - k))
-        solver.parameters.num_workers = workers
-        solver.parameters.random_seed = seed
+        solver = cp_solver(max(0.01, (deadline - time.perf_counter()) / (top + 1 - k)), seed, workers)
         code = solver.Solve(model)
         if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             raise TimeoutError
@@ -290,10 +277,7 @@ def solve_monolithic(view: ReclaimView, count: int, *, time_limit: float = 10.0,
         chosen = set(hint)
         for s in range(n):
             model.AddHint(x[s], s in chosen)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, time_limit - (time.perf_counter() - t0))
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
+    solver = cp_solver(max(0.01, time_limit - (time.perf_counter() - t0)), seed, workers)
     code = solver.Solve(model)
     size = ModelSize(n + m, pairs + 1, "cpsat-monolithic")
     wall = time.perf_counter() - t0

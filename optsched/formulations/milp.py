@@ -464,6 +464,19 @@ def _status(prob: pulp.LpProblem) -> str:
     return "unknown"
 
 
+def check_solve_options(time_limit: float, backend: str, backends: Sequence[str]) -> None:
+    """What a formulation that solves by CP-SAT or as a MILP checks before it builds: a positive
+    ``time_limit`` and a ``backend`` among ``backends`` (``"cpsat"`` and :data:`BACKENDS`), installed
+    when it is a MILP back end (:func:`require_backend`). ``ValidationError`` or
+    :class:`BackendUnavailableError` otherwise."""
+    if not (isinstance(time_limit, (int, float)) and time_limit > 0):
+        raise ValidationError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    if backend not in backends:
+        raise ValidationError(f"unknown backend {backend!r}; known: {', '.join(backends)}")
+    if backend != "cpsat":
+        require_backend(backend)
+
+
 def _check_time_limit(time_limit: float) -> None:
     if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0:
         raise ValidationError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
@@ -611,5 +624,5 @@ def lp_bound(model: cp_model.CpModel, time_limit: float) -> float | None:
 
 
 __all__ = ["BACKENDS", "BackendUnavailableError", "CBC_INSTALL_HINT", "HIGHS_INSTALL_HINT", "LinearForm", "MilpResult",
-           "TRANSLATED_KINDS", "available_backends", "linear_form", "lp_bound", "require_backend", "solve_milp",
+           "TRANSLATED_KINDS", "available_backends", "check_solve_options", "linear_form", "lp_bound", "require_backend", "solve_milp",
            "to_pulp"]

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from optsched.formulations.cpsat import SolutionTrace, cp_solver
 from optsched.formulations.solution import ModelSize, Solution, solver_seconds
 from optsched.rounds.moe_comm.problem import MoECommRound
 from optsched.rounds.moe_comm.tasks import Task, TaskGraph, build_tasks
@@ -140,18 +141,6 @@ def _hint(built: CommModel, problem: MoECommRound, timeline: Timeline) -> None:
     built.model.add_hint(built.makespan, max(end.values(), default=0))
 
 
-class _Trace(cp_model.CpSolverSolutionCallback):
-    """Records (seconds since ``t0``, -step ms, -bound ms) at every solution."""
-
-    def __init__(self, out: list[tuple[float, float, float]], t0: float) -> None:
-        super().__init__()
-        self.out, self.t0 = out, t0
-
-    def on_solution_callback(self) -> None:
-        self.out.append((time.perf_counter() - self.t0, -self.objective_value / TIME_SCALE,
-                         -self.best_objective_bound / TIME_SCALE))
-
-
 def solve(problem: MoECommRound, *, time_limit: float, seed: int = 0, workers: int = 1,
           hint: Timeline | None = None, trace: list[tuple[float, float, float]] | None = None) -> Solution:
     """Solve within ``time_limit`` seconds from the call (build included). The :class:`Solution` is in
@@ -162,11 +151,8 @@ def solve(problem: MoECommRound, *, time_limit: float, seed: int = 0, workers: i
     built = build(problem)
     if hint is not None:
         _hint(built, problem, hint)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = solver_seconds(time_limit, t0)
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
-    status = solver.solve(built.model, None if trace is None else _Trace(trace, t0))
+    solver = cp_solver(solver_seconds(time_limit, t0), seed, workers)
+    status = solver.solve(built.model, None if trace is None else SolutionTrace(trace, t0, -TIME_SCALE))
     name = solver.status_name(status)
     if name not in ("OPTIMAL", "FEASIBLE"):
         return Solution("infeasible" if name == "INFEASIBLE" else "unknown", None, None, time.perf_counter() - t0,

@@ -53,6 +53,7 @@ from ortools.sat.python import cp_model
 from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.formulations import milp
+from optsched.formulations.cpsat import SolutionTrace, cp_solver
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Solution, solver_seconds
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
@@ -437,12 +438,7 @@ def solve(problem: RubickRound, table: CoefficientTable, *, time_limit: float, s
     :class:`~optsched.formulations.milp.BackendUnavailableError` when a MILP backend is not installed.
     ``trace``, when given, receives (seconds since the call, objective, bound) in round units at every
     solution CP-SAT finds (the model's objective, weights rounded to 1/SCALE; gap studies read it)."""
-    if not (isinstance(time_limit, (int, float)) and time_limit > 0):
-        raise ValidationError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
-    if backend not in BACKENDS:
-        raise ValidationError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
-    if backend != "cpsat":
-        milp.require_backend(backend)
+    milp.check_solve_options(time_limit, backend, BACKENDS)
     t0 = time.perf_counter()
     first = _solve_once(problem, table, t0, time_limit, seed, workers, hint, admission, max_node_vars, encoding, {},
                         backend=backend, trace=trace)
@@ -477,18 +473,6 @@ def _better(problem: RubickRound, table: CoefficientTable, a: Solution, b: Solut
                     dict(best.payload))
 
 
-class _Trace(cp_model.CpSolverSolutionCallback):
-    """Records (seconds since ``t0``, objective, bound) in round units at every solution."""
-
-    def __init__(self, out: list[tuple[float, float, float]], t0: float, offset: float) -> None:
-        super().__init__()
-        self.out, self.t0, self.offset = out, t0, offset
-
-    def on_solution_callback(self) -> None:
-        self.out.append((time.perf_counter() - self.t0, self.objective_value / SCALE + self.offset,
-                         self.best_objective_bound / SCALE + self.offset))
-
-
 def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_limit: float, seed: int, workers: int,
                 hint: Mapping[str, Choice] | None, admission: Admission | None, max_node_vars: int,
                 encoding: str | None, params: Mapping[str, object],
@@ -506,16 +490,13 @@ def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_l
     if backend == "cpsat":
         if hint:
             _hint(built, hint)
-        solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = solver_seconds(time_limit, t0)
-        solver.parameters.num_workers = workers
-        solver.parameters.random_seed = seed
+        solver = cp_solver(solver_seconds(time_limit, t0), seed, workers)
         # measured (benchmarks/rubick_round.py): the default level leaves a 25% gap on 1,280 GPUs and
         # 400 jobs after 25 s; level 2 (full LP relaxation with cuts) proves optimality there in < 20 s
         solver.parameters.linearization_level = 2
         for key, value in params.items():
             setattr(solver.parameters, key, value)
-        status = solver.solve(built.model, None if trace is None else _Trace(trace, t0, built.offset))
+        status = solver.solve(built.model, None if trace is None else SolutionTrace(trace, t0, SCALE, built.offset))
         name = solver.status_name(status)
         found = name in ("OPTIMAL", "FEASIBLE")
         bound = solver.best_objective_bound / SCALE + built.offset if found else None

@@ -34,6 +34,7 @@ from optsched.formulations.solution import MIN_SOLVER_SECONDS
 from optsched.heuristics.baselines import schedule_elasticflow, schedule_fcfs, schedule_gandiva, schedule_gavel
 from optsched.heuristics.crius import algorithm1
 from optsched.perf.crius.cell_estimator import EstimatorParams
+from optsched.policies.checks import round_of
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.crius.admission import admit
@@ -46,12 +47,6 @@ from optsched.rounds.crius.table import CriusTable, CriusTableCache, build_crius
 ESTIMATOR_PARAMS = "estimator_params"
 #: seconds per job kept from the time limit for assembling the decision (Cell details, JSON)
 FINISH_S_PER_JOB = 2e-4
-
-
-def _crius_round(problem: RoundProblem, policy: str) -> CriusRound:
-    if not isinstance(problem, CriusRound):
-        raise ValidationError(f"policy {policy!r} solves crius rounds, got a round of kind {problem.kind!r}")
-    return problem
 
 
 def _deadline(time_limit: float, clock_start: float | None, problem: RoundProblem) -> Deadline:
@@ -96,7 +91,7 @@ class CriusHeuristicPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
-        crius = _crius_round(problem, self.name)
+        crius = round_of(problem, CriusRound, self.name)
         table, schedule = self.plan(crius, _deadline(self.time_limit, self.clock_start, crius))
         return heuristic_decision(crius, table, schedule, method=self.name, started=t0)
 
@@ -118,7 +113,7 @@ class CriusExactPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
-        crius = _crius_round(problem, self.name)
+        crius = round_of(problem, CriusRound, self.name)
         deadline = _deadline(self.time_limit, self.clock_start, crius)
         left_out: list[str] = []
         table = build_crius_table(crius, self.cache, deadline=deadline, left_out=left_out)

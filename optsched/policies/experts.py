@@ -25,22 +25,16 @@ from typing import Callable, ClassVar
 
 from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
-from optsched.core.errors import ValidationError
 from optsched.core.round import RoundProblem
 from optsched.formulations import expert_packing
 from optsched.formulations.solution import MIN_SOLVER_SECONDS
 from optsched.heuristics.lina import lina_plan, uniform_plan
+from optsched.policies.checks import round_of
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.experts.decision import to_decision
 from optsched.rounds.experts.plan import ReplicaPlan, makespan
 from optsched.rounds.experts.problem import ExpertsRound
-
-
-def _experts_round(problem: RoundProblem, policy: str) -> ExpertsRound:
-    if not isinstance(problem, ExpertsRound):
-        raise ValidationError(f"policy {policy!r} solves experts rounds, got a round of kind {problem.kind!r}")
-    return problem
 
 
 @dataclass(frozen=True)
@@ -54,7 +48,7 @@ class ExpertsHeuristicPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
-        experts = _experts_round(problem, self.name)
+        experts = round_of(problem, ExpertsRound, self.name)
         plan = self.rule(experts)
         return to_decision(experts, plan, method=self.name, status="heuristic", solve_seconds=time.perf_counter() - t0,
                            heuristic_makespan=makespan(experts, plan))
@@ -77,7 +71,7 @@ class ExpertsExactPolicy:
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
         deadline = Deadline(self.time_limit, start=t0 if self.clock_start is None else self.clock_start)
-        experts = _experts_round(problem, self.name)
+        experts = round_of(problem, ExpertsRound, self.name)
         hint = lina_plan(experts)
         h_cost = makespan(experts, hint)
         if deadline.expired(reserve=MIN_SOLVER_SECONDS):

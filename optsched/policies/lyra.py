@@ -42,12 +42,12 @@ from __future__ import annotations
 import time
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, ClassVar, TypeVar
+from typing import Callable, ClassVar
 
 import numpy as np
 
 from optsched.core.deadline import Deadline
-from optsched.core.decision import Decision, JobAllocations, JobDecision
+from optsched.core.decision import Decision, JobAllocations, JobDecision, relative_gap
 from optsched.core.events import ServerReturn
 from optsched.core.errors import ValidationError
 from optsched.core.round import RoundProblem
@@ -57,6 +57,7 @@ from optsched.formulations.solution import MIN_SOLVER_SECONDS, Solution
 from optsched.heuristics.lyra_placement import best_fit_decreasing
 from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one
 from optsched.heuristics.lyra_reclaim import lyra_reclaim, random_reclaim, scf_reclaim
+from optsched.policies.checks import round_of
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.lyra.cluster import worker_allocation
@@ -70,15 +71,6 @@ from optsched.rounds.lyra_reclaim import LyraReclaimRound, ReclaimView, reclaim_
 from optsched.rounds.placement import PlacementRound
 from optsched.rounds.placement.evaluate import objective as placement_objective
 from optsched.rounds.placement.evaluate import placement_decision
-
-R = TypeVar("R", bound=RoundProblem)
-
-
-def _round_of(problem: RoundProblem, cls: type[R], policy: str) -> R:
-    if not isinstance(problem, cls):
-        raise ValidationError(f"policy {policy!r} solves {cls.KIND} rounds, got a round of kind {problem.kind!r}")
-    return problem
-
 
 def _deadline(time_limit: float, clock_start: float | None) -> Deadline:
     return Deadline(time_limit) if clock_start is None else Deadline(time_limit, clock_start)
@@ -119,7 +111,7 @@ class ReclaimHeuristicPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
-        p = _round_of(problem, LyraReclaimRound, self.name)
+        p = round_of(problem, LyraReclaimRound, self.name)
         view = ReclaimView(p)
         picks = self.choose(view, p.reclaim, np.random.default_rng(self.seed))
         return reclaim_decision(view, picks, method=self.name, status="heuristic",
@@ -140,7 +132,7 @@ class ReclaimExactPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         deadline = _deadline(self.time_limit, self.clock_start)
-        p = _round_of(problem, LyraReclaimRound, self.name)
+        p = round_of(problem, LyraReclaimRound, self.name)
         view = ReclaimView(p)
         hint = lyra_reclaim(view, p.reclaim)
         h_obj = float(view.kept(view.outcome(hint)))
@@ -177,8 +169,9 @@ SCALERS = ("none", "dp", "exact", "afs", "gandiva")
 @dataclass(frozen=True)
 class AllocationPlan:
     """Base workers, pools and flexible workers of every job that runs, with the phase-two objective
-    (seconds of JCT reduction), the solver status and bound, and the dynamic program's objective when
-    a solver was warm-started by it."""
+    (seconds of JCT reduction), the solver status and bound, and the heuristic's objective: the dynamic
+    program's when a solver was warm-started by it, else the plan's own (the rule of
+    :mod:`optsched.core.decision`)."""
 
     first: PhaseOne
     extra: dict[str, int]
@@ -239,7 +232,7 @@ class Allocator:
             total += value
         if self.scaler == "exact" and status == "heuristic":
             status = "optimal"  # no items: nothing to scale
-        return AllocationPlan(first, extra, total, status, bound, dp_total if self.scaler == "exact" else None,
+        return AllocationPlan(first, extra, total, status, bound, dp_total if self.scaler == "exact" else total,
                               "; ".join(notes))
 
 
@@ -255,7 +248,7 @@ class AllocatePolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         deadline = _deadline(self.allocator.time_limit, self.clock_start)
-        p = _round_of(problem, LyraAllocateRound, self.name)
+        p = round_of(problem, LyraAllocateRound, self.name)
         plan = self.allocator.plan(p, deadline)
         return allocation_decision(p, counts(p, plan.first.base, plan.first.pool, plan.extra), plan.objective,
                                    method=self.name, status=plan.status, solve_seconds=deadline.elapsed(),
@@ -302,7 +295,7 @@ class PlacementPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         deadline = _deadline(self.time_limit, self.clock_start)
-        p = _round_of(problem, PlacementRound, self.name)
+        p = round_of(problem, PlacementRound, self.name)
         heur = best_fit_decreasing(p, self.lyra)
         if not self.exact:
             return placement_decision(p, heur, method=self.name, status="heuristic", solve_seconds=deadline.elapsed())
@@ -353,10 +346,13 @@ class LyraSimPolicy:
         self.flexible: dict[str, dict[str, int]] = {}
 
     def _remembered(self, p: LyraRound) -> LyraRound:
-        entries = []
+        """``p`` with the flexible workers this policy placed, for the running jobs the round itself
+        names none for (a round from the simulator names none; one from a file may)."""
+        entries = list(p.flexible)
+        given = {job for job, _ in entries}
         for job, flex in sorted(self.flexible.items()):
             cur = p.current(job)
-            if cur is None:
+            if cur is None or job in given:
                 continue
             j = p.job(job)
             held = {n: sh.gpus for n, sh in cur.placement.shares}
@@ -365,11 +361,11 @@ class LyraSimPolicy:
             if sum(g // p.worker_gpus(j, n) for n, g in flex.items()) != p.workers_of(job) - base_workers(j):
                 continue
             entries.append((job, tuple(sorted(flex.items()))))
-        return dataclasses.replace(p, flexible=tuple(entries))
+        return dataclasses.replace(p, flexible=tuple(sorted(entries)))
 
     def decide(self, problem: RoundProblem) -> Decision:
         deadline = _deadline(self.allocator.time_limit, self.clock_start)
-        p = self._remembered(_round_of(problem, LyraSimRound, self.name))
+        p = self._remembered(round_of(problem, LyraSimRound, self.name))
         plan = self.allocator.plan(p, deadline)
         wc = counts(p, plan.first.base, plan.first.pool, plan.extra)
         pr = PlacementRound(cluster=p.cluster, jobs=p.jobs, running=p.running, occupied=p.occupied, time=p.time,
@@ -390,11 +386,15 @@ class LyraSimPolicy:
             requested = work_rate(j, max(base_workers(j), j.requested_gpus // j.gpus_per_worker), p.scaling)
             action = "start" if cur is None else ("keep" if cur == alloc else "reconfigure")
             out.append(JobDecision(j.name, cur if action == "keep" else alloc, rate, rate / requested, action))
+        unplaced = f"{len(placed.unplaced)} job(s) with workers left unplaced" if placed.unplaced else ""
         return Decision(self.kind, self.name, plan.status, plan.objective, JobAllocations(tuple(out)),
-                        solve_seconds=deadline.elapsed(), message=f"{len(placed.unplaced)} job(s) with workers left unplaced" if placed.unplaced else "")
+                        bound=plan.bound, gap=relative_gap(plan.bound, plan.objective),
+                        solve_seconds=deadline.elapsed(), heuristic_objective=plan.heuristic_objective,
+                        warm_start=self.allocator.scaler == "exact",
+                        message="; ".join(m for m in (plan.message, unplaced) if m))
 
     def return_servers(self, problem: RoundProblem, candidates: tuple[str, ...], count: int) -> ServerReturn:
-        p = self._remembered(_round_of(problem, LyraSimRound, self.name))
+        p = self._remembered(round_of(problem, LyraSimRound, self.name))
         rr = LyraReclaimRound(cluster=p.cluster, jobs=p.jobs, running=p.running, occupied=p.occupied, time=p.time,
                               inference_nodes=p.inference_nodes, inference_factor=p.inference_factor,
                               scaling=p.scaling, flexible=p.flexible, opportunistic=p.opportunistic, reclaim=count)

@@ -30,6 +30,7 @@ from optsched.core.round import RoundProblem
 from optsched.formulations import moe_comm_schedule
 from optsched.formulations.solution import MIN_SOLVER_SECONDS
 from optsched.heuristics.moe_comm import POLICIES, CommPolicy
+from optsched.policies.checks import round_of
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.moe_comm.decision import to_decision
@@ -37,12 +38,6 @@ from optsched.rounds.moe_comm.problem import MoECommRound
 
 #: the rules whose schedules the exact model can represent (warm starts)
 HINT_RULES = ("lina", "priority")
-
-
-def _comm_round(problem: RoundProblem, policy: str) -> MoECommRound:
-    if not isinstance(problem, MoECommRound):
-        raise ValidationError(f"policy {policy!r} solves moe-comm rounds, got a round of kind {problem.kind!r}")
-    return problem
 
 
 @dataclass(frozen=True)
@@ -56,7 +51,7 @@ class CommRulePolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
-        comm = _comm_round(problem, self.name)
+        comm = round_of(problem, MoECommRound, self.name)
         timeline = self.rule.schedule(comm)
         return to_decision(comm, timeline, method=self.name, status="heuristic", solve_seconds=time.perf_counter() - t0,
                            heuristic_step=timeline.step_ms)
@@ -78,7 +73,7 @@ class CommExactPolicy:
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
         deadline = Deadline(self.time_limit, start=t0 if self.clock_start is None else self.clock_start)
-        comm = _comm_round(problem, self.name)
+        comm = round_of(problem, MoECommRound, self.name)
         timelines = {name: rule.schedule(comm) for name, rule in POLICIES.items()}
         best = min(timelines, key=lambda n: (timelines[n].step_ms, list(POLICIES).index(n)))
         h_step = timelines[best].step_ms

@@ -49,6 +49,7 @@ from optsched.heuristics.baselines.synergy import SYNERGY_TUNE_FRACTION
 from optsched.heuristics.rubick import algorithm1
 from optsched.perf.coefficients import CoefficientTable
 from optsched.perf.lookup import PerfLookup, PerfSource, prediction_notes
+from optsched.policies.checks import round_of
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.rubick.admission import NO_GUARANTEES, Admission, admit
@@ -60,12 +61,6 @@ from optsched.rounds.rubick.table import DEFAULT_GROWTH, RoundTableCache, build_
 
 #: the extra option of the kind (module docstring)
 DEFER = "defer_unreachable_guarantees"
-
-
-def _rubick_round(problem: RoundProblem, policy: str) -> RubickRound:
-    if not isinstance(problem, RubickRound):
-        raise ValidationError(f"policy {policy!r} solves rubick rounds, got a round of kind {problem.kind!r}")
-    return problem
 
 
 def _infeasible_report(problem: RubickRound, admission: Admission) -> InfeasibleError:
@@ -171,7 +166,7 @@ class _HeuristicPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
-        rubick = _rubick_round(problem, self.name)
+        rubick = round_of(problem, RubickRound, self.name)
         try:
             table, schedule = self.plan(rubick, _deadline(self.time_limit, self.clock_start, rubick))
         except InfeasibleError as e:
@@ -227,7 +222,7 @@ class RubickExactPolicy:
     backend: str = "cpsat"
 
     def decide(self, problem: RoundProblem) -> Decision:
-        rubick = _rubick_round(problem, self.name)
+        rubick = round_of(problem, RubickRound, self.name)
         try:
             return _with_prediction_notes(self._decide(rubick), rubick, self.perf)
         except InfeasibleError as e:

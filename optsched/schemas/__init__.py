@@ -1,7 +1,9 @@
 """JSON Schemas (draft 2020-12) of optsched's file formats, shipped as package data.
 
-* ``round``: a scheduling round, ``optsched.round/1`` (:meth:`optsched.core.round.RoundProblem.from_dict`);
-* ``decision``: the answer to a round, ``optsched.decision/1`` (:meth:`optsched.core.decision.Decision.to_dict`);
+* ``round``: a scheduling round of any built-in kind, ``optsched.round/1``
+  (:meth:`optsched.core.round.RoundProblem.from_dict`);
+* ``decision``: the answer to a round of any built-in kind, ``optsched.decision/1``
+  (:meth:`optsched.core.decision.Decision.to_dict`);
 * ``perf-params``: a fitted performance model, ``optsched.perf-params/1`` (written by ``optsched fit``,
   read by ``--params`` and a round's ``perf_params``; :meth:`optsched.perf.performance_model.PerformanceModel.to_dict`).
   The round schema holds a copy of it as ``$defs/perfParams``.
@@ -9,6 +11,11 @@
 The schemas document the formats and let other tools validate files; optsched itself validates with
 its own parsers, which also check the rules a schema cannot state (unique job names, node
 capacities, ...; see each schema's ``description``). ``docs/rounds.md`` describes both formats.
+
+Both the round and the decision schema dispatch on ``kind``: the common fields sit at the top, each
+kind's own fields (a round's ``FIELD_KEYS``, a decision payload's ``KEYS``) in one ``if``/``then``
+branch of ``allOf``, and ``unevaluatedProperties: false`` rejects a field of no kind or of another
+kind (``tests/schemas/test_kind_schemas.py`` keeps the branches equal to the Python classes).
 """
 
 from __future__ import annotations

@@ -148,3 +148,10 @@ def test_job_with_progress_copies_and_checks_only_the_progress() -> None:
     for bad in (-1, 100.5):
         with pytest.raises(ValidationError, match="completed_iterations"):
             j.with_progress(bad)
+
+
+def test_connected_groups_join_items_through_shared_links() -> None:
+    from optsched.core.groups import connected_groups
+    assert connected_groups("abcdef", ["ce", "ea", "", "f"]) == [["a", "c", "e"], ["b"], ["d"], ["f"]]
+    assert connected_groups([3, 1, 2], [[2, 3]]) == [[3, 2], [1]]
+    assert connected_groups([], []) == []

@@ -17,11 +17,13 @@ import pytest
 from optsched.core import (Allocation, Cluster, ExecutionPlan, Job, NodeShare, Placement, UnknownNameError,
                            ValidationError, ZeroMode, a800_cluster)
 from optsched.core.decision import ACTIONS, DECISION_FORMAT, STATUSES, Decision, JobAllocations, JobDecision
+from optsched.core.kinds import round_kinds
 from optsched.core.round import ROUND_FORMAT, RoundProblem
 from optsched.rounds.rubick.problem import DEFAULT_PREEMPT_PENALTY, DEFAULT_RECONFIG_PENALTY, RubickRound
 from optsched.schemas import SCHEMA_NAMES, load_schema
 
 from helpers import REPO_ROOT, alloc, roundtrip
+from schema_check import KEYWORDS, structural_errors, used_keywords
 
 
 # -- fixtures ------------------------------------------------------------------------------------
@@ -329,98 +331,6 @@ def test_lookups_and_normalised_containers() -> None:
 
 
 # -- JSON Schemas ----------------------------------------------------------------------------------
-#: keywords the structural checker below implements; every keyword the schemas use must be here
-_KEYWORDS = {"$schema", "$id", "title", "description", "default", "$defs", "type", "const", "enum", "required",
-             "properties", "additionalProperties", "items", "$ref", "oneOf", "minimum", "exclusiveMinimum",
-             "minItems", "minLength", "maxProperties", "propertyNames", "pattern", "if", "then", "else"}
-
-_TYPES = {"object": lambda v: isinstance(v, dict), "array": lambda v: isinstance(v, list),
-          "string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool),
-          "null": lambda v: v is None,
-          "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-          "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-def _used_keywords(schema: Any, out: set[str]) -> set[str]:
-    """Keywords used anywhere in ``schema`` (property names under ``properties``/``$defs`` excluded)."""
-    if isinstance(schema, dict):
-        for k, v in schema.items():
-            out.add(k)
-            if k in ("properties", "$defs"):
-                for sub in v.values():
-                    _used_keywords(sub, out)
-            elif k not in ("enum", "const", "default", "required", "type"):
-                _used_keywords(v, out)
-    elif isinstance(schema, list):
-        for s in schema:
-            _used_keywords(s, out)
-    return out
-
-
-def _check(value: Any, schema: dict[str, Any], root: dict[str, Any], path: str = "$") -> list[str]:
-    """A small JSON Schema checker for the keywords in :data:`_KEYWORDS` (no jsonschema needed)."""
-    errors: list[str] = []
-    if "$ref" in schema:
-        ref = schema["$ref"]
-        assert ref.startswith("#/$defs/"), ref
-        errors += _check(value, root["$defs"][ref[len("#/$defs/"):]], root, path)
-    if "type" in schema:
-        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if not any(_TYPES[t](value) for t in types):
-            return errors + [f"{path}: {value!r} is not of type {types}"]
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{path}: {value!r} != {schema['const']!r}")
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{path}: {value!r} not in {schema['enum']}")
-    if _TYPES["number"](value):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{path}: {value} < {schema['minimum']}")
-        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            errors.append(f"{path}: {value} <= {schema['exclusiveMinimum']}")
-    if isinstance(value, str):
-        if len(value) < schema.get("minLength", 0):
-            errors.append(f"{path}: {value!r} too short")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            errors.append(f"{path}: {value!r} does not match {schema['pattern']}")
-    if isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            errors.append(f"{path}: fewer than {schema['minItems']} items")
-        if "items" in schema:
-            for i, v in enumerate(value):
-                errors += _check(v, schema["items"], root, f"{path}[{i}]")
-    if isinstance(value, dict):
-        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            errors.append(f"{path}: more than {schema['maxProperties']} properties")
-        for k in schema.get("required", []):
-            if k not in value:
-                errors.append(f"{path}: missing required {k!r}")
-        props = schema.get("properties", {})
-        extra = schema.get("additionalProperties", True)
-        for k, v in value.items():
-            if "propertyNames" in schema:
-                errors += _check(k, schema["propertyNames"], root, f"{path}.<key {k!r}>")
-            if k in props:
-                errors += _check(v, props[k], root, f"{path}.{k}")
-            elif extra is False:
-                errors.append(f"{path}: unknown property {k!r}")
-            elif isinstance(extra, dict):
-                errors += _check(v, extra, root, f"{path}.{k}")
-    if "oneOf" in schema:
-        passing = sum(not _check(value, s, root, path) for s in schema["oneOf"])
-        if passing != 1:
-            errors.append(f"{path}: {passing} branches of oneOf match, need exactly 1")
-    if "if" in schema:
-        branch = "then" if not _check(value, schema["if"], root, path) else "else"
-        if branch in schema:
-            errors += _check(value, schema[branch], root, path)
-    return errors
-
-
-def structural_errors(name: str, value: Any) -> list[str]:
-    schema = load_schema(name)
-    return _check(value, schema, schema)
-
-
 def _sample_rounds() -> list[RubickRound]:
     from optsched.rounds.rubick.generate import generate_rubick_round
     return [small_round(), small_round(quotas={}, occupied={}, running=()),
@@ -453,8 +363,9 @@ def test_schemas_load_and_are_consistent() -> None:
     for name in ("plan", "nodeShare", "placement", "name"):  # duplicated definitions stay identical
         assert r["$defs"][name] == d["$defs"][name], name
     for s in (r, d):
-        assert _used_keywords(s, set()) <= _KEYWORDS, _used_keywords(s, set()) - _KEYWORDS
-    assert r["properties"]["kind"]["enum"] == ["rubick"]
+        assert used_keywords(s, set()) <= KEYWORDS, used_keywords(s, set()) - KEYWORDS
+    # every registered kind; tests/schemas/test_kind_schemas.py checks each kind's fields
+    assert set(r["properties"]["kind"]["enum"]) == set(d["properties"]["kind"]["enum"]) == set(round_kinds())
     assert d["properties"]["status"]["enum"] == list(STATUSES)
     assert d["$defs"]["jobDecision"]["properties"]["action"]["enum"] == list(ACTIONS)
     load_schema("round")["properties"].clear()
@@ -465,8 +376,10 @@ def test_schemas_load_and_are_consistent() -> None:
 
 def test_schema_properties_match_the_value_objects() -> None:
     r = load_schema("round")
+    rubick = next(b["then"] for b in r["allOf"] if b["if"]["properties"]["kind"] == {"const": "rubick"})
     # perf_params and coefficients are written only when a round has them (tests/rounds/test_own_coefficients.py)
-    assert set(r["properties"]) == set(small_round().to_dict()) | {"perf_params", "coefficients"}
+    assert set(r["properties"]) | set(rubick["properties"]) == set(small_round().to_dict()) | {"perf_params",
+                                                                                               "coefficients"}
     assert set(r["$defs"]["job"]["properties"]) == {f.name for f in dataclasses.fields(Job)}
     assert set(r["$defs"]["plan"]["properties"]) == {f.name for f in dataclasses.fields(ExecutionPlan)}
     assert set(r["$defs"]["nodeShare"]["properties"]) == set(NodeShare(1).to_dict())
@@ -476,7 +389,7 @@ def test_schema_properties_match_the_value_objects() -> None:
         a800_cluster(1, 8).gpu_types[0]))}
     assert set(r["$defs"]["allocation"]["properties"]) == {"job", "plan", "placement"}
     d = load_schema("decision")
-    assert set(d["required"]) == set(d["properties"]) == set(sample_decision().to_dict())
+    assert set(d["required"]) == set(d["properties"]) == set(sample_decision().to_dict()) - {"jobs"}
     jd = d["$defs"]["jobDecision"]
     assert set(jd["required"]) == set(jd["properties"]) == set(sample_decision().jobs[0].to_dict())
 

@@ -132,12 +132,19 @@ class StateBuilder:
 
 
 def lyra_state(seed: int, servers: int, training: int, jobs: int, occupancy: float, elastic: float,
-               what: str) -> tuple[StateBuilder, tuple[str, ...], Cluster]:
+               what: str, load: float | None = None) -> tuple[StateBuilder, tuple[str, ...], Cluster]:
     """The random state of every Lyra generator: ``training`` 8xV100 and ``servers`` on-loan 8xT4 servers
-    filled to ``occupancy`` with running jobs (inference servers with fungible ones), then ``jobs`` queued
-    jobs submitted over an hour appended to ``builder.jobs``. Returns the builder (jobs, running
-    allocations, flexible workers), the inference servers and the cluster; ``what`` names the kind in
-    errors."""
+    filled to ``occupancy`` with running jobs (inference servers with fungible ones), then queued jobs
+    submitted over an hour appended to ``builder.jobs``: ``jobs`` of them, or, with ``load``, of the
+    ``jobs`` drawn those whose base demand still fits ``load`` times the capacity an allocation round
+    may hand out (:func:`allocatable_gpus`), in drawing order, renumbered. Returns the builder (jobs,
+    running allocations, flexible workers), the inference servers and the cluster; ``what`` names the
+    kind in errors.
+
+    ``load`` is the queued base demand over that capacity: below 1 the base demand of every queued job
+    fits in total and what is left (with the flexible workers of running jobs) goes to the flexible
+    demand, the multiple-choice knapsack of Lyra Sec. 3.5.2 (phase two); far above 1 the queue exceeds
+    the cluster and phase one (SJF) alone fills it."""
     require_int(f"gen-round {what}", "servers", servers, 0)
     require_int(f"gen-round {what}", "training", training, 0)
     require_int(f"gen-round {what}", "jobs", jobs, 0)
@@ -145,16 +152,36 @@ def lyra_state(seed: int, servers: int, training: int, jobs: int, occupancy: flo
         raise ValidationError(f"gen-round {what}: needs at least one server")
     if not 0.0 <= occupancy <= 1.0 or not 0.0 <= elastic <= 1.0:
         raise ValidationError(f"gen-round {what}: occupancy and elastic must lie in [0, 1]")
+    if load is not None and not (isinstance(load, (int, float)) and not isinstance(load, bool) and load > 0):
+        raise ValidationError(f"gen-round {what}: load must be a number > 0, got {load!r}")
     rng = np.random.default_rng(seed)
     cluster = two_pool_cluster(training, servers)
     inf = tuple(inference_name(i) for i in range(servers))
     builder = StateBuilder(rng, {n.name: n.num_gpus for n in cluster.nodes}, frozenset(inf))
     builder.fill([training_name(i) for i in range(training)], occupancy, elastic, "t")
     builder.fill(list(inf), occupancy, elastic, "f", fungible_only=True)
+    budget = math.inf if load is None else load * allocatable_gpus(builder)
+    queued = 0
     for i in range(jobs):
-        builder.jobs.append(random_job(rng, f"q{i:04d}", bool(rng.random() < elastic),
-                                       submit_time=float(rng.uniform(0.0, 3600.0))))
+        job = random_job(rng, f"q{queued:04d}", bool(rng.random() < elastic), submit_time=float(rng.uniform(0.0, 3600.0)))
+        demand = base_workers(job) * job.gpus_per_worker
+        if demand > budget:
+            continue
+        budget -= demand
+        builder.jobs.append(job)
+        queued += 1
     return builder, inf, cluster
 
 
-__all__ = ["ELASTIC_MODELS", "INELASTIC_MODELS", "StateBuilder", "lyra_state", "random_job"]
+def allocatable_gpus(builder: StateBuilder) -> float:
+    """Training GPUs an allocation round of ``builder``'s state may hand out: idle GPUs and those of
+    running elastic jobs' flexible workers, inference GPUs times the inference factor (as
+    :func:`optsched.rounds.lyra_allocate.capacity.available` counts them, before rounding down)."""
+    gpus = {n: g for n, g in builder.free.items()}
+    for shares in builder.flexible.values():
+        for n, g in shares.items():
+            gpus[n] += g
+    return float(sum(g * (builder.factor if n in builder.inference else 1.0) for n, g in gpus.items()))
+
+
+__all__ = ["ELASTIC_MODELS", "INELASTIC_MODELS", "StateBuilder", "allocatable_gpus", "lyra_state", "random_job"]

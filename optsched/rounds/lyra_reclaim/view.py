@@ -99,9 +99,13 @@ class ReclaimView:
 def reclaim_decision(view: ReclaimView, chosen: Sequence[int], *, method: str, status: str,
                      solve_seconds: float, bound: float | None = None, heuristic_objective: float | None = None,
                      warm_start: bool = False, message: str = "") -> Decision:
-    """The decision of returning ``chosen`` (server indices); objective = jobs at risk kept running."""
+    """The decision of returning ``chosen`` (server indices); objective = jobs at risk kept running. A
+    heuristic's decision (status ``heuristic``) reports its own objective as ``heuristic_objective``
+    (the rule of :mod:`optsched.core.decision`)."""
     out = view.outcome(chosen)
     obj = float(view.kept(out))
+    if status == "heuristic":
+        heuristic_objective = obj
     return Decision(view.problem.kind, method, status, obj, out.payload(), bound=bound, gap=relative_gap(bound, obj),
                     solve_seconds=solve_seconds, heuristic_objective=heuristic_objective, warm_start=warm_start,
                     message=message)

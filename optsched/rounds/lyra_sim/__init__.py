@@ -14,6 +14,7 @@ from optsched.core.decision import JobAllocations
 from optsched.core.kinds import RoundKind, register_kind
 from optsched.rounds.lyra.problem import LyraRound
 from optsched.rounds.lyra.generate import lyra_state
+from optsched.rounds.lyra_allocate.generate import DEFAULT_LOAD
 
 
 @dataclass(frozen=True)
@@ -24,9 +25,10 @@ class LyraSimRound(LyraRound):
 
 
 def generate(*, seed: int = 0, servers: int = 8, training: int = 16, jobs: int = 30, occupancy: float = 0.7,
-             elastic: float = 0.3) -> LyraSimRound:
-    """A random Lyra round: the state of :func:`optsched.rounds.lyra.generate.lyra_state`."""
-    builder, inf, cluster = lyra_state(seed, servers, training, jobs, occupancy, elastic, "lyra")
+             elastic: float = 0.3, load: float | None = DEFAULT_LOAD) -> LyraSimRound:
+    """A random Lyra round: the state of :func:`optsched.rounds.lyra.generate.lyra_state`, queued jobs up
+    to ``load`` as for ``lyra-allocate`` (:mod:`optsched.rounds.lyra_allocate.generate`)."""
+    builder, inf, cluster = lyra_state(seed, servers, training, jobs, occupancy, elastic, "lyra", load)
     return LyraSimRound(cluster=cluster, jobs=tuple(builder.jobs), running=tuple(builder.running),  # type: ignore[arg-type]
                         inference_nodes=inf, time=3600.0,
                         flexible=tuple((j, tuple(s.items())) for j, s in builder.flexible.items()))

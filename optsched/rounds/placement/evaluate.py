@@ -71,7 +71,11 @@ def violations(problem: PlacementRound, payload: WorkerPlacement) -> list[str]:
 def placement_decision(problem: PlacementRound, payload: WorkerPlacement, *, method: str, status: str,
                        solve_seconds: float, bound: float | None = None, heuristic_objective: float | None = None,
                        warm_start: bool = False, message: str = "") -> Decision:
+    """The decision of ``payload``, scored by :func:`objective`; a heuristic's decision (status
+    ``heuristic``) reports its own objective as ``heuristic_objective`` (:mod:`optsched.core.decision`)."""
     obj = objective(problem, payload)
+    if status == "heuristic":
+        heuristic_objective = obj
     return Decision(problem.kind, method, status, obj, payload, bound=bound, gap=relative_gap(bound, obj),
                     solve_seconds=solve_seconds, heuristic_objective=heuristic_objective, warm_start=warm_start,
                     message=message)

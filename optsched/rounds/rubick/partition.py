@@ -36,6 +36,7 @@ import numpy as np
 from optsched.core.coefficient_rows import check_job_rows
 from optsched.core.decision import Decision, JobAllocations, JobDecision
 from optsched.core.errors import ValidationError
+from optsched.core.groups import connected_groups
 from optsched.core.hardware import Cluster
 from optsched.core.pool import usable_gpu_types
 from optsched.perf.coefficients import CoefficientTable
@@ -57,23 +58,8 @@ class RoundSplit:
 
 def _components(problem: RubickRound) -> list[list[str]]:
     """Groups of node names that a running job spans together (union-find), in cluster order."""
-    parent = {n.name: n.name for n in problem.cluster.nodes}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-    for a in problem.running:
-        names = [n for n, _ in a.placement.shares]
-        for other in names[1:]:
-            ra, rb = find(names[0]), find(other)
-            if ra != rb:
-                parent[rb] = ra
-    groups: dict[str, list[str]] = {}
-    for n in problem.cluster.nodes:
-        groups.setdefault(find(n.name), []).append(n.name)
-    return list(groups.values())
+    return connected_groups([n.name for n in problem.cluster.nodes],
+                            ([n for n, _ in a.placement.shares] for a in problem.running))
 
 
 def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientTable) -> RoundSplit:

@@ -1,0 +1,37 @@
+"""What every CP-SAT formulation sets up the same way: the solver with its time, seed and worker
+count (``num_workers=1`` is reproducible, DESIGN.md "Determinism"), and the solution callback that
+records a solve's progress for gap studies (:mod:`optsched.experiments.gap`: times to the first
+solution and to a 1% gap)."""
+
+from __future__ import annotations
+
+import time
+
+from ortools.sat.python import cp_model
+
+
+def cp_solver(seconds: float, seed: int, workers: int) -> cp_model.CpSolver:
+    """A CP-SAT solver limited to ``seconds`` of wall time, with ``seed`` and ``workers``; callers set
+    further parameters on ``solver.parameters``."""
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = seconds
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    return solver
+
+
+class SolutionTrace(cp_model.CpSolverSolutionCallback):
+    """Appends (seconds since ``t0``, objective, bound) to ``out`` at every solution, both in the
+    decision's frame: the model's values divided by ``divisor`` plus ``offset`` (a negative divisor turns
+    a minimised cost into the decision's ``-cost``)."""
+
+    def __init__(self, out: list[tuple[float, float, float]], t0: float, divisor: float, offset: float = 0.0) -> None:
+        super().__init__()
+        self.out, self.t0, self.divisor, self.offset = out, t0, divisor, offset
+
+    def on_solution_callback(self) -> None:
+        self.out.append((time.perf_counter() - self.t0, self.objective_value / self.divisor + self.offset,
+                         self.best_objective_bound / self.divisor + self.offset))
+
+
+__all__ = ["SolutionTrace", "cp_solver"]

@@ -1,0 +1,97 @@
+"""The inputs of a Lyra simulation (thesis Sec. 3.7.1) besides its policies: the two-pool cluster
+(``training`` 8xV100 and ``inference`` 8xT4 servers), the Lyra jobs of a trace (a Philly CSV or the
+synthetic generator, :mod:`optsched.sim.traces.lyra`), the ground truth, and the inference usage series
+(synthetic after Fig. 3.1, a ``time_s,usage`` CSV, or none) that the orchestrator turns into loans
+(:mod:`optsched.sim.loaning`). ``optsched simulate --kind lyra`` and ``benchmarks/lyra.py`` build their
+runs from it.
+
+Per method, :meth:`LyraSimulation.events` gives what the simulator gets besides the jobs: the round
+fields (``inference_nodes``; ``opportunistic``) and either pool targets (loaning: the orchestrator's
+targets; no loaning: every inference server held by inference from time 0) or, for the
+``opportunistic`` baseline, the capacity changes of inference's usage (no server lent; fungible jobs
+use idle inference GPUs at lower priority and are evicted when inference grows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from optsched.core.errors import ValidationError
+from optsched.core.events import CapacityChange, PoolTarget
+from optsched.core.hardware import Cluster
+from optsched.core.job import Job
+from optsched.rounds.lyra.cluster import INFERENCE_GPU, inference_name, two_pool_cluster
+from optsched.sim.loaning import UsageSeries, load_usage_csv, loan_targets, opportunistic_changes, synthetic_usage
+from optsched.sim.lyra_truth import LyraGroundTruth
+from optsched.sim.traces.lyra import lyra_jobs, philly_rows, synthetic_rows
+
+#: the method that runs on idle inference GPUs instead of loaned servers (Sec. 3.7.1)
+OPPORTUNISTIC = "opportunistic"
+
+
+@dataclass(frozen=True)
+class LyraSimulation:
+    """A Lyra simulation's cluster, jobs, ground truth, inference servers and usage series (None: no
+    loaning), and the trace's name (module docstring)."""
+
+    cluster: Cluster
+    jobs: tuple[Job, ...]
+    truth: LyraGroundTruth
+    inference_nodes: tuple[str, ...]
+    usage: UsageSeries | None
+    trace_name: str
+
+    def events(self, method: str, loaning: bool = True) -> dict[str, Any]:
+        """``round_fields``, ``pool_targets`` and ``capacity_changes`` of a run of ``method`` (keyword
+        arguments of :class:`~optsched.sim.engine.Simulator`); ``loaning=False`` lends nothing (Lyra's
+        "scaling only")."""
+        if method == OPPORTUNISTIC:
+            if self.usage is None:
+                raise ValidationError("the opportunistic baseline needs an inference usage series (not 'none')")
+            return {"round_fields": {"inference_nodes": self.inference_nodes, "opportunistic": True},
+                    "pool_targets": (),
+                    "capacity_changes": tuple(opportunistic_changes(self.usage, self.cluster, self.inference_nodes))}
+        targets: tuple[PoolTarget, ...] = (PoolTarget(0.0, self.inference_nodes, 0),)
+        if loaning and self.usage is not None:
+            targets = tuple(loan_targets(self.usage, self.inference_nodes))
+        changes: tuple[CapacityChange, ...] = ()
+        return {"round_fields": {"inference_nodes": self.inference_nodes}, "pool_targets": targets,
+                "capacity_changes": changes}
+
+
+def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, inference: int = 2, jobs: int = 120,
+                    max_jobs: int | None = None, usage: str | Path = "synthetic", usage_days: float = 7.0,
+                    start_hour: float = 0.0, seed: int = 0) -> LyraSimulation:
+    """The inputs of a Lyra simulation (module docstring). ``trace``: ``"synthetic"`` (``jobs`` jobs over
+    12 hours, :func:`~optsched.sim.traces.lyra.synthetic_rows`) or a Philly CSV (its first ``max_jobs``
+    rows); rows asking for more GPUs than the training servers hold are dropped. ``usage``:
+    ``"synthetic"`` (``usage_days`` of the Fig. 3.1-shaped series, time 0 at ``start_hour`` o'clock),
+    ``"none"`` (no loaning) or a ``time_s,usage`` CSV. ``seed`` drives the synthetic trace, the job mix
+    and the synthetic series."""
+    for name, v in (("training", training), ("inference", inference)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValidationError(f"lyra simulation: {name} servers must be an integer >= 0, got {v!r}")
+    if training + inference < 1:
+        raise ValidationError("lyra simulation: needs at least one server")
+    if str(trace) == "synthetic":
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ValidationError(f"lyra simulation: the synthetic trace needs jobs >= 1, got {jobs!r}")
+        rows, name = synthetic_rows(jobs, seed=seed), "synthetic"
+    else:
+        rows, name = philly_rows(trace, max_jobs=max_jobs), Path(trace).name
+    cluster = two_pool_cluster(training, inference)
+    series: UsageSeries | None
+    if str(usage) == "synthetic":
+        series = synthetic_usage(usage_days, seed=seed, start_hour=start_hour)
+    elif str(usage) == "none":
+        series = None
+    else:
+        series = load_usage_csv(usage)
+    return LyraSimulation(cluster, tuple(lyra_jobs(rows, seed=seed, max_gpus=8 * training)),
+                          LyraGroundTruth(frozenset({INFERENCE_GPU})),
+                          tuple(inference_name(i) for i in range(inference)), series, name)
+
+
+__all__ = ["LyraSimulation", "OPPORTUNISTIC", "lyra_simulation"]

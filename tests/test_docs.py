@@ -1,0 +1,69 @@
+"""The reference pages stay true to the code: ``docs/rounds.md``'s table "Round kinds at a glance"
+lists every registered kind with exactly its methods, payload keys and generator flags, and the links
+within the docs and the README point at headings that exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import optsched  # noqa: F401  (registers the kinds and methods)
+from optsched.core.kinds import round_kind, round_kinds
+from optsched.policies.registry import methods_of
+
+from helpers import REPO_ROOT
+
+DOCS = REPO_ROOT / "docs"
+
+
+def _read(path: Path) -> str:
+    if not path.exists():
+        pytest.skip(f"{path.name} is not part of this checkout")
+    return path.read_text(encoding="utf-8")
+
+
+def _overview() -> dict[str, list[str]]:
+    """Kind -> the cells of its row in "Round kinds at a glance"."""
+    text = _read(DOCS / "rounds.md")
+    section = text.split("## Round kinds at a glance", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    out = {}
+    for line in rows:
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        out[cells[0].strip("`")] = cells
+    return out
+
+
+def _ticked(cell: str) -> set[str]:
+    return set(re.findall(r"`([^`]+)`", cell))
+
+
+def test_the_kinds_table_lists_every_kind_with_its_methods_payload_and_flags() -> None:
+    rows = _overview()
+    assert set(rows) == set(round_kinds())
+    for kind, cells in rows.items():
+        _, _decides, methods, _objective, payload, flags, _section = cells
+        assert _ticked(methods) == set(methods_of(kind)), kind
+        assert "exact" in _ticked(methods)
+        required, optional = round_kind(kind).payload.KEYS
+        assert _ticked(payload) == {*required, *optional}, kind
+        named = {f.removeprefix("--").replace("-", "_") for f in re.findall(r"--[a-z-]+", flags)}
+        assert named and named <= set(round_kind(kind).generator_options), kind
+
+
+def _slug(heading: str) -> str:
+    """The anchor a Markdown renderer (GitHub's rules) gives a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/architecture.md", "docs/rounds.md", "docs/simulation.md",
+                                  "docs/integration.md", "docs/perf_model.md"])
+def test_links_within_a_page_point_at_its_headings(page: str) -> None:
+    text = _read(REPO_ROOT / page)
+    anchors = {_slug(h) for h in re.findall(r"^#+ (.*)$", text, re.M)}
+    for target in re.findall(r"\]\(#([^)]+)\)", text):
+        assert target in anchors, f"{page}: no heading for #{target}"
+    for target in re.findall(r"\]\(([\w./-]+\.md)\)", text):
+        assert (REPO_ROOT / page).parent.joinpath(target).exists(), f"{page}: {target} does not exist"
