@@ -27,7 +27,11 @@ shows it:
 * ``k_mb``: three different per-GPU micro-batch sizes.
 * ``m_<family>``: three rows of that plan family; when ``fwd_s`` is fitted, the family with the most
   rows is the reference and keeps factor 1 (the multipliers and ``fwd_s`` would otherwise only move
-  together).
+  together). Every measured row runs 8 CPUs per GPU, so no row tells how ZeRO-Offload's time splits
+  between the CPU optimizer (``k_opt_off``, where CPUs act) and the rest of the family; with
+  ``m_zero_offload`` free the fit may put it in the factor, which leaves the model less CPU-sensitive
+  than Eq. 1's structure made it. Holding that factor at 1 raises the cross-validated error of BERT
+  from 4.5 / 11.6% to 8.4 / 19.8% (T5 6.4 / 16.3 to 10.2 / 25.2), so it stays free.
 
 **Minimum rows** = identified parameters + 1. The v2 terms ask for more: a fit with v2 terms needs at
 least twice as many rows as it has free parameters (as many rows to spare as it fits), so a fit on the
@@ -85,6 +89,8 @@ class Identification:
     held: tuple[str, ...]
     reasons: Mapping[str, str]
     min_rows: int
+    #: the multiplier of the reference family (held at 1 because fwd_s is fitted), if any
+    reference: str | None = None
 
 
 def identify(plans: Sequence[ExecutionPlan], features: PlanFeatures, *, fix_fwd: bool, form: str = "eq1",
@@ -112,8 +118,10 @@ def identify(plans: Sequence[ExecutionPlan], features: PlanFeatures, *, fix_fwd:
             f"{len(eq1)} parameters they identify ({', '.join(eq1)}): at least {need} rows are needed "
             f"(parameters + 1). Add rows of these families" + (f"; held: {held}" if held else ""))
     extra: list[str] = []
+    reference = None
     if form == "v2":
         extra = _v2_free(plans, features, fix_fwd, reasons)
+        reference = next((m for m, why in reasons.items() if why.startswith("the reference family")), None)
         while extra and n < V2_ROWS_PER_PARAMETER * (len(eq1) + len(extra)):
             dropped = extra.pop()
             reasons[dropped] = f"too few rows for it ({n} rows)"
@@ -123,7 +131,7 @@ def identify(plans: Sequence[ExecutionPlan], features: PlanFeatures, *, fix_fwd:
     for p in held:
         reasons.setdefault(p, f"needs {NEEDS[p]}" if p in NEEDS else "held")
     return Identification(tuple(p for p in names if p in free), held,
-                          {p: reasons[p] for p in held}, len(free) + 1)
+                          {p: reasons[p] for p in held}, len(free) + 1, reference)
 
 
 def _all_names(form: str) -> tuple[str, ...]:
@@ -161,6 +169,9 @@ def _v2_free(plans: Sequence[ExecutionPlan], f: PlanFeatures, fix_fwd: bool, rea
     ok["k_nic"] = int(odd_k.sum()) >= 2 and int(even_k.sum()) >= 1
     ok["k_mb"] = len(set(np.round(f.mb_rel, 9).tolist())) >= 3
     counts = {fam: int((f.family == i).sum()) for i, fam in enumerate(PLAN_FAMILIES)}
+    for fam, n in counts.items():
+        if n == 0:
+            reasons[FAMILY_MULTIPLIERS[fam]] = "no row of the family (v2: the mean of the fitted factors)"
     families = sorted((fam for fam in PLAN_FAMILIES if counts[fam] >= MIN_FAMILY_ROWS), key=lambda x: -counts[x])
     if not fix_fwd and families:
         reference = families.pop(0)

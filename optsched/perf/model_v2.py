@@ -37,7 +37,8 @@ Terms (parameters of :class:`~optsched.perf.iteration_time.PerfParams`):
   ``m_3d`` > 0; neutral 1) on the whole iteration time of a plan family, for the efficiency of each
   implementation that Eq. 1's shared constants miss (T5 ZeRO-DP on ``11`` needs 320 ms of optimizer
   step against GA's 83 ms; LLaMA-7B ZeRO-Offload against its 3D plans). Only freed for a family with
-  at least three fitted rows.
+  at least three fitted rows; the other families get the geometric mean of the fitted factors
+  (:func:`optsched.perf.fitting.fit`), since part of every factor is shared.
 
 **Extrapolation** stays sane (:meth:`optsched.perf.performance_model.PerformanceModel.iteration_times`
 with ``form="v2"``): every term is positive or a positive factor, so predictions are positive; and a
