@@ -27,6 +27,11 @@ from report import OUT, emit  # noqa: E402  (benchmarks/report.py, next to this 
 
 #: default sweep: (nodes, jobs) on 8-GPU nodes
 SIZES = ("8:20", "8:40", "8:80", "24:100", "32:120", "48:150", "64:200", "160:400")
+#: the sweeps of kinds whose generator takes other options than nodes and jobs (kind -> options per size)
+OTHER_SIZES: dict[str, tuple[tuple[tuple[str, int], ...], ...]] = {
+    "experts": tuple((("devices", d), ("experts", e)) for e, d in ((12, 12), (16, 8), (16, 16), (32, 32), (64, 64))),
+    "moe-comm": tuple((("moe_layers", k),) for k in (1, 2, 4, 8)),
+}
 COLUMNS = ("kind", "gpus", "jobs", "seed", "heuristic_objective", "heuristic_s", "exact_objective", "bound", "gap",
            "heuristic_gap", "exact_s", "status", "encoding", "first_warm_s", "gap1_warm_s", "first_cold_s",
            "gap1_cold_s", "lp_bound", "table_s")
@@ -38,6 +43,17 @@ def _fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
+
+
+def _options(kind: str, nodes: int, jobs: int) -> tuple[tuple[str, int], ...]:
+    """Generator options of a size: ``nodes``/``jobs`` where the kind's generator takes them, else
+    (Lyra kinds) half the nodes as on-loan ``servers``, the rest as ``training`` servers, and ``jobs``."""
+    from optsched.core.kinds import round_kind
+    known = round_kind(kind).generator_options
+    if "nodes" in known:
+        return (("nodes", nodes), ("jobs", jobs))
+    opts = {"servers": max(1, nodes // 2), "training": nodes - nodes // 2, "jobs": jobs}
+    return tuple((k, v) for k, v in opts.items() if k in known)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,9 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     points = []
     for kind in sorted(PROBES):
+        if kind in OTHER_SIZES:
+            points += [GapPoint(kind, opts, seed, args.time_limit) for opts in OTHER_SIZES[kind]
+                       for seed in range(args.seeds)]
+            continue
         for size in args.sizes:
             nodes, jobs = (int(x) for x in size.split(":"))
-            points += [GapPoint(kind, (("nodes", nodes), ("jobs", jobs)), seed, args.time_limit)
+            points += [GapPoint(kind, _options(kind, nodes, jobs), seed, args.time_limit)
                        for seed in range(args.seeds)]
     rows = run_sweep(points, args.runner, args.workers, progress=True, fn=run_gap_point)
     for row in rows:

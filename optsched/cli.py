@@ -8,7 +8,8 @@ Subcommands (one ``_cmd_*`` handler each, registered in :func:`build_parser`):
 * ``solve``   solve a round file (``docs/rounds.md``) and print the decision as JSON;
 * ``gen-round`` write a random but realistic round file;
 * ``gap``     measure the heuristic's and the exact solver's gap on round files;
-* ``simulate`` replay a trace (or the built-in synthetic one) under several policies and compare them.
+* ``simulate`` replay a trace (or the built-in synthetic one) under several policies and compare them;
+* ``serve``   answer rounds over HTTP (:mod:`optsched.service`; extra ``serve``).
 
 Every :class:`~optsched.core.errors.OptschedError` and every usage error ends with one line
 ``optsched: error: <message>`` on stderr and exit code 2, never a traceback. Results go to stdout
@@ -38,11 +39,12 @@ import numpy as np
 
 from optsched import __version__
 from optsched.core.catalog import GPU_TYPES, get_cluster, get_gpu_type, get_model
-from optsched.core.errors import OptschedError, UnknownNameError, ValidationError
+from optsched.core.errors import OptschedError, UnknownNameError, ValidationError, one_line
 from optsched.core.hardware import Cluster
 from optsched.core.job import DEFAULT_CPUS_PER_GPU
-from optsched.core.jsonio import format_json, read_json
+from optsched.core.jsonio import format_json, parse_json_text, read_json
 from optsched.core.plan import ZeroMode
+from optsched.core.units import unit_warnings
 from optsched.core.pool import gpu_pool
 from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit, identification
 from optsched.perf.iteration_time import PerfParams
@@ -68,13 +70,8 @@ def _err(text: str) -> None:
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
-def _one_line(message: str) -> str:
-    """Fold a multi-line error (e.g. InfeasibleError's reasons) into one line."""
-    lines = [ln.strip() for ln in str(message).splitlines() if ln.strip()]
-    if not lines:
-        return "unknown error"
-    head, rest = lines[0], [ln[2:] if ln.startswith("- ") else ln for ln in lines[1:]]
-    return head + (" " + "; ".join(rest) if rest else "")
+#: fold a multi-line error (e.g. InfeasibleError's reasons) into one line
+_one_line = one_line
 
 
 def _write_text(path: str | Path, text: str) -> None:
@@ -373,7 +370,7 @@ def _add_solve(sub: Any) -> None:
     p = sub.add_parser("solve", help="solve a scheduling round file and print the decision as JSON",
                        description="Solve one scheduling round (format: docs/rounds.md) with a method of its kind and "
                                    f"print the decision as JSON. Methods per round kind: {_methods_help()}.")
-    p.add_argument("round", metavar="ROUND.json", help="round file")
+    p.add_argument("round", metavar="ROUND.json", help="round file, or - to read the round from standard input")
     p.add_argument("--method", default="exact", metavar="METHOD",
                    help="a method of the round's kind (default: exact, the CP-SAT round warm-started by the "
                         f"heuristic); {_methods_help()}")
@@ -404,7 +401,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     from optsched.policies.rubick import DEFER
     started = time.perf_counter()  # the time limit covers reading the round too
     _check_output_file(args.out)
-    problem = RoundProblem.from_dict(read_json(args.round))
+    problem = RoundProblem.from_dict(_read_round(args.round))
+    for warning in unit_warnings(problem.cluster, problem.jobs):
+        _err(f"{PROG}: warning: {warning}")
     models = _policy_models(args.params, problem.cluster)
     extras = {DEFER: True} if args.defer_unreachable else {}
     decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None,
@@ -414,10 +413,58 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_round(path: str) -> Any:
+    """A round file's JSON, or standard input's for ``-``."""
+    if path != "-":
+        return read_json(path)
+    try:
+        text = sys.stdin.buffer.read().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"standard input: not UTF-8 text ({exc})") from None
+    return parse_json_text(text, "standard input")
+
+
+# -- serve ---------------------------------------------------------------------------------------
+def _add_serve(sub: Any) -> None:
+    from optsched.service import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TIME_LIMIT
+    p = sub.add_parser("serve", help="answer rounds over HTTP (POST /solve)",
+                       description="Run the solve service (docs/integration.md): POST /solve with a round answers "
+                                   "the decision; GET /health; GET /schemas/{round,decision,perf-params}. Needs the "
+                                   "'serve' extra (starlette, uvicorn).")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (8000)")
+    p.add_argument("--workers", type=int, default=0, metavar="N",
+                   help="threads that solve requests at the same time (default: one per CPU)")
+    p.add_argument("--max-body-mb", type=float, default=DEFAULT_MAX_BODY_BYTES / 2 ** 20, metavar="MB",
+                   help=f"largest request body in MiB ({DEFAULT_MAX_BODY_BYTES / 2 ** 20:g})")
+    p.add_argument("--max-time-limit", type=float, default=DEFAULT_MAX_TIME_LIMIT, metavar="S",
+                   help=f"largest time limit a request may ask for, seconds ({DEFAULT_MAX_TIME_LIMIT:g})")
+    p.set_defaults(handler=_cmd_serve)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from optsched.service import ServiceConfig, serve
+    if not 0 < args.port < 65536:
+        raise ValidationError(f"--port must be in 1..65535, got {args.port}")
+    if not args.max_body_mb > 0:
+        raise ValidationError(f"--max-body-mb must be positive, got {args.max_body_mb}")
+    config = ServiceConfig(max_body_bytes=int(args.max_body_mb * 2 ** 20), max_time_limit=args.max_time_limit,
+                           workers=args.workers)
+    _err(f"{PROG} serve: listening on http://{args.host}:{args.port} (POST /solve, GET /health, GET /schemas)")
+    serve(args.host, args.port, config, log_level="info" if args.verbose else "warning")
+    return 0
+
+
 # -- gen-round -----------------------------------------------------------------------------------
 #: gen-round flags and the generator keyword each one sets (a kind's generator takes a subset)
 _GEN_FLAGS = (("--nodes", "nodes", "number of nodes"), ("--gpus-per-node", "gpus_per_node", "GPUs per node"),
               ("--jobs", "jobs", "number of jobs"))
+_GEN_FLAGS += (("--experts", "experts", "number of experts"), ("--devices", "devices", "number of devices"),
+               ("--slots", "slots", "expert replicas per device"), ("--tokens", "tokens", "tokens of the batch"),
+               ("--moe-layers", "moe_layers", "MoE layers of the backward pass"))
+_GEN_FLAGS += (("--servers", "servers", "on-loan inference servers (Lyra kinds)"),
+               ("--training", "training", "training servers (Lyra kinds)"),
+               ("--reclaim", "reclaim", "servers to reclaim (lyra-reclaim)"))
 
 
 def _add_gen_round(sub: Any) -> None:
@@ -504,6 +551,9 @@ def _cmd_gap(args: argparse.Namespace) -> int:
 
 # -- simulate ------------------------------------------------------------------------------------
 DEFAULT_SIM_POLICIES = ("rubick", "sia", "synergy", "fifo")
+#: what ``optsched simulate --kind crius`` runs by default, and on which cluster
+CRIUS_SIM_POLICIES = ("crius", "fcfs", "gandiva", "gavel", "elasticflow")
+CRIUS_SIM_CLUSTER = "crius-sim-1280"
 
 
 def _add_simulate(sub: Any) -> None:
@@ -511,7 +561,7 @@ def _add_simulate(sub: Any) -> None:
     from optsched.policies.registry import DEFAULT_KIND, methods_of
     from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S
     from optsched.sim.presets import PRESETS
-    methods = methods_of(DEFAULT_KIND)
+    methods = tuple(dict.fromkeys([*methods_of(DEFAULT_KIND), *methods_of("crius")]))
     p = sub.add_parser("simulate", help="replay a trace under several policies and compare them",
                        description="Replay a job trace on a cluster under each policy (same trace, cluster and "
                                    "ground truth), print a comparison table with ratios to the first policy and "
@@ -526,11 +576,17 @@ def _add_simulate(sub: Any) -> None:
                    help="workload traces: a requested plan that cannot run on its request is an error (default), "
                         "is dropped so the scheduler picks the plan ('unset'), or drops the job ('skip')")
     p.add_argument("--seed", type=int, default=0, help="seed of model/plan assignment and of the solvers (0)")
-    p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="NAME|PATH",
-                   help=f"built-in cluster name or cluster JSON file (default {DEFAULT_CLUSTER})")
+    p.add_argument("--cluster", default=None, metavar="NAME|PATH",
+                   help=f"built-in cluster name or cluster JSON file (default {DEFAULT_CLUSTER}; {CRIUS_SIM_CLUSTER} "
+                        "with --kind crius)")
     p.add_argument("--policy", nargs="+", action="extend", metavar="NAME", choices=methods,
                    help=f"policies to compare, first is the baseline of the ratios; repeatable, values accumulate "
-                        f"(default: {' '.join(DEFAULT_SIM_POLICIES)}; known: {', '.join(methods)})")
+                        f"(default: {' '.join(DEFAULT_SIM_POLICIES)}; with --kind crius: "
+                        f"{' '.join(CRIUS_SIM_POLICIES)}; known: {', '.join(methods)})")
+    p.add_argument("--kind", default=DEFAULT_KIND, choices=(DEFAULT_KIND, "crius"),
+                   help="round kind of the policies (default rubick); crius: jobs of the Crius Table 2 models on a "
+                        "heterogeneous cluster, a synthetic or Philly-format trace, the Crius ground truth "
+                        "(docs/simulation.md)")
     p.add_argument("--params", action="append", default=[], metavar="PARAMS.json",
                    help="fitted performance model (from 'optsched fit') the policies plan with, replacing the "
                         "built-in one of its model and GPU type; repeatable (the ground truth is separate)")
@@ -592,15 +648,27 @@ def _ground_truth(spec: str, cluster: Cluster) -> Any:
     raise ValidationError(f"--ground-truth {spec!r}: expected 'analytical', 'measured:DIR' or 'params:FILE.json'")
 
 
-def _cmd_simulate(args: argparse.Namespace) -> int:
-    from optsched.experiments.compare import comparison_rows, measured_configs, run_policies, write_outputs
+def _sim_config(args: argparse.Namespace) -> Any:
+    """The simulator settings of ``optsched simulate``: the ``--preset`` (default ``rubick-paper``)
+    with every option given on the command line overriding it."""
     from optsched.sim.config import SimConfig
     from optsched.sim.presets import get_preset
+    return get_preset(args.preset or "rubick-paper").config(
+        SimConfig(checkpoint_on_preempt=not args.no_checkpoint, checkpoint_interval_s=args.checkpoint_interval,
+                  min_round_gap_s=args.min_round_gap, max_time_s=args.max_time, seed=args.seed),
+        round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
+        preempt_restart_s=args.preempt_restart, start_overhead_s=args.start_overhead)
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from optsched.experiments.compare import comparison_rows, measured_configs, run_policies, write_outputs
     from optsched.sim.trace_speed import trace_speeds
     from optsched.sim.traces import detect_format, load_trace
     _check_output_dir(args.out)
+    if args.kind == "crius":
+        return _simulate_crius(args)
     policies = args.policy or list(DEFAULT_SIM_POLICIES)
-    cluster = _cluster(args.cluster)
+    cluster = _cluster(args.cluster or DEFAULT_CLUSTER)
     truth = _ground_truth(args.ground_truth, cluster)
     models = _policy_models(args.params, cluster)
     allowed = None
@@ -609,11 +677,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             allowed = measured_configs(truth)
         except ValidationError as exc:
             raise ValidationError(f"--configs measured: {exc}") from None
-    config = get_preset(args.preset or "rubick-paper").config(
-        SimConfig(checkpoint_on_preempt=not args.no_checkpoint, checkpoint_interval_s=args.checkpoint_interval,
-                  min_round_gap_s=args.min_round_gap, max_time_s=args.max_time, seed=args.seed),
-        round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
-        preempt_restart_s=args.preempt_restart, start_overhead_s=args.start_overhead)
+    config = _sim_config(args)
     options: dict[str, Any] = {}
     if args.trace == "synthetic":
         options.update(num_jobs=args.jobs, load=args.load)
@@ -649,6 +713,42 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _simulate_crius(args: argparse.Namespace) -> int:
+    """``optsched simulate --kind crius`` (docs/simulation.md): Crius jobs, the Crius ground truth."""
+    from optsched.experiments.compare import comparison_rows, run_policies, write_outputs
+    from optsched.policies.registry import methods_of
+    from optsched.sim.crius_truth import CriusGroundTruth
+    from optsched.sim.traces import detect_format
+    from optsched.sim.traces.crius import crius_philly_trace, crius_synthetic_trace
+    policies = args.policy or list(CRIUS_SIM_POLICIES)
+    bad = [p for p in policies if p not in methods_of("crius")]
+    if bad:
+        raise ValidationError(f"--kind crius: {', '.join(bad)} is no crius method (known: {', '.join(methods_of('crius'))})")
+    if args.params:
+        raise ValidationError("--params gives Rubick performance models; --kind crius estimates Cells itself")
+    if args.ground_truth != "analytical":
+        raise ValidationError("--kind crius: the ground truth is the Crius cost model with its own parameters; "
+                              "--ground-truth takes only 'analytical'")
+    cluster = _cluster(args.cluster or CRIUS_SIM_CLUSTER)
+    truth = CriusGroundTruth(cluster)
+    config = _sim_config(args)
+    if args.trace == "synthetic":
+        trace = crius_synthetic_trace(cluster, truth, num_jobs=args.jobs, seed=args.seed, load=args.load)
+    elif detect_format(args.trace) == "philly":
+        trace = crius_philly_trace(args.trace, cluster, truth, seed=args.seed, max_jobs=args.max_jobs)
+    else:
+        raise ValidationError(f"--kind crius: trace {args.trace!r} is not in the Philly format (or use 'synthetic')")
+    results = run_policies(cluster, trace.jobs, truth, policies, config, time_limit=args.time_limit,
+                           trace_name=trace.source or trace.name, progress=not args.no_progress, kind="crius")
+    header, rows = comparison_rows(results)
+    _out(f"trace {trace.source or trace.name}: {len(trace)} jobs on {cluster.name} ({cluster.total_gpus} GPUs), "
+         f"ground truth {truth.describe()}")
+    _out(_table(header, rows))
+    written = write_outputs(results, args.out, config, plots=not args.no_plots)
+    _out("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
 # -- parser and entry point ----------------------------------------------------------------------
 class _UsageError(Exception):
     pass
@@ -662,7 +762,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 _SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_fit, _add_predict, _add_curves, _add_solve, _add_gen_round,
-                                                   _add_gap, _add_simulate)
+                                                   _add_gap, _add_simulate, _add_serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

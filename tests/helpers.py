@@ -93,3 +93,56 @@ def fixed_perf(model: str, cluster: Cluster, gpu_type: str = "A800") -> Performa
 
 __all__ = ["FIXED_PARAMS", "InverseGPUs", "REPO_ROOT", "SHARED_DATA", "alloc", "best_row", "fixed_perf", "roundtrip",
            "row_alloc", "shared_data_dir", "without_solve_time"]
+
+
+def own_coefficients_round() -> dict[str, Any]:
+    """A self-contained round as JSON (issue 16): custom model objects (no catalogue model), the jobs'
+    own coefficient rows (no params file), a running guaranteed job, two tenants with quotas."""
+    def row(plan: dict[str, Any], shape: list[int], cpus: int, mem: float, thr: float) -> dict[str, Any]:
+        return {"plan": plan, "gpu_type": "A800", "gpus_per_node": shape, "cpus": cpus, "mem_gib": mem,
+                "throughput": thr}
+    node = {"gpu_type": "A800", "num_gpus": 8, "num_cpus": 96, "memory_gib": 1024.0}
+    return {
+        "kind": "rubick",
+        "cluster": {"name": "lab-2x8", "intra_node_gbps": 150.0, "inter_node_gbps": 80.0, "pcie_gbps": 20.0,
+                    "gpu_types": [{"name": "A800", "memory_gib": 80.0, "peak_tflops": 312.0}],
+                    "nodes": [{"name": "gpu-0", **node}, {"name": "gpu-1", **node}]},
+        "jobs": [
+            {"name": "pretrain-13b", "tenant": "research", "guaranteed": True,
+             "model": {"name": "my-13b", "num_params": 13_000_000_000, "hidden": 5120, "layers": 40,
+                       "seq_len": 2048, "global_batch": 64, "num_heads": 40},
+             "requested_gpus": 8, "requested_cpus": 64, "requested_mem_gib": 256, "requested_plan": {"dp": 2, "tp": 4},
+             "total_iterations": 100000, "completed_iterations": 20000},
+            {"name": "finetune-13b", "tenant": "research", "model": "my-13b", "requested_gpus": 4,
+             "total_iterations": 5000, "submit_time": 600},
+            {"name": "embed-1b", "tenant": "product", "guaranteed": True,
+             "model": {"name": "my-1b", "num_params": 1_300_000_000, "hidden": 2048, "layers": 24, "seq_len": 1024,
+                       "global_batch": 128, "num_heads": 16},
+             "requested_gpus": 2, "requested_cpus": 16, "total_iterations": 20000, "submit_time": 900}],
+        "running": [{"job": "pretrain-13b", "plan": {"dp": 2, "tp": 4},
+                     "placement": {"gpu-0": {"gpus": 8, "cpus": 64, "mem_gb": 256}}}],
+        "quotas": {"research": 12, "product": 4},
+        "coefficients": {
+            "pretrain-13b": [row({"dp": 2, "tp": 4}, [8], 64, 256, 5.0), row({"dp": 2, "tp": 4}, [8], 32, 256, 4.6),
+                             row({"dp": 4, "tp": 4}, [8, 8], 128, 512, 9.4)],
+            "finetune-13b": [row({"dp": 1, "tp": 4}, [4], 32, 128, 2.4), row({"dp": 1, "tp": 4}, [2, 2], 32, 128, 1.9),
+                             row({"dp": 2, "tp": 4}, [8], 64, 256, 4.5)],
+            "embed-1b": [row({"dp": 2}, [2], 16, 64, 40.0), row({"dp": 2, "zero": "zero-dp"}, [2], 16, 48, 36.0),
+                         row({"dp": 4}, [4], 32, 128, 76.0), row({"dp": 8}, [8], 64, 256, 140.0)]}}
+
+
+def chosen_row_is_given(round_json: dict[str, Any], decision: dict[str, Any]) -> None:
+    """Assert that every running job of ``decision`` (JSON) runs one of its given coefficient rows of
+    ``round_json``: same plan (with defaults filled in), GPU type, GPUs per node and throughput; a kept
+    job may hold its current CPUs."""
+    from optsched.core.coefficient_rows import CoefficientRow
+    for d in decision["jobs"]:
+        if d["plan"] is None:
+            continue
+        given = [CoefficientRow.from_dict(r) for r in round_json["coefficients"][d["job"]]]
+        plan = ExecutionPlan.from_dict(d["plan"])
+        shape = tuple(sorted((s["gpus"] for s in d["placement"].values() if s["gpus"] > 0), reverse=True))
+        cpus = sum(s["cpus"] for s in d["placement"].values())
+        match = [r for r in given if r.plan == plan and r.gpus_per_node == shape and r.throughput == d["throughput"]
+                 and (r.cpus == cpus or d["action"] == "keep")]
+        assert match, (d, given)

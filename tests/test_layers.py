@@ -24,8 +24,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "policies": frozenset({"core", "perf", "rounds", "heuristics", "formulations", "schemas"}),
     "sim": frozenset({"core", "perf", "rounds", "schemas"}),
     "experiments": frozenset({"core", "perf", "rounds", "heuristics", "formulations", "policies", "sim", "schemas"}),
+    "service": frozenset({"core", "perf", "rounds", "policies", "schemas", "top"}),
     "top": frozenset({"core", "perf", "rounds", "heuristics", "formulations", "policies", "sim", "experiments",
-                      "schemas", "top"}),
+                      "schemas", "top", "service"}),
 }
 
 

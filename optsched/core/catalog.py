@@ -9,9 +9,25 @@ Sources (public specifications):
 * ``a800-8x8``: the Rubick evaluation cluster, 8 nodes x 8 A800-80GB, 96 vCPU and 1,600 GB each. Its
   bandwidths are *effective* collective bandwidths (what ring all-reduce achieves), the "measured
   offline" environment constants of Morphling Appendix A (see ``A800_EFFECTIVE_BANDWIDTH``).
+* Intra-node link kinds (Crius Table 1 marks the NVLink types; the marks are lost in the text we
+  have, so we take the SXM forms of A100 and V100 at 4 and 16 GPUs a node as NVLink and the
+  PCIe cards A40, A10 and T4 as PCIe) and the achieved fraction of the dense fp16 peak on large
+  training kernels (``efficiency``; our estimates: about half the peak on the data-centre parts, less
+  on the smaller PCIe cards). A800 is left as the Rubick measurements describe it.
+* ``crius-sim-1280`` (:func:`crius_sim_cluster`): Crius Table 1, 1,280 GPUs of four types: 80 nodes
+  x 4 A100-40G, 160 x 2 A40, 160 x 2 A10, 20 x 16 V100-32G; nodes linked by Mellanox ConnectX-5
+  (EDR InfiniBand, 100 Gb/s = 12.5 GB/s a node), the A10 nodes by ConnectX-6 (HDR, 200 Gb/s = 25
+  GB/s). ``crius-testbed-64`` (:func:`crius_testbed_cluster`): the physical testbed of Sec. 8.1, 16
+  nodes of 2 x A40 (ConnectX-5) and 16 nodes of 2 x A10 (ConnectX-6), 48 CPU threads (Xeon Gold
+  5318Y) and 256 GB each. CPUs and host memory of the simulated nodes are not given; we use 16 CPU
+  threads and 128 GiB a GPU (2-GPU nodes: the testbed's 48 threads and 256 GB). Intra-node
+  bandwidths (effective all-reduce bus bandwidth): NVLink 3 on A100 200 GB/s, NVLink 2 through
+  NVSwitch on V100 120 GB/s, PCIe 4.0 x16 20 GB/s.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from optsched.core.errors import UnknownNameError
 from optsched.core.hardware import Cluster, GPUType, Node
@@ -19,11 +35,11 @@ from optsched.core.model import ModelSpec
 
 GPU_TYPES: dict[str, GPUType] = {g.name: g for g in (
     GPUType("A800", memory_gib=80.0, peak_tflops=312.0),
-    GPUType("A100-40G", memory_gib=40.0, peak_tflops=312.0),
-    GPUType("A40", memory_gib=48.0, peak_tflops=149.7, intra_node_gbps=20.0),
-    GPUType("A10", memory_gib=24.0, peak_tflops=125.0, intra_node_gbps=20.0),
-    GPUType("V100-32G", memory_gib=32.0, peak_tflops=125.0),
-    GPUType("T4", memory_gib=16.0, peak_tflops=65.0, intra_node_gbps=10.0),
+    GPUType("A100-40G", memory_gib=40.0, peak_tflops=312.0, intra_link="nvlink", efficiency=0.5),
+    GPUType("A40", memory_gib=48.0, peak_tflops=149.7, intra_node_gbps=20.0, intra_link="pcie", efficiency=0.45),
+    GPUType("A10", memory_gib=24.0, peak_tflops=125.0, intra_node_gbps=20.0, intra_link="pcie", efficiency=0.4),
+    GPUType("V100-32G", memory_gib=32.0, peak_tflops=125.0, intra_link="nvlink", efficiency=0.45),
+    GPUType("T4", memory_gib=16.0, peak_tflops=65.0, intra_node_gbps=10.0, intra_link="pcie", efficiency=0.35),
 )}
 
 MODELS: dict[str, ModelSpec] = {m.name: m for m in (
@@ -60,7 +76,42 @@ def a800_cluster(num_nodes: int = 8, gpus_per_node: int = 8, name: str | None = 
                    **A800_EFFECTIVE_BANDWIDTH)
 
 
-CLUSTERS = {"a800-8x8": lambda: a800_cluster(8, 8), "a800-160x8": lambda: a800_cluster(160, 8)}
+#: network generations of the Crius clusters -> GB/s a node (Mellanox ConnectX-5 EDR 100 Gb/s, ConnectX-6 HDR
+#: 200 Gb/s)
+INTER_LINKS_GBPS: dict[str, float] = {"ib-cx5": 12.5, "ib-cx6": 25.0}
+#: effective intra-node bandwidths of the Crius GPU types (GB/s; module docstring)
+_CRIUS_INTRA_GBPS = {"A100-40G": 200.0, "V100-32G": 120.0, "A40": 20.0, "A10": 20.0}
+
+
+def _crius_type(name: str, inter_link: str) -> GPUType:
+    return replace(GPU_TYPES[name], intra_node_gbps=_CRIUS_INTRA_GBPS[name], inter_link=inter_link,
+                   inter_node_gbps=INTER_LINKS_GBPS[inter_link])
+
+
+def _crius_cluster(name: str, rows: tuple[tuple[str, str, int, int, int, float, str], ...]) -> Cluster:
+    """Nodes ``<prefix>-<index>`` from ``(type, prefix, nodes, GPUs a node, CPUs, GiB, inter link)`` rows."""
+    nodes = tuple(Node(f"{prefix}-{i:03d}", gtype, gpus, cpus, mem)
+                  for gtype, prefix, count, gpus, cpus, mem, _ in rows for i in range(count))
+    types = tuple(_crius_type(gtype, link) for gtype, _, _, _, _, _, link in rows)
+    return Cluster(name, nodes, types, intra_node_gbps=200.0, inter_node_gbps=INTER_LINKS_GBPS["ib-cx5"],
+                   pcie_gbps=20.0)
+
+
+def crius_sim_cluster() -> Cluster:
+    """Crius Table 1: 1,280 GPUs of four types (module docstring)."""
+    return _crius_cluster("crius-sim-1280", (
+        ("A100-40G", "a100", 80, 4, 64, 512.0, "ib-cx5"), ("A40", "a40", 160, 2, 48, 256.0, "ib-cx5"),
+        ("A10", "a10", 160, 2, 48, 256.0, "ib-cx6"), ("V100-32G", "v100", 20, 16, 256, 2048.0, "ib-cx5")))
+
+
+def crius_testbed_cluster() -> Cluster:
+    """Crius Sec. 8.1: 16 nodes of 2 x A40 and 16 nodes of 2 x A10 (module docstring)."""
+    return _crius_cluster("crius-testbed-64", (
+        ("A40", "a40", 16, 2, 48, 256.0, "ib-cx5"), ("A10", "a10", 16, 2, 48, 256.0, "ib-cx6")))
+
+
+CLUSTERS = {"a800-8x8": lambda: a800_cluster(8, 8), "a800-160x8": lambda: a800_cluster(160, 8),
+            "crius-sim-1280": crius_sim_cluster, "crius-testbed-64": crius_testbed_cluster}
 
 
 def get_model(name: str, models: dict[str, ModelSpec] | None = None) -> ModelSpec:

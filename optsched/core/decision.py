@@ -64,7 +64,9 @@ class DecisionPayload(Protocol):
 class JobDecision:
     """One job's outcome: its new ``allocation`` (None: it does not run this round), the predicted
     ``throughput`` (samples/s) and ``normalised`` throughput (divided by the throughput of its
-    request), whether its performance guarantee was enforced (``protected``), and the ``action``."""
+    request), whether its performance guarantee was enforced (``protected``), and the ``action``;
+    ``reason`` says why a job does not run (``wait``, ``preempt``; empty otherwise) and ``penalty`` is
+    what its action costs the objective (a kind's reconfiguration or preemption penalty, else 0)."""
 
     job: str
     allocation: Allocation | None
@@ -72,6 +74,8 @@ class JobDecision:
     normalised: float
     action: str
     protected: bool = False
+    reason: str = ""
+    penalty: float = 0.0
 
     def __post_init__(self) -> None:
         require_name("JobDecision", self.job)
@@ -87,12 +91,13 @@ class JobDecision:
         return {"job": self.job, "action": self.action, "protected": self.protected,
                 "plan": None if a is None else a.plan.to_dict(),
                 "placement": {} if a is None else a.placement.to_dict(),
-                "throughput": self.throughput, "normalised_throughput": self.normalised}
+                "throughput": self.throughput, "normalised_throughput": self.normalised, "reason": self.reason,
+                "penalty": self.penalty}
 
     @classmethod
     def from_dict(cls, data: Any) -> "JobDecision":
         require_keys("job decision", data, ("job", "action", "plan", "placement", "throughput"),
-                     ("protected", "normalised_throughput"))
+                     ("protected", "normalised_throughput", "reason", "penalty"))
         from optsched.core.plan import ExecutionPlan
         alloc = None
         if data["plan"] is None and data["placement"]:
@@ -101,7 +106,8 @@ class JobDecision:
             alloc = Allocation(data["job"], ExecutionPlan.from_dict(data["plan"]),
                                Placement.from_dict(data["placement"]))
         return cls(data["job"], alloc, float(data["throughput"]), float(data.get("normalised_throughput", 0.0)),
-                   data["action"], bool(data.get("protected", False)))
+                   data["action"], bool(data.get("protected", False)), str(data.get("reason", "")),
+                   float(data.get("penalty", 0.0)))
 
 
 @dataclass(frozen=True)

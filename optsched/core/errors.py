@@ -38,6 +38,17 @@ class InfeasibleError(OptschedError):
     """A scheduling round has no feasible decision; ``reasons`` names the jobs/nodes and rules."""
 
     def __init__(self, message: str, reasons: tuple[str, ...] = ()) -> None:
+        self.message = message
         self.reasons = tuple(reasons)
         full = message if not reasons else message + ":\n  - " + "\n  - ".join(reasons)
         super().__init__(full)
+
+
+def one_line(message: str) -> str:
+    """A multi-line error (e.g. :class:`InfeasibleError`'s reasons) folded into one line, as the command
+    line and the solve service report it."""
+    lines = [ln.strip() for ln in str(message).splitlines() if ln.strip()]
+    if not lines:
+        return "unknown error"
+    head, rest = lines[0], [ln[2:] if ln.startswith("- ") else ln for ln in lines[1:]]
+    return head + (" " + "; ".join(rest) if rest else "")

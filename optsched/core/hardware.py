@@ -4,6 +4,13 @@ Bandwidths are in GB/s (10^9 bytes per second) and memory in GiB. A cluster has 
 bandwidth (NVLink), one inter-node bandwidth (RDMA) and one host-device bandwidth (PCIe); a GPU type
 may override the intra-node bandwidth (e.g. PCIe-only cards such as A10/T4) so that heterogeneous
 clusters (Crius) are described by the same objects.
+
+Heterogeneous clusters (Crius Table 1) also say, per GPU type, what links its GPUs inside a node
+(``intra_link``: ``"nvlink"`` or ``"pcie"``), which network generation links its nodes
+(``inter_link``, e.g. ``"ib-cx5"``) with the node's bandwidth (``inter_node_gbps``, overriding the
+cluster's), and the fraction of the dense peak its GPUs achieve on large training kernels
+(``efficiency``). All four are optional; :meth:`Cluster.intra_link` and
+:meth:`Cluster.inter_bandwidth` answer for types without them (module constants below).
 """
 
 from __future__ import annotations
@@ -14,36 +21,59 @@ from typing import Any
 from optsched.core.checks import require_int, require_keys, require_name, require_number
 from optsched.core.errors import UnknownNameError, ValidationError
 
+#: kinds of intra-node GPU-to-GPU links
+INTRA_LINKS: tuple[str, ...] = ("nvlink", "pcie")
+#: a type without ``intra_link`` counts as NVLink-connected when its intra-node bandwidth reaches this (GB/s)
+NVLINK_MIN_GBPS = 50.0
+
 
 @dataclass(frozen=True)
 class GPUType:
     """A GPU model: memory (GiB), dense fp16/bf16 tensor peak (TFLOPs) and, optionally, its own
-    intra-node GPU-to-GPU bandwidth (GB/s) when it differs from the cluster's."""
+    intra-node GPU-to-GPU bandwidth (GB/s) when it differs from the cluster's; optionally (module
+    docstring) the intra-node link kind, the inter-node link generation and bandwidth of its nodes
+    (GB/s per node) and its achieved fraction of the peak (0 < efficiency <= 1)."""
 
     name: str
     memory_gib: float
     peak_tflops: float
     intra_node_gbps: float | None = None
+    intra_link: str | None = None
+    inter_link: str | None = None
+    inter_node_gbps: float | None = None
+    efficiency: float | None = None
 
     def __post_init__(self) -> None:
         require_name("GPUType", self.name)
         owner = f"GPUType {self.name!r}"
         require_number(owner, "memory_gib", self.memory_gib, 0.0, strict=True)
         require_number(owner, "peak_tflops", self.peak_tflops, 0.0, strict=True)
-        if self.intra_node_gbps is not None:
-            require_number(owner, "intra_node_gbps", self.intra_node_gbps, 0.0, strict=True)
+        for f in ("intra_node_gbps", "inter_node_gbps", "efficiency"):
+            if getattr(self, f) is not None:
+                require_number(owner, f, getattr(self, f), 0.0, strict=True)
+        if self.efficiency is not None and self.efficiency > 1.0:
+            raise ValidationError(f"{owner}: efficiency is a fraction of the peak, <= 1, got {self.efficiency}")
+        if self.intra_link is not None and self.intra_link not in INTRA_LINKS:
+            raise UnknownNameError("intra-node link", str(self.intra_link), INTRA_LINKS, context=f"of {owner}")
+        if self.inter_link is not None:
+            require_name(owner + " inter_link", self.inter_link)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "memory_gib": self.memory_gib,
                              "peak_tflops": self.peak_tflops}
-        if self.intra_node_gbps is not None:
-            d["intra_node_gbps"] = self.intra_node_gbps
+        for f in _OPTIONAL_GPU_FIELDS:
+            if getattr(self, f) is not None:
+                d[f] = getattr(self, f)
         return d
 
     @classmethod
     def from_dict(cls, data: Any) -> "GPUType":
-        require_keys("GPUType", data, ("name", "memory_gib", "peak_tflops"), ("intra_node_gbps",))
+        require_keys("GPUType", data, ("name", "memory_gib", "peak_tflops"), _OPTIONAL_GPU_FIELDS)
         return cls(**data)
+
+
+#: the optional fields of :class:`GPUType`, written to JSON only when set
+_OPTIONAL_GPU_FIELDS = ("intra_node_gbps", "intra_link", "inter_link", "inter_node_gbps", "efficiency")
 
 
 @dataclass(frozen=True)
@@ -140,6 +170,20 @@ class Cluster:
         """GB/s between two GPUs of ``gpu_type`` in the same node."""
         g = self.gpu_type(gpu_type)
         return g.intra_node_gbps if g.intra_node_gbps is not None else self.intra_node_gbps
+
+    def intra_link(self, gpu_type: str) -> str:
+        """Kind of the link between two GPUs of ``gpu_type`` in one node: the type's ``intra_link``, else
+        ``"nvlink"`` when its intra-node bandwidth reaches :data:`NVLINK_MIN_GBPS`, else ``"pcie"``."""
+        g = self.gpu_type(gpu_type)
+        if g.intra_link is not None:
+            return g.intra_link
+        return "nvlink" if self.intra_bandwidth(gpu_type) >= NVLINK_MIN_GBPS else "pcie"
+
+    def inter_bandwidth(self, gpu_type: str) -> float:
+        """GB/s of a node of ``gpu_type`` to the network: the type's ``inter_node_gbps``, else the
+        cluster's."""
+        g = self.gpu_type(gpu_type)
+        return g.inter_node_gbps if g.inter_node_gbps is not None else self.inter_node_gbps
 
     @property
     def total_gpus(self) -> int:

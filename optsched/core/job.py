@@ -29,7 +29,11 @@ class Job:
     * ``min_gpus``/``max_gpus``: the elastic range (Lyra); defaults to 1..requested for best-effort
       scaling, the scheduler may ignore it for non-elastic policies;
     * ``total_iterations``/``completed_iterations``: the work, in iterations of the global batch;
-    * ``submit_time`` and ``deadline`` in seconds of simulated time; ``gpu_type`` pins a GPU type.
+    * ``submit_time`` and ``deadline`` in seconds of simulated time; ``gpu_type`` pins a GPU type;
+    * ``gpus_per_worker``, ``fungible``, ``checkpointing`` (Lyra Sec. 3.2, 3.7.1): GPUs of one worker
+      (``requested_gpus``, ``min_gpus`` and ``max_gpus`` count whole workers in Lyra's rounds), whether
+      the job may run on other GPU types (loaned inference servers) and whether it checkpoints (a
+      preemption then loses no progress). Written to JSON only when not the default.
     """
 
     name: str
@@ -47,6 +51,9 @@ class Job:
     max_gpus: int | None = None
     deadline: float | None = None
     gpu_type: str | None = None
+    gpus_per_worker: int = 1
+    fungible: bool = False
+    checkpointing: bool = False
 
     def __post_init__(self) -> None:
         require_name("Job", self.name)
@@ -62,6 +69,10 @@ class Job:
         require_int(owner, "min_gpus", self.min_gpus, 1)
         if not isinstance(self.guaranteed, bool):
             raise ValidationError(f"{owner}: guaranteed must be true or false")
+        require_int(owner, "gpus_per_worker", self.gpus_per_worker, 1)
+        for flag in ("fungible", "checkpointing"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValidationError(f"{owner}: {flag} must be true or false")
         if self.max_gpus is not None:
             require_int(owner, "max_gpus", self.max_gpus, self.min_gpus)
         if self.deadline is not None:
@@ -109,6 +120,9 @@ class Job:
         for f in ("max_gpus", "deadline", "gpu_type"):
             if getattr(self, f) is not None:
                 d[f] = getattr(self, f)
+        for f, default in (("gpus_per_worker", 1), ("fungible", False), ("checkpointing", False)):
+            if getattr(self, f) != default:
+                d[f] = getattr(self, f)
         return d
 
     @classmethod
@@ -116,7 +130,7 @@ class Job:
         require_keys("Job", data, ("name", "model", "requested_gpus", "total_iterations"),
                      ("requested_cpus", "requested_mem_gib", "requested_plan", "tenant", "guaranteed",
                       "submit_time", "completed_iterations", "min_gpus", "max_gpus", "deadline",
-                      "gpu_type"))
+                      "gpu_type", "gpus_per_worker", "fungible", "checkpointing"))
         kwargs = dict(data)
         if kwargs.get("requested_plan") is not None:
             kwargs["requested_plan"] = ExecutionPlan.from_dict(kwargs["requested_plan"])

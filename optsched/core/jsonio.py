@@ -19,10 +19,16 @@ def read_json(path: str | Path) -> Any:
         raise ValidationError(f"{p}: cannot read file ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise ValidationError(f"{p}: not UTF-8 text ({exc})") from None
+    return parse_json_text(text, str(p))
+
+
+def parse_json_text(text: str, source: str) -> Any:
+    """Parse JSON ``text``; malformed JSON raises ``ValidationError`` naming ``source`` (a file name, "standard
+    input", "request body"), the line and the column."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValidationError(f"{p}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        raise ValidationError(f"{source}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
 
 
 def format_json(data: Any) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from optsched.core.decision import Decision
-from optsched.core.events import CapacityChange
+from optsched.core.events import CapacityChange, ServerReturn
 from optsched.core.round import RoundProblem
 
 
@@ -39,4 +39,15 @@ class Reclaimer(Protocol):
         ...
 
 
-__all__ = ["Policy", "Reclaimer"]
+@runtime_checkable
+class ServerReclaimer(Protocol):
+    """A policy that chooses which lent servers go back when a
+    :class:`~optsched.core.events.PoolTarget` lends fewer (Lyra Sec. 3.4)."""
+
+    def return_servers(self, problem: RoundProblem, candidates: tuple[str, ...], count: int) -> ServerReturn:
+        """``count`` of ``candidates`` (the lent servers, whole) to give back, with the running jobs of
+        ``problem`` to preempt and those that shrink to a smaller allocation instead."""
+        ...
+
+
+__all__ = ["Policy", "Reclaimer", "ServerReclaimer"]

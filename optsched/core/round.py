@@ -16,6 +16,12 @@ Rules of the common part (each checked in the tests of ``core``):
   rejected, naming the node and the resource.
 * A running job runs on one GPU type, on nodes of its pinned type when it has one; every node named
   exists; job names are unique; every running allocation names a job of the round.
+* **Own models** (issue 16, self-contained rounds). A job's ``model`` in JSON is a catalogue name or a
+  model object with the fields of :class:`~optsched.core.model.ModelSpec` (``name``, ``num_params``,
+  ``hidden``, ``layers``, ``seq_len``, ``global_batch``, ``num_heads``); the job then holds the name and
+  the round the object (``own_models``). An object whose name is a catalogue model must have that model's
+  shape (it is the catalogue model then and is not stored); two objects of one name must agree.
+  ``to_dict`` writes a job's model as the object again, so the round stays self-contained.
 
 **Subclassing.** A kind adds dataclass fields with defaults, checks them in ``_check_fields``, writes
 them in ``_fields_to_dict`` and reads them in ``_fields_from_dict`` (returning constructor keyword
@@ -36,6 +42,7 @@ from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.core.kinds import round_kind, round_kinds
+from optsched.core.model import ModelSpec
 
 ROUND_FORMAT = "optsched.round/1"
 
@@ -59,6 +66,7 @@ class RoundProblem:
     running: tuple[Allocation, ...] = ()
     occupied: tuple[tuple[str, NodeShare], ...] = ()
     time: float = 0.0
+    own_models: tuple[ModelSpec, ...] = ()
     _jobs: dict[str, Job] = field(init=False, repr=False, compare=False)
     _running: dict[str, Allocation] = field(init=False, repr=False, compare=False)
     _free: dict[str, NodeShare] = field(init=False, repr=False, compare=False)
@@ -120,6 +128,7 @@ class RoundProblem:
         object.__setattr__(self, "_jobs", jobs)
         object.__setattr__(self, "_running", running)
         object.__setattr__(self, "_free", {})
+        object.__setattr__(self, "own_models", _own_models(self.own_models))
         self._check_fields()
 
     def _check_fields(self) -> None:
@@ -151,6 +160,15 @@ class RoundProblem:
             return self._jobs[name]
         except KeyError:
             raise UnknownNameError("job", name, list(self._jobs)) from None
+
+    def model_spec(self, name: str) -> ModelSpec | None:
+        """The model ``name`` as the round knows it: one of its ``own_models``, else the catalogue's;
+        None when neither has it."""
+        from optsched.core.catalog import MODELS
+        for m in self.own_models:
+            if m.name == name:
+                return m
+        return MODELS.get(name)
 
     def current(self, job: str) -> Allocation | None:
         """The running allocation of ``job`` (None when it is queued)."""
@@ -200,9 +218,18 @@ class RoundProblem:
         """Constructor keyword arguments of the kind's own fields read from a round file (subclasses)."""
         return {}
 
+    def _jobs_to_dict(self) -> list[dict[str, Any]]:
+        jobs = [j.to_dict() for j in self.jobs]
+        if self.own_models:
+            own = {m.name: m.to_dict() for m in self.own_models}
+            for d in jobs:
+                if d["model"] in own:
+                    d["model"] = own[d["model"]]
+        return jobs
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": ROUND_FORMAT, "kind": self.kind, "time": self.time,
-                "cluster": self.cluster.to_dict(), "jobs": [j.to_dict() for j in self.jobs],
+                "cluster": self.cluster.to_dict(), "jobs": self._jobs_to_dict(),
                 "running": [a.to_dict() for a in self.running],
                 "occupied": {n: s.to_dict() for n, s in self.occupied}, **self._fields_to_dict()}
 
@@ -239,8 +266,10 @@ class RoundProblem:
             if key in data and not isinstance(data[key], kind):
                 raise ValidationError(f"round: {key} must be a JSON {'array' if kind is list else 'object'}")
         jobs = []
+        models: dict[str, ModelSpec] = {}
         for i, j in enumerate(data["jobs"]):
             try:
+                j = _with_model_name(j, models)
                 jobs.append(Job.from_dict(j))
             except ValidationError as e:
                 raise ValidationError(f"round: jobs[{i}]: {e}") from None
@@ -259,7 +288,52 @@ class RoundProblem:
             except ValidationError as e:
                 raise ValidationError(f"round: occupied share of node {n!r}: {e}") from None
         return cls(cluster=cluster, jobs=tuple(jobs), running=tuple(running), occupied=tuple(occupied.items()),
-                   time=data.get("time", 0.0), **cls._fields_from_dict(data))
+                   time=data.get("time", 0.0), own_models=tuple(models.values()), **cls._fields_from_dict(data))
+
+
+def _with_model_name(job: Any, models: dict[str, ModelSpec]) -> Any:
+    """A job's JSON with a model object replaced by its name, the object added to ``models``
+    (module docstring, "Own models")."""
+    if not isinstance(job, dict) or not isinstance(job.get("model"), dict):
+        return job
+    try:
+        spec = ModelSpec.from_dict(job["model"])
+    except (ValidationError, TypeError) as e:
+        raise ValidationError(f"model object: {e}") from None
+    old = models.get(spec.name)
+    if old is not None and old != spec:
+        raise ValidationError(f"model object {spec.name!r} differs from an earlier job's object of the same name "
+                              f"({_shape_diff(old, spec)}); one name, one model")
+    models[spec.name] = spec
+    return {**job, "model": spec.name}
+
+
+def _shape_diff(a: ModelSpec, b: ModelSpec) -> str:
+    da, db = a.to_dict(), b.to_dict()
+    return ", ".join(f"{k} {da[k]} vs {db[k]}" for k in da if da[k] != db[k])
+
+
+def _own_models(models: Any) -> tuple[ModelSpec, ...]:
+    """The round's own models, checked (module docstring, "Own models"): catalogue models given with
+    their catalogue shape are dropped; another shape under a catalogue name, or two shapes under one
+    name, is a ``ValidationError``."""
+    if not models:
+        return ()
+    from optsched.core.catalog import MODELS
+    out: dict[str, ModelSpec] = {}
+    for m in tuple(models):
+        if not isinstance(m, ModelSpec):
+            raise ValidationError(f"round: own_models must hold ModelSpec objects, got {m!r}")
+        known = MODELS.get(m.name)
+        if known is not None:
+            if known != m:
+                raise ValidationError(f"round: model object {m.name!r} shadows the catalogue model of that name with "
+                                      f"another shape ({_shape_diff(known, m)}); give it another name")
+            continue
+        if m.name in out and out[m.name] != m:
+            raise ValidationError(f"round: two model objects named {m.name!r} ({_shape_diff(out[m.name], m)})")
+        out[m.name] = m
+    return tuple(sorted(out.values(), key=lambda m: m.name))
 
 
 __all__ = ["ROUND_FORMAT", "RoundProblem"]

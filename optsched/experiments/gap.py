@@ -51,21 +51,12 @@ def _rubick_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[s
     heur_s = time.perf_counter() - t1
     h_obj = objective(problem, table, sched.choices)  # type: ignore[arg-type]
     row: dict[str, Any] = {"table_s": table_s, "heuristic_objective": h_obj, "heuristic_s": heur_s}
-    for label, hint in (("warm", sched.choices), ("cold", None)):
-        trace: list[tuple[float, float, float]] = []
-        sol = rubick_round.solve(problem, table, time_limit=time_limit, seed=seed,  # type: ignore[arg-type]
-                                 hint=hint, admission=sched.admission, trace=trace)
-        row.update(_trace_times(label, trace, sol.objective, sol.bound, sol.wall_seconds))
-        if label == "warm":
-            best = sol.objective if sol.objective is not None and sol.objective >= h_obj - 1e-9 else h_obj
-            row.update(exact_objective=best, bound=sol.bound, gap=relative_gap(sol.bound, best),
-                       exact_s=sol.wall_seconds, status=sol.status, encoding=sol.size.encoding,
-                       variables=sol.size.variables)
+    row.update(_warm_cold_rows(h_obj, lambda **kw: rubick_round.solve(  # type: ignore[arg-type]
+        problem, table, time_limit=time_limit, seed=seed, admission=sched.admission, **kw), sched.choices))
     t2 = time.perf_counter()
     row["lp_bound"] = rubick_round.lp_relaxation_bound(problem, table, sched.admission,  # type: ignore[arg-type]
                                                        time_limit=time_limit)
     row["lp_s"] = time.perf_counter() - t2
-    row["heuristic_gap"] = relative_gap(row["bound"], h_obj)
     return row
 
 
@@ -81,8 +72,108 @@ def _trace_times(label: str, trace: Sequence[tuple[float, float, float]], object
     return {f"first_{label}_s": first, f"gap1_{label}_s": to_target}
 
 
+def _warm_cold_rows(h_obj: float, solve: Callable[..., Any], hint: Any) -> dict[str, Any]:
+    """The solver columns of a probe whose ``solve(hint=..., trace=...)`` returns a ``Solution`` in the
+    decision's (maximising) frame: warm and cold times to the first solution and to 1%, and the warm
+    solve's objective (never below the heuristic's ``h_obj``), bound, gap, time, status and size."""
+    row: dict[str, Any] = {}
+    for label, start in (("warm", hint), ("cold", None)):
+        trace: list[tuple[float, float, float]] = []
+        sol = solve(hint=start, trace=trace)
+        row.update(_trace_times(label, trace, sol.objective, sol.bound, sol.wall_seconds))
+        if label == "warm":
+            best = sol.objective if sol.objective is not None and sol.objective >= h_obj - 1e-9 else h_obj
+            row.update(exact_objective=best, bound=sol.bound, gap=relative_gap(sol.bound, best),
+                       exact_s=sol.wall_seconds, status=sol.status, encoding=sol.size.encoding,
+                       variables=sol.size.variables)
+    row["heuristic_gap"] = relative_gap(row["bound"], h_obj)
+    return row
+
+
+def _experts_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
+    """Lina's first-fit decreasing against the exact expert packing (objectives are -makespan)."""
+    from optsched.formulations import expert_packing
+    from optsched.heuristics.lina import lina_plan
+    from optsched.rounds.experts.plan import makespan
+
+    t1 = time.perf_counter()
+    plan = lina_plan(problem)  # type: ignore[arg-type]
+    heur_s = time.perf_counter() - t1
+    h_obj = -makespan(problem, plan)  # type: ignore[arg-type]
+    row: dict[str, Any] = {"table_s": 0.0, "heuristic_objective": h_obj, "heuristic_s": heur_s}
+    row.update(_warm_cold_rows(h_obj, lambda **kw: expert_packing.solve(  # type: ignore[arg-type]
+        problem, time_limit=time_limit, seed=seed, **kw), plan))
+    row["lp_bound"] = None
+    return row
+
+
+def _moe_comm_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
+    """Lina's micro-op rule against the exact CP-SAT schedule (objectives are -step ms)."""
+    from optsched.formulations import moe_comm_schedule
+    from optsched.heuristics.moe_comm import POLICIES
+
+    t1 = time.perf_counter()
+    timeline = POLICIES["lina"].schedule(problem)  # type: ignore[arg-type]
+    heur_s = time.perf_counter() - t1
+    h_obj = -timeline.step_ms
+    row: dict[str, Any] = {"table_s": 0.0, "heuristic_objective": h_obj, "heuristic_s": heur_s}
+    row.update(_warm_cold_rows(h_obj, lambda **kw: moe_comm_schedule.solve(  # type: ignore[arg-type]
+        problem, time_limit=time_limit, seed=seed, **kw), timeline))
+    row["lp_bound"] = None
+    return row
+
+
+def _crius_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
+    """Crius Algorithm 1 against the exact Cell-selection round, with the round's LP-relaxation bound."""
+    from optsched.formulations import crius_round
+    from optsched.heuristics.crius import algorithm1
+    from optsched.rounds.crius.admission import admit
+    from optsched.rounds.crius.objective import objective
+    from optsched.rounds.crius.table import build_crius_table
+
+    t0 = time.perf_counter()
+    table = build_crius_table(problem)  # type: ignore[arg-type]
+    table_s = time.perf_counter() - t0
+    admission = admit(problem, table)  # type: ignore[arg-type]
+    t1 = time.perf_counter()
+    sched = algorithm1(problem, table, admission)  # type: ignore[arg-type]
+    heur_s = time.perf_counter() - t1
+    h_obj = objective(problem, table, sched.choices)  # type: ignore[arg-type]
+    row: dict[str, Any] = {"table_s": table_s, "heuristic_objective": h_obj, "heuristic_s": heur_s}
+    row.update(_warm_cold_rows(h_obj, lambda **kw: crius_round.solve(  # type: ignore[arg-type]
+        problem, table, time_limit=time_limit, seed=seed, admission=admission, **kw), sched.choices))
+    t2 = time.perf_counter()
+    row["lp_bound"] = crius_round.lp_relaxation_bound(problem, table, admission,  # type: ignore[arg-type]
+                                                      time_limit=time_limit)
+    row["lp_s"] = time.perf_counter() - t2
+    return row
+
+
 #: round kind -> probe(problem, time_limit, seed) -> measurements (module docstring)
 PROBES: dict[str, Callable[[RoundProblem, float, int], dict[str, Any]]] = {"rubick": _rubick_probe}
+PROBES["experts"] = _experts_probe
+PROBES["moe-comm"] = _moe_comm_probe
+PROBES["crius"] = _crius_probe
+
+
+def policy_probe(heuristic: str, exact: str = "exact") -> Callable[[RoundProblem, float, int], dict[str, Any]]:
+    """A probe that runs two registered methods of the round's kind, a ``heuristic`` and an ``exact`` one
+    (the Lyra kinds): their objectives and times, the exact method's bound, gap and status, and the
+    heuristic's gap to that bound."""
+    def probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
+        from optsched.policies import PolicyOptions, make_policy
+        options = PolicyOptions(time_limit=time_limit, seed=seed)
+        h = make_policy(heuristic, options, kind=problem.kind).decide(problem)
+        e = make_policy(exact, options, kind=problem.kind).decide(problem)
+        return {"heuristic_objective": h.objective, "heuristic_s": h.solve_seconds, "exact_objective": e.objective,
+                "bound": e.bound, "gap": e.gap, "exact_s": e.solve_seconds, "status": e.status,
+                "heuristic_gap": relative_gap(e.bound, h.objective)}
+    return probe
+
+
+PROBES["lyra-reclaim"] = policy_probe("lyra")
+PROBES["lyra-allocate"] = policy_probe("afs")
+PROBES["placement"] = policy_probe("lyra")
 
 
 def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, label: str = "") -> dict[str, Any]:

@@ -1,16 +1,35 @@
 """Which performance model answers for a (model, GPU type): the caller's fitted models first, the
 built-in fitted defaults of the cluster (:func:`~optsched.perf.defaults.default_performance_model`)
-for the rest. Every round table asks through a :data:`PerfLookup`."""
+for the rest. Every round table asks through a :data:`PerfLookup`.
+
+**Self-contained rounds** (issue 16; :func:`round_perf_lookup`). A round may bring its own model objects
+and fitted parameters (params-file objects, :meth:`PerformanceModel.from_dict`). For a (model, GPU
+type) the answer is, in this order (:func:`prediction_source` names it):
+
+1. ``fitted``: a model given to the policy (``perf_models=``, ``optsched solve --params``);
+2. ``round``: fitted parameters carried in the round (``perf_params``). When the policy was also given
+   a model for the same (model, GPU type) and the two differ, that is a ``ValidationError`` naming
+   both: there is no silent precedence between the round and the caller's options;
+3. ``built-in``: a catalogue model's built-in parameters (fitted on A800; on another GPU type the
+   forward time scales by the ratio of peak TFLOPs: ``built-in-scaled``, and ``built-in-scaled,
+   unknown GPU type`` for a GPU type the catalogue does not have, e.g. an ``H100`` the cluster defines);
+4. ``prior``: a model the round (or some params file) defines but for which no parameters are given on
+   that GPU type: the unfitted prior of :func:`~optsched.perf.defaults.prior_performance_model`
+   (Table 5 defaults, forward time from the model's FLOPs at 25% of the GPU's peak).
+
+A model none of these knows is an ``UnknownNameError`` that says how to define it.
+"""
 
 from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from optsched.core.plan import ExecutionPlan
-
-from optsched.core.errors import ValidationError
+from optsched.core.catalog import GPU_TYPES, MODELS
+from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
-from optsched.perf.defaults import default_performance_model
+from optsched.core.model import ModelSpec
+from optsched.core.plan import ExecutionPlan
+from optsched.perf.defaults import REFERENCE_GPU, default_performance_model, prior_performance_model
 from optsched.perf.performance_model import PerformanceModel
 
 #: ``lookup(model name, GPU type) -> PerformanceModel``
@@ -50,6 +69,8 @@ def default_perf_lookup(cluster: Cluster) -> PerfLookup:
     def lookup(model: str, gpu_type: str) -> PerformanceModel:
         key = (model, gpu_type)
         if key not in cache:
+            if model not in MODELS:
+                raise unknown_model_error(model)
             cache[key] = default_performance_model(model, cluster, gpu_type)
         return cache[key]
     return lookup
@@ -70,6 +91,142 @@ def perf_lookup_from(models: FittedModels, cluster: Cluster) -> PerfLookup:
     return lookup
 
 
+def _fitted_for(models: FittedModels | None, model: str, gpu_type: str) -> PerformanceModel | None:
+    """The model of ``models`` answering for (``model``, ``gpu_type``) (:func:`perf_lookup_from`'s rule)."""
+    for key in ((model, gpu_type), model):
+        pm = (models or {}).get(key)  # type: ignore[call-overload]
+        if pm is not None and pm.gpu_type == gpu_type:
+            return pm
+    return None
+
+
+def check_round_params(params: tuple[PerformanceModel, ...], cluster: Cluster, models: tuple[ModelSpec, ...]
+                       ) -> None:
+    """Fitted parameters carried in a round: each for a GPU type of ``cluster``, at most one per (model,
+    GPU type), and each params model of the same shape as the round's (or the catalogue's) model of
+    that name. ``ValidationError`` naming ``perf_params[i]`` and the rule."""
+    seen: dict[tuple[str, str], int] = {}
+    own = {m.name: m for m in models}
+    for i, pm in enumerate(params):
+        where = f"perf_params[{i}] ({pm.model.name!r} on {pm.gpu_type})"
+        if not isinstance(pm, PerformanceModel):
+            raise ValidationError(f"perf_params[{i}] must be a PerformanceModel, got {type(pm).__name__}")
+        try:
+            cluster.gpu_type(pm.gpu_type)
+        except UnknownNameError as e:
+            raise ValidationError(f"{where}: fitted for a GPU type the cluster does not have: {e}") from None
+        key = (pm.model.name, pm.gpu_type)
+        if key in seen:
+            raise ValidationError(f"{where}: a second set of parameters for the same model and GPU type "
+                                  f"(first: perf_params[{seen[key]}])")
+        seen[key] = i
+        known = own.get(pm.model.name) or MODELS.get(pm.model.name)
+        if known is not None and known != pm.model:
+            raise ValidationError(f"{where}: its model object differs from the round's model {pm.model.name!r}; "
+                                  "parameters are fitted for one model shape")
+
+
+def _check_no_conflict(fitted: FittedModels | None, params: tuple[PerformanceModel, ...]) -> None:
+    for i, pm in enumerate(params):
+        other = _fitted_for(fitted, pm.model.name, pm.gpu_type)
+        if other is not None and other != pm:
+            raise ValidationError(
+                f"perf_params[{i}]: the round carries parameters for {pm.model.name!r} on {pm.gpu_type} and the "
+                "caller gave different ones (--params / perf_models); give them in one place only")
+
+
+def prediction_source(model: str, gpu_type: str, fitted: FittedModels | None = None,
+                      models: tuple[ModelSpec, ...] = (), params: tuple[PerformanceModel, ...] = ()) -> str:
+    """What predicts (``model``, ``gpu_type``) (module docstring): ``fitted``, ``round``, ``built-in``,
+    ``built-in-scaled``, ``built-in-scaled, unknown GPU type``, ``prior`` or ``unknown``."""
+    if _fitted_for(fitted, model, gpu_type) is not None:
+        return "fitted"
+    if any(pm.model.name == model and pm.gpu_type == gpu_type for pm in params):
+        return "round"
+    if model in MODELS:
+        if gpu_type == REFERENCE_GPU:
+            return "built-in"
+        return "built-in-scaled" if gpu_type in GPU_TYPES else "built-in-scaled, unknown GPU type"
+    if _spec_of(model, fitted, models, params) is not None:
+        return "prior"
+    return "unknown"
+
+
+def prediction_notes(pairs: set[tuple[str, str]], cluster: Cluster, fitted: FittedModels | None = None,
+                     models: tuple[ModelSpec, ...] = (), params: tuple[PerformanceModel, ...] = ()) -> list[str]:
+    """Notes for a decision's message on the (model, GPU type) ``pairs`` a round predicted with something
+    other than fitted parameters (:func:`prediction_source`): the unfitted prior of a model without
+    parameters, and the scaled built-in parameters on a GPU type the catalogue does not have."""
+    prior: dict[str, list[str]] = {}
+    scaled: dict[str, list[str]] = {}
+    for model, gpu_type in sorted(pairs):
+        source = prediction_source(model, gpu_type, fitted, models, params)
+        if source == "prior":
+            prior.setdefault(model, []).append(gpu_type)
+        elif source == "built-in-scaled, unknown GPU type":
+            scaled.setdefault(gpu_type, []).append(model)
+    notes = [f"model {m!r} on {', '.join(types)}: no fitted parameters (round perf_params or --params), predicted by "
+             f"the unfitted prior (Table 5 defaults, forward time from its FLOPs at 25% of the GPU's peak)"
+             for m, types in prior.items()]
+    ref = GPU_TYPES[REFERENCE_GPU].peak_tflops
+    notes += [f"GPU type {t!r} is not in the catalogue: the built-in {REFERENCE_GPU} parameters of {', '.join(ms)} are "
+              f"scaled by peak TFLOPs ({ref:g} -> {cluster.gpu_type(t).peak_tflops:g}); fit on measurements of "
+              f"{t} (optsched fit) or give the jobs own coefficients for better predictions"
+              for t, ms in scaled.items()]
+    return notes
+
+
+def _spec_of(model: str, fitted: FittedModels | None, models: tuple[ModelSpec, ...],
+             params: tuple[PerformanceModel, ...]) -> ModelSpec | None:
+    """The shape of a model the catalogue does not have: a round's model object, else the model of
+    any fitted parameters of that name."""
+    for m in models:
+        if m.name == model:
+            return m
+    for pm in (*params, *(fitted or {}).values()):
+        if pm.model.name == model:
+            return pm.model
+    return None
+
+
+def round_perf_lookup(cluster: Cluster, fitted: FittedModels | None = None, models: tuple[ModelSpec, ...] = (),
+                      params: tuple[PerformanceModel, ...] = ()) -> PerfLookup:
+    """The lookup of a round with its own ``models`` and ``params`` over the caller's ``fitted`` models
+    (module docstring), cached per (model, GPU type). Conflicting parameters (round vs caller) are a
+    ``ValidationError``; a model nothing defines an ``UnknownNameError`` saying how to define it."""
+    _check_no_conflict(fitted, params)
+    by_key = {(pm.model.name, pm.gpu_type): pm for pm in params}
+    base = perf_lookup_from(fitted, cluster) if fitted else default_perf_lookup(cluster)
+    cache: dict[tuple[str, str], PerformanceModel] = {}
+
+    def lookup(model: str, gpu_type: str) -> PerformanceModel:
+        key = (model, gpu_type)
+        pm = cache.get(key)
+        if pm is not None:
+            return pm
+        pm = _fitted_for(fitted, model, gpu_type) or by_key.get(key)
+        if pm is None:
+            if model in MODELS:
+                pm = base(model, gpu_type)
+            else:
+                spec = _spec_of(model, fitted, models, params)
+                if spec is None:
+                    raise unknown_model_error(model)
+                pm = prior_performance_model(spec, cluster, gpu_type)
+        cache[key] = pm
+        return pm
+    return lookup
+
+
+def unknown_model_error(model: str) -> UnknownNameError:
+    """The error of a model nothing defines, saying how a round can define it."""
+    return UnknownNameError("model", model, list(MODELS),
+                            context="(not in the catalogue: give the job's model as an object {name, num_params, "
+                                    "hidden, layers, seq_len, global_batch, num_heads}, fitted parameters for it "
+                                    "(the round's perf_params, or optsched solve --params), or the job's own "
+                                    "coefficients)")
+
+
 class PerfSource:
     """The performance models a policy plans with: ``fitted`` ones (or none) over the built-in
     defaults, and optionally which configurations it may offer (``allowed``, a
@@ -87,6 +244,7 @@ class PerfSource:
         self.allowed = allowed
         self._cluster: Cluster | None = None
         self._lookup: PerfLookup | None = None
+        self._round_memo: tuple[Cluster, tuple, PerfLookup] | None = None
 
     def lookup(self, cluster: Cluster) -> PerfLookup:
         if self._lookup is None or self._cluster is not cluster:
@@ -96,6 +254,24 @@ class PerfSource:
                 self._lookup = RestrictedLookup(self._lookup, self.allowed)
         return self._lookup
 
+    def lookup_for(self, cluster: Cluster, models: tuple[ModelSpec, ...] = (),
+                   params: tuple[PerformanceModel, ...] = ()) -> PerfLookup:
+        """The lookup of a round with its own ``models`` and fitted ``params`` (:func:`round_perf_lookup`).
+        A round without either gets :meth:`lookup` (the same object round after round, so table caches
+        stay warm); one with them the same object as long as the cluster object and both are unchanged."""
+        if not models and not params:
+            return self.lookup(cluster)
+        key = (models, params)
+        memo = self._round_memo
+        if memo is not None and memo[0] is cluster and memo[1] == key:
+            return memo[2]
+        found = round_perf_lookup(cluster, self.fitted or None, models, params)
+        if self.allowed is not None:
+            found = RestrictedLookup(found, self.allowed)
+        self._round_memo = (cluster, key, found)
+        return found
+
 
 __all__ = ["ConfigFilter", "FittedModels", "PerfLookup", "PerfSource", "RestrictedLookup", "allowed_configs",
-           "default_perf_lookup", "perf_lookup_from"]
+           "check_round_params", "default_perf_lookup", "perf_lookup_from", "prediction_notes", "prediction_source",
+           "round_perf_lookup", "unknown_model_error"]

@@ -34,9 +34,10 @@ on a guarantee.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
+from optsched.core.catalog import GPU_TYPES
 from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
@@ -47,12 +48,12 @@ from optsched.heuristics.baselines import antman_round, schedule_fifo, schedule_
 from optsched.heuristics.baselines.synergy import SYNERGY_TUNE_FRACTION
 from optsched.heuristics.rubick import algorithm1
 from optsched.perf.coefficients import CoefficientTable
-from optsched.perf.lookup import PerfSource
+from optsched.perf.lookup import PerfLookup, PerfSource, prediction_notes
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.rubick.admission import NO_GUARANTEES, Admission, admit
 from optsched.rounds.rubick.baseline_tables import BaselineCache, request_table, sia_table, synergy_table
-from optsched.rounds.rubick.decision import Schedule, heuristic_decision, to_decision
+from optsched.rounds.rubick.decision import Schedule, heuristic_decision, keep_unchanged, to_decision
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import DEFAULT_GROWTH, RoundTableCache, build_round_table
@@ -76,8 +77,40 @@ def _infeasible_report(problem: RubickRound, admission: Admission) -> Infeasible
                            "all be met on the free resources (GPUs, CPUs, memory or node shapes)", tuple(reasons))
 
 
+#: what an infeasibility error of a method that can defer unreachable guarantees adds (issue 16, item 4)
+DEFER_HINT = ("to schedule the rest and defer such jobs this round instead: optsched solve --defer-unreachable, "
+              "defer_unreachable=true for optsched serve, defer_unreachable_guarantees=True in Python")
+
+
+def _hinted(error: InfeasibleError) -> InfeasibleError:
+    """``error`` naming the option that would defer the unreachable guarantees (:data:`DEFER_HINT`)."""
+    return InfeasibleError(f"{error.message} ({DEFER_HINT})", error.reasons)
+
+
 def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
+
+
+def _lookup(perf: PerfSource, problem: RubickRound) -> PerfLookup:
+    """The performance models of ``problem``: the policy's over the round's own models and fitted
+    parameters (:meth:`~optsched.perf.lookup.PerfSource.lookup_for`)."""
+    return perf.lookup_for(problem.cluster, problem.own_models, problem.perf_params)
+
+
+def _with_prediction_notes(decision: Decision, problem: RubickRound, perf: PerfSource) -> Decision:
+    """``decision`` with notes on what predicted the jobs the performance model answered for, where that
+    was not fitted parameters (:func:`~optsched.perf.lookup.prediction_notes`: a model without
+    parameters, a GPU type outside the catalogue). Rounds without own models or parameters on catalogue
+    GPU types have none and cost nothing here."""
+    types = {n.gpu_type for n in problem.cluster.nodes if n.num_gpus > 0}
+    if not problem.own_models and not problem.perf_params and types <= set(GPU_TYPES):
+        return decision
+    pairs = {(job.model, t) for job in problem.jobs if problem.own_rows(job.name) is None
+             for t in ([job.gpu_type] if job.gpu_type is not None else types)}
+    notes = prediction_notes(pairs, problem.cluster, perf.fitted or None, problem.own_models, problem.perf_params)
+    if not notes:
+        return decision
+    return replace(decision, message=_join(decision.message, *notes))
 
 
 #: seconds per job of the round kept from the time limit for what follows the deadline of the table,
@@ -139,8 +172,12 @@ class _HeuristicPolicy:
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
         rubick = _rubick_round(problem, self.name)
-        table, schedule = self.plan(rubick, _deadline(self.time_limit, self.clock_start, rubick))
-        return heuristic_decision(rubick, table, schedule, method=self.name, started=t0)
+        try:
+            table, schedule = self.plan(rubick, _deadline(self.time_limit, self.clock_start, rubick))
+        except InfeasibleError as e:
+            raise e if getattr(self, DEFER, True) else _hinted(e) from None
+        return _with_prediction_notes(heuristic_decision(rubick, table, schedule, method=self.name, started=t0),
+                                      rubick, self.perf)
 
 
 @dataclass(frozen=True)
@@ -156,7 +193,7 @@ class RubickHeuristicPolicy(_HeuristicPolicy):
 
     def table(self, problem: RubickRound, deadline: Deadline | None = None,
               left_out: list[str] | None = None) -> CoefficientTable:
-        return build_round_table(problem, self.perf.lookup(problem.cluster), fixed_plan=self.fixed_plan,
+        return build_round_table(problem, _lookup(self.perf, problem), fixed_plan=self.fixed_plan,
                                  fixed_resources=self.fixed_resources, cache=self.cache, deadline=deadline,
                                  left_out=left_out)
 
@@ -190,11 +227,17 @@ class RubickExactPolicy:
     backend: str = "cpsat"
 
     def decide(self, problem: RoundProblem) -> Decision:
-        t0 = time.perf_counter()
         rubick = _rubick_round(problem, self.name)
+        try:
+            return _with_prediction_notes(self._decide(rubick), rubick, self.perf)
+        except InfeasibleError as e:
+            raise e if self.defer_unreachable_guarantees else _hinted(e) from None
+
+    def _decide(self, rubick: RubickRound) -> Decision:
+        t0 = time.perf_counter()
         deadline = _deadline(self.time_limit, self.clock_start, rubick)
         left_out: list[str] = []
-        table = build_round_table(rubick, self.perf.lookup(rubick.cluster), cache=self.cache, deadline=deadline,
+        table = build_round_table(rubick, _lookup(self.perf, rubick), cache=self.cache, deadline=deadline,
                                   left_out=left_out)
         admission = admit(rubick, table)
         hint: Schedule | None = None
@@ -205,6 +248,8 @@ class RubickExactPolicy:
             admission = hint.admission
         except InfeasibleError as e:
             heuristic_error = e
+        if hint is not None:  # no reconfiguration without a change that matters (rounds/rubick/decision.py)
+            hint = replace(hint, choices=keep_unchanged(rubick, table, hint.choices))
         h_obj = None if hint is None else objective(rubick, table, hint.choices)
         if hint is not None and (not hint.complete or deadline.expired(reserve=MIN_SOLVER_SECONDS)):
             status = "heuristic-fallback" if hint.complete else "partial"
@@ -252,7 +297,7 @@ class FifoPolicy(_HeuristicPolicy):
 
     def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
         left_out: list[str] = []
-        table = request_table(problem, self.perf.lookup(problem.cluster), cache=self.cache, deadline=deadline,
+        table = request_table(problem, _lookup(self.perf, problem), cache=self.cache, deadline=deadline,
                               left_out=left_out)
         choices = schedule_fifo(problem, table, backfill=self.backfill, deadline=deadline)
         return table, _cut(_stopped(Schedule(choices, NO_GUARANTEES), deadline, self.name), left_out)
@@ -268,7 +313,7 @@ class AntManPolicy(_HeuristicPolicy):
 
     def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
         left_out: list[str] = []
-        table = request_table(problem, self.perf.lookup(problem.cluster), cache=self.cache, deadline=deadline,
+        table = request_table(problem, _lookup(self.perf, problem), cache=self.cache, deadline=deadline,
                               left_out=left_out)
         result = antman_round(problem, table, deadline=deadline)
         message = f"preempted for guaranteed jobs: {', '.join(result.preempted)}" if result.preempted else ""
@@ -288,7 +333,7 @@ class SynergyPolicy(_HeuristicPolicy):
 
     def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
         left_out: list[str] = []
-        bt = synergy_table(problem, self.perf.lookup(problem.cluster), cache=self.cache, deadline=deadline,
+        bt = synergy_table(problem, _lookup(self.perf, problem), cache=self.cache, deadline=deadline,
                            left_out=left_out)
         choices = schedule_synergy(problem, bt.table, options=bt.options, tune_fraction=self.tune_fraction,
                                    backfill=self.backfill, deadline=deadline)
@@ -306,7 +351,7 @@ class SiaPolicy(_HeuristicPolicy):
 
     def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
         left_out: list[str] = []
-        bt = sia_table(problem, self.perf.lookup(problem.cluster), growth=self.growth, cache=self.cache,
+        bt = sia_table(problem, _lookup(self.perf, problem), growth=self.growth, cache=self.cache,
                        deadline=deadline, left_out=left_out)
         choices = schedule_sia(problem, bt.table, ladders=bt.options, deadline=deadline)
         return bt.table, _cut(_stopped(Schedule(choices, NO_GUARANTEES), deadline, self.name), left_out)

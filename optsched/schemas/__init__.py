@@ -1,7 +1,10 @@
 """JSON Schemas (draft 2020-12) of optsched's file formats, shipped as package data.
 
 * ``round``: a scheduling round, ``optsched.round/1`` (:meth:`optsched.core.round.RoundProblem.from_dict`);
-* ``decision``: the answer to a round, ``optsched.decision/1`` (:meth:`optsched.core.decision.Decision.to_dict`).
+* ``decision``: the answer to a round, ``optsched.decision/1`` (:meth:`optsched.core.decision.Decision.to_dict`);
+* ``perf-params``: a fitted performance model, ``optsched.perf-params/1`` (written by ``optsched fit``,
+  read by ``--params`` and a round's ``perf_params``; :meth:`optsched.perf.performance_model.PerformanceModel.to_dict`).
+  The round schema holds a copy of it as ``$defs/perfParams``.
 
 The schemas document the formats and let other tools validate files; optsched itself validates with
 its own parsers, which also check the rules a schema cannot state (unique job names, node
@@ -17,11 +20,11 @@ from typing import Any
 from optsched.core.errors import UnknownNameError
 
 #: names accepted by :func:`load_schema`
-SCHEMA_NAMES: tuple[str, ...] = ("decision", "round")
+SCHEMA_NAMES: tuple[str, ...] = ("decision", "round", "perf-params")
 
 
 def load_schema(name: str) -> dict[str, Any]:
-    """The schema ``name`` (``"round"`` or ``"decision"``) as a fresh dict (callers may modify it).
+    """The schema ``name`` (one of :data:`SCHEMA_NAMES`) as a fresh dict (callers may modify it).
     Raises ``UnknownNameError`` for another name."""
     if name not in SCHEMA_NAMES:
         raise UnknownNameError("schema", str(name), SCHEMA_NAMES)

@@ -18,6 +18,19 @@ answer must name running jobs on that node and free enough, else the run stops w
 :class:`SimulationError`. A policy without it gets the default: the latest-started jobs on the node
 are evicted first (then by name) until the rest fits. Evicted jobs are preempted; a round follows.
 
+**Pool targets** (:class:`~optsched.core.events.PoolTarget`, Lyra's capacity loaning). The servers of
+every target start held whole by outside work; a target lends ``count`` of them from its time on:
+more than before are lent in the target's order, fewer are given back, chosen by a policy that
+implements :class:`~optsched.core.policy.ServerReclaimer` (it may also shrink jobs instead of
+preempting them: a scale-in, applied as a reconfiguration) or by default the servers holding the
+fewest GPUs of running jobs (then the latest in the target's order); whatever still runs on a returned
+server is then evicted as after a capacity change. A round follows.
+
+**Per-job ground truth and checkpointing** (generic, used by Lyra). A ground truth that has
+``job_iteration_time(job, gpu_type, plan, gpus_per_node, cpus_per_gpu)`` is asked with the job itself
+(e.g. its elastic range and GPUs per worker); a job with ``checkpointing`` loses no progress when
+preempted, whatever the run's configuration.
+
 Every decision is checked before it is applied: each running or queued job of the round must appear
 exactly once, and the allocations must fit every node's free GPUs, CPUs and memory; a policy that
 breaks this raises :class:`SimulationError` naming the round time, the policy and the node. A round
@@ -52,12 +65,12 @@ from optsched.core.allocation import Allocation, NodeShare
 from optsched.core.capacity import NodeUsage
 from optsched.core.decision import Decision, JobAllocations
 from optsched.core.errors import InfeasibleError, OptschedError, PlanInfeasibleError, ValidationError
-from optsched.core.events import CapacityChange
+from optsched.core.events import CapacityChange, PoolTarget, ServerReturn
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.core.kinds import round_kind
 from optsched.core.plan import plan_code
-from optsched.core.policy import Policy, Reclaimer
+from optsched.core.policy import Policy, Reclaimer, ServerReclaimer
 from optsched.core.round import RoundProblem
 from optsched.sim.config import SimConfig
 from optsched.sim.metrics import JobRecord, Sample, SimResult
@@ -138,7 +151,8 @@ class Simulator:
     def __init__(self, cluster: Cluster, jobs: Sequence[Job], policy: Policy, ground_truth: IterationTimeSource,
                  config: SimConfig = SimConfig(), *, round_fields: Mapping[str, Any] | None = None,
                  capacity_changes: Sequence[CapacityChange] = (), trace_name: str = "",
-                 ground_truth_name: str = "", time_scale: Mapping[str, float] | None = None) -> None:
+                 ground_truth_name: str = "", pool_targets: Sequence[PoolTarget] = (),
+                 time_scale: Mapping[str, float] | None = None) -> None:
         if not isinstance(cluster, Cluster):
             raise ValidationError("simulator: cluster must be a Cluster")
         if not isinstance(config, SimConfig):
@@ -152,6 +166,11 @@ class Simulator:
             if c.node not in node_names:
                 raise ValidationError(f"capacity change at {c.time:g} s names node {c.node!r}, which is not in "
                                       f"cluster {cluster.name!r}")
+        for t in pool_targets:
+            for n in t.nodes:
+                if n not in node_names:
+                    raise ValidationError(f"pool target at {t.time:g} s names node {n!r}, which is not in "
+                                          f"cluster {cluster.name!r}")
         if not isinstance(policy, Policy):
             raise ValidationError(f"simulator: the policy must have a name, a kind and decide(problem), got "
                                   f"{type(policy).__name__}")
@@ -175,6 +194,10 @@ class Simulator:
         self._arrivals = [s for s in self._states.values()]
         self._changes = sorted(capacity_changes, key=lambda c: c.time)
         self._outside: dict[str, NodeShare] = {}
+        self._targets = sorted(pool_targets, key=lambda t: t.time)
+        for t in self._targets:
+            for n in t.nodes:
+                self._outside[n] = self._whole(n)
         self._active: dict[str, _JobState] = {}
         self._samples: list[Sample] = []
         self._messages: list[str] = []
@@ -192,7 +215,7 @@ class Simulator:
         cfg = self.config
         bar = Progress(len(self._states), f"{self.policy.name}", enabled=progress)
         now = 0.0
-        arr_i = chg_i = 0
+        arr_i = chg_i = tgt_i = 0
         last_round = -math.inf
         deferred = math.inf
         next_tick = math.inf
@@ -201,6 +224,8 @@ class Simulator:
         while True:
             t_arr = self._arrivals[arr_i].job.submit_time if arr_i < len(self._arrivals) else math.inf
             t_chg = self._changes[chg_i].time if chg_i < len(self._changes) else math.inf
+            if tgt_i < len(self._targets):
+                t_chg = min(t_chg, self._targets[tgt_i].time)
             t_done = min((s.finish_time(now) for s in self._active.values() if s.alloc is not None),
                          default=math.inf)
             t_next = min(t_arr, t_chg, t_done, deferred, next_tick)
@@ -230,6 +255,10 @@ class Simulator:
                 self._apply_change(self._changes[chg_i], now)
                 chg_i += 1
                 changed = True
+            while tgt_i < len(self._targets) and self._targets[tgt_i].time <= now:
+                self._apply_target(self._targets[tgt_i], now)
+                tgt_i += 1
+                changed = True
             due = changed or now >= deferred or now >= next_tick or (event and cfg.rounds_on_events)
             if due and self._active:
                 if changed or now >= last_round + cfg.min_round_gap_s - _EPS:
@@ -246,7 +275,8 @@ class Simulator:
                 next_tick = math.inf
             self._sample(now)
             bar.update(finished)
-            idle_rounds = idle_rounds + 1 if self._stalled(arr_i, chg_i, deferred) else 0
+            idle_rounds = idle_rounds + 1 if self._stalled(arr_i, chg_i, deferred) and tgt_i >= len(self._targets) \
+                else 0
             if idle_rounds >= STALL_ROUNDS:
                 queued = sorted(self._active)
                 msg = (f"stopped at {now:g} s: {len(queued)} job(s) queued on an idle cluster with no further "
@@ -376,7 +406,9 @@ class Simulator:
         gpn = alloc.placement.gpus_per_node
         cpus_per_gpu = alloc.placement.total_cpus / alloc.plan.num_gpus
         try:
-            it = float(self.truth.iteration_time(s.job.model, gpu_type, alloc.plan, gpn, cpus_per_gpu)) * s.scale
+            per_job = getattr(self.truth, "job_iteration_time", None)
+            it = float(per_job(s.job, gpu_type, alloc.plan, gpn, cpus_per_gpu) if per_job is not None
+                       else self.truth.iteration_time(s.job.model, gpu_type, alloc.plan, gpn, cpus_per_gpu)) * s.scale
         except PlanInfeasibleError as e:
             msg = (f"t={now:g} s: {s.job.name} cannot run {alloc.plan.label} on {gpn} {gpu_type} in the ground "
                    f"truth ({e}); it returns to the queue")
@@ -401,7 +433,7 @@ class Simulator:
         s.measured = self._measured is not None and self._measured.is_measured(s.job.model, alloc.plan, gpn, gpu_type)
 
     def _preempt(self, s: _JobState, now: float) -> None:
-        if not self.config.checkpoint_on_preempt:
+        if not (self.config.checkpoint_on_preempt or s.job.checkpointing):
             since = now - max(s.segment_start, s.pause_until)
             if self.config.checkpoint_interval_s > 0:
                 since = since % self.config.checkpoint_interval_s
@@ -461,6 +493,58 @@ class Simulator:
         for s in victims:
             log.info("t=%.1f s: capacity change on %s evicts %s", now, c.node, s.job.name)
             self._preempt(s, now)
+
+    def _whole(self, node: str) -> NodeShare:
+        n = self.cluster.node(node)
+        return NodeShare(n.num_gpus, n.num_cpus, float(n.memory_gib))
+
+    def _apply_target(self, t: PoolTarget, now: float) -> None:
+        """Lend or take back servers of a pool target (module docstring, "Pool targets")."""
+        lent = [n for n in t.nodes if n not in self._outside]
+        if t.count >= len(lent):
+            for n in [n for n in t.nodes if n in self._outside][:t.count - len(lent)]:
+                del self._outside[n]
+            return
+        need = len(lent) - t.count
+        where = f"pool target at t={now:g} s"
+        answer: ServerReturn | None = None
+        if isinstance(self.policy, ServerReclaimer):
+            try:
+                answer = self.policy.return_servers(self._problem(now), tuple(lent), need)
+            except OptschedError as e:
+                raise SimulationError(f"{where}, policy {self.policy.name!r}: {e}") from e
+            bad = sorted(set(answer.nodes) - set(lent))
+            if bad or len(set(answer.nodes)) != need:
+                raise SimulationError(f"{where}: policy {self.policy.name!r} returns {sorted(answer.nodes)[:5]}; it must "
+                                      f"return {need} of the lent servers")
+            for name in answer.preempt:
+                s = self._active.get(name)
+                if s is None or s.alloc is None:
+                    raise SimulationError(f"{where}: policy {self.policy.name!r} preempts {name!r}, which does not run")
+                log.info("t=%.1f s: returning servers preempts %s", now, name)
+                self._preempt(s, now)
+            for alloc in answer.shrink:
+                s = self._active.get(alloc.job)
+                old = None if s is None else s.alloc
+                if old is None or not all(n in dict(old.placement.shares) and sh.gpus <= dict(old.placement.shares)[n].gpus
+                                          for n, sh in alloc.placement.shares):
+                    raise SimulationError(f"{where}: policy {self.policy.name!r} shrinks {alloc.job!r} to an allocation "
+                                          "that is not part of what it holds")
+                assert s is not None
+                s.reconfigs += 1
+                self._launch(s, alloc, now, self.config.reconfig_overhead_s)
+            chosen = list(answer.nodes)
+        else:
+            held = {n: 0 for n in lent}
+            for s in self._active.values():
+                if s.alloc is not None:
+                    for n, sh in s.alloc.placement.shares:
+                        if n in held:
+                            held[n] += sh.gpus
+            order = {n: i for i, n in enumerate(t.nodes)}
+            chosen = sorted(lent, key=lambda n: (held[n], -order[n]))[:need]
+        for n in chosen:
+            self._apply_change(CapacityChange(now, n, self._whole(n)), now)
 
     # -- measurements -------------------------------------------------------------------------
     def _reference_throughput(self, s: _JobState) -> float:

@@ -117,7 +117,7 @@ def test_decision_json_round_trip() -> None:
     assert out["format"] == DECISION_FORMAT
     assert [j["action"] for j in out["jobs"]] == ["keep", "reconfigure", "start", "preempt", "wait"]
     assert out["jobs"][3] == {"job": "d", "action": "preempt", "protected": False, "plan": None, "placement": {},
-                              "throughput": 0.0, "normalised_throughput": 0.0}
+                              "throughput": 0.0, "normalised_throughput": 0.0, "reason": "", "penalty": 0.0}
     assert e.allocations == d.allocations and set(e.allocations) == {"a", "b", "c"}
     assert e.job("c").allocation.plan.pp == 2
     heuristic = Decision("rubick", "heuristic", "heuristic", 1.0, JobAllocations(()))
@@ -152,8 +152,8 @@ def test_decision_errors_name_the_rule() -> None:
 
 # -- malformed rounds ----------------------------------------------------------------------------
 def test_unknown_kind() -> None:
-    with pytest.raises(UnknownNameError, match="unknown round kind 'crius'.*known round kinds: rubick"):
-        RoundProblem.from_dict(round_data(kind="crius"))
+    with pytest.raises(UnknownNameError, match="unknown round kind 'no-such-kind'.*known round kinds: .*rubick"):
+        RoundProblem.from_dict(round_data(kind="no-such-kind"))
 
 
 def test_unknown_model_is_left_to_the_table() -> None:
@@ -447,7 +447,7 @@ def _sample_decisions() -> list[Decision]:
 
 
 def test_schemas_load_and_are_consistent() -> None:
-    assert SCHEMA_NAMES == ("decision", "round")
+    assert SCHEMA_NAMES == ("decision", "round", "perf-params")
     r, d = load_schema("round"), load_schema("decision")
     assert r["$schema"] == d["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     for name in ("plan", "nodeShare", "placement", "name"):  # duplicated definitions stay identical
@@ -465,7 +465,8 @@ def test_schemas_load_and_are_consistent() -> None:
 
 def test_schema_properties_match_the_value_objects() -> None:
     r = load_schema("round")
-    assert set(r["properties"]) == set(small_round().to_dict())
+    # perf_params and coefficients are written only when a round has them (tests/rounds/test_own_coefficients.py)
+    assert set(r["properties"]) == set(small_round().to_dict()) | {"perf_params", "coefficients"}
     assert set(r["$defs"]["job"]["properties"]) == {f.name for f in dataclasses.fields(Job)}
     assert set(r["$defs"]["plan"]["properties"]) == {f.name for f in dataclasses.fields(ExecutionPlan)}
     assert set(r["$defs"]["nodeShare"]["properties"]) == set(NodeShare(1).to_dict())
@@ -492,7 +493,7 @@ def test_to_dict_outputs_conform_structurally() -> None:
 #: mutations of a valid round file that the parser rejects and that the schema can express
 _BAD_ROUNDS = [
     ("unknown top-level field", lambda d: d.update(extra=1)),
-    ("unknown kind", lambda d: d.update(kind="crius")),
+    ("unknown kind", lambda d: d.update(kind="no-such-kind")),
     ("jobs not an array", lambda d: d.update(jobs={})),
     ("missing jobs", lambda d: d.pop("jobs")),
     ("negative quota", lambda d: d.update(quotas={"t1": -1})),
@@ -588,7 +589,7 @@ def test_documented_examples_are_valid_and_true() -> None:
 
 # -- rules added after review -----------------------------------------------------------------------
 def test_round_rejects_duplicate_occupied_nodes_and_mixed_gpu_types() -> None:
-    from optsched.core import Allocation, Cluster, ExecutionPlan, GPUType, Job, Node, NodeShare, Placement
+    from optsched.core import Cluster, ExecutionPlan, GPUType, Job, Node, NodeShare
     from optsched.core.catalog import a800_cluster
     from optsched.core.round import RoundProblem
     cluster = a800_cluster(2, 8)

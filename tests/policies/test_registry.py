@@ -36,6 +36,17 @@ def test_methods_of_rubick() -> None:
         methods_of("nope")
 
 
+@pytest.mark.parametrize("kind", kinds_module.round_kinds())
+def test_every_kind_has_the_default_method_and_solves_its_generated_round(kind: str) -> None:
+    """``optsched.solve`` and ``optsched solve`` default to ``exact``: every built-in kind has it, and it
+    answers a round of the kind's own generator with a decision of that kind."""
+    assert "exact" in methods_of(kind)
+    problem = kinds_module.round_kind(kind).generate(seed=0)
+    decision = solve(problem, time_limit=5.0)
+    assert decision.kind == kind and decision.method == "exact"
+    assert decision.status in ("optimal", "feasible", "heuristic-fallback", "partial")
+
+
 def test_unknown_method_lists_the_methods_of_the_kind() -> None:
     with pytest.raises(UnknownNameError) as err:
         make_policy("simplex")

@@ -1,10 +1,17 @@
 """The baselines of the Rubick evaluation (Sec. 7.3, Table 4), one file each: FIFO, Synergy-like,
-Sia-like and AntMan-like (shared rules in :mod:`optsched.heuristics.baselines.common`)."""
+Sia-like and AntMan-like (shared rules in :mod:`optsched.heuristics.baselines.common`); and of the
+Crius evaluation (Sec. 8.1): FCFS, Gandiva-like, Gavel-like and ElasticFlow-like (shared rules in
+:mod:`optsched.heuristics.baselines.cells`)."""
 
 from optsched.heuristics.baselines.antman import AntManResult, antman_round, schedule_antman
 from optsched.heuristics.baselines.fifo import schedule_fifo
 from optsched.heuristics.baselines.sia import schedule_sia
 from optsched.heuristics.baselines.synergy import SYNERGY_TUNE_FRACTION, schedule_synergy
+from optsched.heuristics.baselines.elasticflow import schedule_elasticflow
+from optsched.heuristics.baselines.fcfs import schedule_fcfs
+from optsched.heuristics.baselines.gandiva import schedule_gandiva
+from optsched.heuristics.baselines.gavel import schedule_gavel
 
 __all__ = ["AntManResult", "SYNERGY_TUNE_FRACTION", "antman_round", "schedule_antman", "schedule_fifo",
-           "schedule_sia", "schedule_synergy"]
+           "schedule_sia", "schedule_synergy", "schedule_elasticflow", "schedule_fcfs", "schedule_gandiva",
+           "schedule_gavel"]

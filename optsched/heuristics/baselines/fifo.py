@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 
 from optsched.core.deadline import Deadline
 from optsched.heuristics.baselines.common import BaselineState, check_request_rows, out_of_time

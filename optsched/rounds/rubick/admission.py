@@ -74,6 +74,17 @@ class Admission:
 NO_GUARANTEES = Admission({}, {})
 
 
+def _quota_reason(problem: RubickRound, tenant: str, quota: int, used: int, need: int) -> str:
+    """Why a guaranteed job waits for quota: its tenant has quota 0 (saying when that is because the
+    tenant has no entry in ``quotas``), or the quota is used up by jobs admitted before it."""
+    if quota == 0:
+        missing = "" if tenant in problem.quota_map else (" (it has no entry in the round's quotas; once any quota "
+                                                          "is given, a tenant without one has quota 0)")
+        return f"waiting for quota: tenant {tenant!r} has quota 0{missing}; the job needs {need} GPUs"
+    return (f"waiting for quota: tenant {tenant!r} quota {quota} GPUs is used up ({used} in use by jobs admitted "
+            f"before it, the job needs {need})")
+
+
 def admit(problem: RubickRound, table: CoefficientTable) -> Admission:
     """Admission of guaranteed jobs against tenant quotas (module docstring)."""
     check_round_table(problem, table)
@@ -90,8 +101,7 @@ def admit(problem: RubickRound, table: CoefficientTable) -> Admission:
             continue
         quota = problem.quota_of(job.tenant)
         if quota is not None and used.get(job.tenant, 0) + need > quota:
-            waiting[job.name] = (f"tenant {job.tenant!r} quota {quota} GPUs: {used.get(job.tenant, 0)} in use, "
-                                 f"job needs {need}")
+            waiting[job.name] = _quota_reason(problem, job.tenant, quota, used.get(job.tenant, 0), need)
             continue
         used[job.tenant] = used.get(job.tenant, 0) + need
         protected[job.name] = need

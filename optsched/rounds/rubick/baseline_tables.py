@@ -25,6 +25,10 @@ schedulers (:mod:`optsched.heuristics.baselines`) read only these tables, and th
   the largest divisor of it not above the plan's (the way ``parse_plan_code`` reads ``ga``); a GPU
   count whose DP size does not divide the global batch, or that breaks topology or memory, is skipped.
 
+A job with its own coefficient rows (``RubickRound.coefficients``) gets, instead of rows from the
+performance model, the given rows each baseline's rule picks (:func:`~optsched.rounds.rubick.own_rows.synergy_rows`,
+:func:`~optsched.rounds.rubick.own_rows.sia_rows`); its request-only rows come from the round table.
+
 With allowed configurations (a :class:`~optsched.perf.lookup.RestrictedLookup`) every extra row is
 filtered like the round table's, and the request rows are the round table's (a stand-in request where
 the request is not allowed; a Synergy ladder then climbs the stand-in's own placement).
@@ -48,13 +52,14 @@ from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan, offload_runs_with_gc, parse_plan_code
 from optsched.core.pool import GpuPool, gpu_pool, usable_gpu_types
 from optsched.perf.coefficients import CoefficientTable, candidate_gpu_counts
-from optsched.perf.lookup import PerfLookup, allowed_configs, default_perf_lookup
+from optsched.perf.lookup import PerfLookup, allowed_configs
 from optsched.perf.memory import config_host_gib
 from optsched.perf.performance_model import PerformanceModel
 from optsched.perf.plans import plan_violation
+from optsched.rounds.rubick import own_rows
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import (DEFAULT_GROWTH, CandidateRow, RoundTableCache, build_round_table,
-                                          job_gpu_cap, request_plan, restrict_rows)
+                                          host_memory_rows, job_gpu_cap, request_plan, restrict_rows, round_lookup)
 
 #: CPUs per GPU a Synergy ladder offers (capped by one node's CPUs over the job's largest part)
 SYNERGY_CPUS_PER_GPU: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96)
@@ -170,8 +175,18 @@ def sia_plan(job: Job, pm: PerformanceModel, pool: GpuPool,
 
 def _job_key(problem: RubickRound, job: Job, params: tuple) -> tuple:
     cur = problem.current(job.name)
-    return (params, job.name, job.model, job.requested_gpus, job.requested_cpus, job.requested_plan, job.max_gpus,
-            job.gpu_type, None if cur is None else (cur.plan, cur.placement))
+    return (params, job.name, job.model, job.requested_gpus, job.requested_cpus, job.requested_mem_gib,
+            job.requested_plan, job.max_gpus, job.gpu_type, None if cur is None else (cur.plan, cur.placement), problem.own_rows(job.name))
+
+
+def _given_rows(problem: RubickRound, job: Job, pick: Any) -> list[CandidateRow] | None:
+    """The rows ``pick(problem, job, rows)`` chooses among the job's own coefficient rows; None when the
+    job has none (its rows come from the performance model)."""
+    given = problem.own_rows(job.name)
+    if given is None:
+        return None
+    return [CandidateRow(r.plan, r.gpus_per_node, r.gpu_type, r.gpus, r.cpus, r.mem_gib, r.throughput)
+            for r in (given[i] for i in pick(problem, job, given))]
 
 
 def _base_request_plans(base: CoefficientTable, j: int) -> dict[str, ExecutionPlan]:
@@ -183,6 +198,9 @@ def _base_request_plans(base: CoefficientTable, j: int) -> dict[str, ExecutionPl
 
 def _synergy_rows(problem: RubickRound, job: Job, perf: PerfLookup, grid: tuple[int, ...],
                   known: Mapping[str, ExecutionPlan]) -> list[CandidateRow]:
+    given = _given_rows(problem, job, own_rows.synergy_rows)
+    if given is not None:
+        return given
     cur = problem.current(job.name)
     if cur is not None:
         gpu_type = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
@@ -202,6 +220,9 @@ def _synergy_rows(problem: RubickRound, job: Job, perf: PerfLookup, grid: tuple[
 
 def _sia_rows(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
               known: Mapping[str, ExecutionPlan]) -> list[CandidateRow]:
+    given = _given_rows(problem, job, own_rows.sia_rows)
+    if given is not None:
+        return given
     rows: list[CandidateRow] = []
     for gpu_type in usable_gpu_types(problem.cluster, job):
         pm = perf(job.model, gpu_type)
@@ -258,7 +279,7 @@ def _lookup(problem: RubickRound, perf: PerfLookup | None, cache: BaselineCache 
             ) -> tuple[PerfLookup, dict[tuple, list[CandidateRow]]]:
     if cache is not None:
         return cache.bind(problem, perf), cache.rows
-    return perf or default_perf_lookup(problem.cluster), {}
+    return perf or round_lookup(problem), {}
 
 
 def _expired(deadline: Deadline | None) -> bool:
@@ -310,8 +331,8 @@ def synergy_table(problem: RubickRound, perf: PerfLookup | None = None, *,
             continue
         key = _job_key(problem, job, ("synergy", tuple(cpus_per_gpu)))
         if key not in memo and not _expired(deadline):
-            memo[key] = _allowed(job, lookup, _synergy_rows(problem, job, lookup, tuple(cpus_per_gpu),
-                                                            _base_request_plans(base, j)))
+            memo[key] = host_memory_rows(_allowed(job, lookup, _synergy_rows(problem, job, lookup, tuple(cpus_per_gpu),
+                                                                             _base_request_plans(base, j))), job)
         extra.append(memo.get(key, []))
         cur = int(base.current_row[j])
         include.append([cur] if cur >= 0 else base.rows_of(j).tolist())
@@ -334,7 +355,8 @@ def sia_table(problem: RubickRound, perf: PerfLookup | None = None, *, growth: i
             continue
         key = _job_key(problem, job, ("sia", growth))
         if key not in memo and not _expired(deadline):
-            memo[key] = _allowed(job, lookup, _sia_rows(problem, job, lookup, growth, _base_request_plans(base, j)))
+            memo[key] = host_memory_rows(_allowed(job, lookup, _sia_rows(problem, job, lookup, growth,
+                                                                         _base_request_plans(base, j))), job)
         rows = memo.get(key, [])
         extra.append(rows)
         own = [r for r in base.rows_of(j).tolist() if r != base.current_row[j]]

@@ -5,7 +5,17 @@ by the same function (:func:`~optsched.rounds.rubick.objective.objective`).
 
 Per job: ``start`` (queued, now runs), ``keep`` (running, kept exactly), ``reconfigure`` (running,
 another plan or placement), ``preempt`` (running, gets nothing) or ``wait`` (queued, gets nothing);
-``protected`` says whether its performance guarantee was enforced (the admission's protected jobs).
+``protected`` says whether its performance guarantee was enforced (the admission's protected jobs);
+``penalty`` is the round's ``reconfig_penalty`` for ``reconfigure``, ``preempt_penalty`` for
+``preempt``, else 0; ``reason`` (:func:`wait_reason`) says why a job that does not run does not.
+
+**No reconfiguration without a change that matters** (issue 16, item 5; the paper is silent). Before a
+decision is assembled, :func:`keep_unchanged` gives a running job its current configuration back when its
+choice runs the same plan on the same per-node GPUs but with another row (other CPUs or memory) that is
+no faster, as long as the nodes still hold everything: a CPU or memory trim that frees nothing another job
+uses, or a row differing only in memory rounding, would cost the reconfiguration penalty and a restart
+for nothing. A trim that another job needs stays (``reconfigure``). This only raises the objective and
+keeps every decision feasible; every method's decision passes through it.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from optsched.core.errors import ValidationError
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit
 from optsched.rounds.rubick.choice import Choice, is_kept, placement_of
+from optsched.rounds.rubick.feasibility import CAPACITY_TOL
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -36,6 +47,51 @@ class Schedule:
     complete: bool = True
 
 
+def keep_unchanged(problem: RubickRound, table: CoefficientTable, choices: Mapping[str, Choice]
+                   ) -> Mapping[str, Choice]:
+    """``choices`` with running jobs restored to their current row where nothing that matters changes
+    (module docstring): same plan, same per-node GPUs, no throughput lost, and the current shares fit the
+    nodes next to every other choice. Returns ``choices`` itself when nothing is restored."""
+    candidates = []
+    for name, choice in choices.items():
+        j = table.job_position.get(name)
+        if j is None:
+            continue
+        cur_row = int(table.current_row[j])
+        if cur_row < 0 or choice.row == cur_row or is_kept(problem, table, j, choice):
+            continue
+        cur = problem.current(name)
+        assert cur is not None
+        if (table.plans[choice.row] == cur.plan and table.throughput[cur_row] >= table.throughput[choice.row]
+                and sorted(choice.parts) == sorted((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0)):
+            candidates.append((name, j, choice, cur_row))
+    if not candidates:
+        return choices
+    used: dict[str, list[float]] = {}  # CPUs and GiB held per node by all the choices
+    for name, choice in choices.items():
+        for node, share in placement_of(problem, table, table.index_of(name), choice).shares:
+            u = used.setdefault(node, [0.0, 0.0])
+            u[0] += share.cpus
+            u[1] += share.mem_gib
+    out = dict(choices)
+    for name, j, choice, cur_row in candidates:
+        kept = Choice(cur_row, choice.parts)
+        delta: dict[str, list[float]] = {}
+        for sign, c in ((-1, choice), (1, kept)):
+            for node, share in placement_of(problem, table, j, c).shares:
+                d = delta.setdefault(node, [0.0, 0.0])
+                d[0] += sign * share.cpus
+                d[1] += sign * share.mem_gib
+        if any(used[node][0] + d[0] > problem.free(node).cpus + CAPACITY_TOL
+               or used[node][1] + d[1] > problem.free(node).mem_gib + CAPACITY_TOL for node, d in delta.items()):
+            continue  # another job uses what the trim freed
+        for node, d in delta.items():
+            used[node][0] += d[0]
+            used[node][1] += d[1]
+        out[name] = kept
+    return out
+
+
 def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[str, Choice], *, method: str,
                 status: str, bound: float | None = None, solve_seconds: float = 0.0,
                 heuristic_objective: float | None = None, warm_start: bool = False, message: str = "",
@@ -43,6 +99,7 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
     """A :class:`Decision` from ``choices`` (module docstring); ``admission`` defaults to
     :func:`~optsched.rounds.rubick.admission.admit`."""
     admission = admission or admit(problem, table)
+    choices = keep_unchanged(problem, table, choices)
     obj = objective(problem, table, choices)
     jobs: list[JobDecision] = []
     for j, name in enumerate(table.jobs):
@@ -50,14 +107,34 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
         running = table.current_row[j] >= 0
         protected = name in admission.protected
         if choice is None:
-            jobs.append(JobDecision(name, None, 0.0, 0.0, "preempt" if running else "wait", protected))
+            jobs.append(JobDecision(name, None, 0.0, 0.0, "preempt" if running else "wait", protected,
+                                    wait_reason(problem, table, admission, j, method),
+                                    problem.preempt_penalty if running else 0.0))
             continue
         alloc = Allocation(name, table.plans[choice.row], placement_of(problem, table, j, choice))
         action = "start" if not running else ("keep" if is_kept(problem, table, j, choice) else "reconfigure")
         thr = float(table.throughput[choice.row])
-        jobs.append(JobDecision(name, alloc, thr, thr / float(table.reference_throughput[j]), action, protected))
+        jobs.append(JobDecision(name, alloc, thr, thr / float(table.reference_throughput[j]), action, protected,
+                                penalty=problem.reconfig_penalty if action == "reconfigure" else 0.0))
     return Decision(problem.kind, method, status, obj, JobAllocations(tuple(jobs)), bound, relative_gap(bound, obj),
                     solve_seconds, heuristic_objective, warm_start, message)
+
+
+def wait_reason(problem: RubickRound, table: CoefficientTable, admission: Admission, j: int, method: str) -> str:
+    """Why job index ``j`` does not run: the admission's reason for a guaranteed job it keeps waiting
+    (tenant quota 0 or exhausted, guarantee deferred as unreachable, no configuration reaching its
+    request), no configuration considered when the time limit cut the table short, else no room (the
+    free resources went to other jobs; for a guaranteed job, also that ``method`` protects nobody when
+    its admission is empty)."""
+    name = table.jobs[j]
+    if name in admission.waiting:
+        return admission.waiting[name]
+    if len(table.rows_of(j)) == 0:
+        return "not considered: the time limit ran out before its configurations were built"
+    job = problem.job(name)
+    if job.guaranteed and not admission.protected and not admission.waiting:
+        return f"no room: the free resources went to other jobs ({method} enforces no performance guarantees)"
+    return "no room: the free resources went to other jobs this round"
 
 
 def heuristic_decision(problem: RubickRound, table: CoefficientTable, schedule: Schedule, *, method: str,
@@ -65,10 +142,11 @@ def heuristic_decision(problem: RubickRound, table: CoefficientTable, schedule: 
     """The :class:`Decision` of a heuristic's ``schedule`` (status ``heuristic``, or ``partial`` when the
     schedule is incomplete; its own objective as ``heuristic_objective``), timed from ``started`` (a
     ``time.perf_counter()`` reading)."""
-    return to_decision(problem, table, schedule.choices, method=method,
+    choices = keep_unchanged(problem, table, schedule.choices)
+    return to_decision(problem, table, choices, method=method,
                        status="heuristic" if schedule.complete else "partial",
                        solve_seconds=time.perf_counter() - started,
-                       heuristic_objective=objective(problem, table, schedule.choices), message=schedule.message,
+                       heuristic_objective=objective(problem, table, choices), message=schedule.message,
                        admission=schedule.admission)
 
 
@@ -98,4 +176,4 @@ def choices_of(decision: Decision, table: CoefficientTable, problem: RubickRound
     return out
 
 
-__all__ = ["Schedule", "choices_of", "heuristic_decision", "to_decision"]
+__all__ = ["Schedule", "choices_of", "heuristic_decision", "keep_unchanged", "to_decision", "wait_reason"]

@@ -17,6 +17,9 @@ Rules (POP leaves the split to the problem; these are ours):
   neither held by its running jobs nor asked for by the queued jobs dealt to it so far; a job whose
   request exceeds the GPUs of every part it may use is in no part (it waits this round; the message
   names it).
+* **Own models and coefficients.** Every part carries the round's own models and fitted parameters; a
+  job with its own coefficient rows takes the rows that fit its part's nodes. When those lose its
+  request or, for a running job, its current configuration, it is in no part (the message says so).
 * **Merge.** The parts' per-job decisions are joined; the objective is the round's (normalised
   throughputs minus penalties; a part's reference throughput is the whole round's when the nodes of
   a GPU type are alike, which the catalogue clusters are). The union is feasible for the whole cluster
@@ -30,11 +33,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from optsched.core.coefficient_rows import check_job_rows
 from optsched.core.decision import Decision, JobAllocations, JobDecision
 from optsched.core.errors import ValidationError
+from optsched.core.hardware import Cluster
 from optsched.core.pool import usable_gpu_types
 from optsched.perf.coefficients import CoefficientTable
 from optsched.perf.lookup import FittedModels, PerfSource
+from optsched.rounds.rubick import own_rows
 from optsched.rounds.rubick.admission import Admission, admit
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
@@ -122,16 +128,44 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
         names = set(part_nodes[p])
         if not names:
             continue
-        members = set(jobs_of[p])
         sub_cluster = type(cluster)(f"{cluster.name}/part{p}", tuple(n for n in cluster.nodes if n.name in names),
                                     cluster.gpu_types, cluster.intra_node_gbps, cluster.inter_node_gbps,
                                     cluster.pcie_gbps)
+        coefficients = _part_coefficients(problem, jobs_of[p], sub_cluster, left_out)
+        members = {n for n in jobs_of[p] if n not in left_out}
         subs.append(RubickRound(
             cluster=sub_cluster, jobs=tuple(j for j in problem.jobs if j.name in members),
             running=tuple(a for a in problem.running if a.job in members),
             occupied=tuple((n, s) for n, s in problem.occupied if n in names), time=problem.time, quotas=(),
-            reconfig_penalty=problem.reconfig_penalty, preempt_penalty=problem.preempt_penalty))
+            reconfig_penalty=problem.reconfig_penalty, preempt_penalty=problem.preempt_penalty,
+            own_models=problem.own_models, perf_params=problem.perf_params, coefficients=coefficients))
     return RoundSplit(tuple(subs), left_out, admission)
+
+
+def _part_coefficients(problem: RubickRound, names: Sequence[str], cluster: Cluster,
+                       left_out: dict[str, str]) -> tuple:
+    """The own coefficient rows of the jobs ``names`` that fit ``cluster`` (a part's nodes); a job that
+    loses its request or current row goes to ``left_out`` (module docstring)."""
+    out = []
+    for name in names:
+        given = problem.own_rows(name)
+        if given is None:
+            continue
+        job = problem.job(name)
+        keep = set()
+        for i, row in enumerate(given):
+            try:
+                check_job_rows(job, (row,), cluster)
+            except ValidationError:
+                continue
+            keep.add(i)
+        cur = own_rows.current_index(problem, job, given)
+        needed = set(own_rows.request_rows(problem, job, given).values()) | ({cur} if cur is not None else set())
+        if not needed <= keep:
+            left_out[name] = "its own coefficient rows for its request or running configuration do not fit its part"
+            continue
+        out.append((name, tuple(given[i] for i in sorted(keep))))
+    return tuple(out)
 
 
 def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence[Decision], *, method: str,
@@ -148,7 +182,9 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
         x = by_job.get(job.name)
         if x is None:
             running = problem.current(job.name) is not None
-            x = JobDecision(job.name, None, 0.0, 0.0, "preempt" if running else "wait", False)
+            why = split.left_out.get(job.name, "in no part of the partitioned round")
+            x = JobDecision(job.name, None, 0.0, 0.0, "preempt" if running else "wait", False, why,
+                            problem.preempt_penalty if running else 0.0)
         jobs.append(x)
     objective = sum(x.normalised for x in jobs)
     objective -= problem.reconfig_penalty * sum(x.action == "reconfigure" for x in jobs)
@@ -172,7 +208,8 @@ class RubickPartitioner:
 
     def split(self, problem: RubickRound, parts: int, seed: int,
               perf_models: FittedModels | None = None) -> RoundSplit:
-        table = build_round_table(problem, PerfSource(perf_models).lookup(problem.cluster))
+        table = build_round_table(problem, PerfSource(perf_models).lookup_for(problem.cluster, problem.own_models,
+                                                                              problem.perf_params))
         return split_round(problem, parts, seed, table)
 
     def merge(self, problem: RubickRound, split: RoundSplit, decisions: Sequence[Decision], *, method: str,

@@ -9,6 +9,12 @@ Choices where the paper is silent (checked in ``tests/rounds/test_rubick_problem
 * **Penalties** are in units of normalised throughput (one job running exactly as requested = 1):
   ``reconfig_penalty`` is charged when a running job's plan or placement changes,
   ``preempt_penalty`` when a running job gets nothing.
+* **Self-contained rounds** (issue 16). ``perf_params``: fitted parameters per (model, GPU type) in the
+  params-file format (``optsched.perf-params/1``, :meth:`~optsched.perf.performance_model.PerformanceModel.to_dict`;
+  checked by :func:`~optsched.perf.lookup.check_round_params`). ``coefficients``: per job name the
+  caller's own candidate configurations (:mod:`optsched.core.coefficient_rows`); such a job's table
+  holds exactly those rows (:mod:`optsched.rounds.rubick.own_rows` says how each method chooses among
+  them). Both are written by ``to_dict`` only when non-empty, so rounds without them read as before.
 """
 
 from __future__ import annotations
@@ -17,8 +23,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
 from optsched.core.checks import require_int, require_name, require_number
+from optsched.core.coefficient_rows import (CoefficientRow, Coefficients, check_coefficients, coefficients_from_dict,
+                                            coefficients_to_dict, normalise_coefficients)
 from optsched.core.errors import ValidationError
+from optsched.core.plan import check_plan_for_model
 from optsched.core.round import RoundProblem
+from optsched.perf.lookup import check_round_params
+from optsched.perf.performance_model import PerformanceModel
 
 #: Default penalties (normalised-throughput units, see module docstring).
 DEFAULT_RECONFIG_PENALTY = 0.05
@@ -30,11 +41,14 @@ class RubickRound(RoundProblem):
     """A Rubick round (module docstring)."""
 
     KIND: ClassVar[str] = "rubick"
-    FIELD_KEYS: ClassVar[tuple[str, ...]] = ("quotas", "reconfig_penalty", "preempt_penalty")
+    FIELD_KEYS: ClassVar[tuple[str, ...]] = ("quotas", "reconfig_penalty", "preempt_penalty", "perf_params",
+                                             "coefficients")
 
     quotas: tuple[tuple[str, int], ...] = ()
     reconfig_penalty: float = DEFAULT_RECONFIG_PENALTY
     preempt_penalty: float = DEFAULT_PREEMPT_PENALTY
+    perf_params: tuple[PerformanceModel, ...] = ()
+    coefficients: Coefficients = ()
 
     def _check_fields(self) -> None:
         quotas = tuple(sorted(dict(self.quotas).items())) if isinstance(self.quotas, Mapping) \
@@ -45,6 +59,33 @@ class RubickRound(RoundProblem):
         for tenant, gpus in quotas:
             require_name("round quota tenant", tenant)
             require_int(f"round: quota of tenant {tenant!r}", "GPUs", gpus, 0)
+        object.__setattr__(self, "perf_params", tuple(self.perf_params))
+        check_round_params(self.perf_params, self.cluster, self.own_models)
+        coefficients = normalise_coefficients(self.coefficients) if self.coefficients else ()
+        object.__setattr__(self, "coefficients", coefficients)
+        if coefficients:
+            check_coefficients(coefficients, {j.name: j for j in self.jobs}, self.cluster)
+            self._check_row_plans(coefficients)
+        object.__setattr__(self, "_own_rows", dict(coefficients))
+
+    def _check_row_plans(self, coefficients: Coefficients) -> None:
+        """Each own row's plan suits the job's model where the round knows its shape (batch divisibility,
+        TP dividing the heads, PP within the layers; :func:`~optsched.core.plan.check_plan_for_model`)."""
+        shapes = {pm.model.name: pm.model for pm in self.perf_params}
+        for name, rows in coefficients:
+            model = self.job(name).model
+            spec = self.model_spec(model) or shapes.get(model)
+            if spec is None:
+                continue
+            for i, row in enumerate(rows):
+                try:
+                    check_plan_for_model(row.plan, spec)
+                except ValidationError as e:
+                    raise ValidationError(f"coefficients[{name!r}][{i}]: {e}") from None
+
+    def own_rows(self, job: str) -> tuple[CoefficientRow, ...] | None:
+        """The caller's own configurations of ``job`` (``coefficients``), None when it has none."""
+        return self._own_rows.get(job)  # type: ignore[attr-defined]
 
     @property
     def quota_map(self) -> dict[str, int]:
@@ -57,16 +98,32 @@ class RubickRound(RoundProblem):
         return dict(self.quotas).get(tenant, 0)
 
     def _fields_to_dict(self) -> dict[str, Any]:
-        return {"quotas": dict(self.quotas), "reconfig_penalty": self.reconfig_penalty,
-                "preempt_penalty": self.preempt_penalty}
+        out: dict[str, Any] = {"quotas": dict(self.quotas), "reconfig_penalty": self.reconfig_penalty,
+                               "preempt_penalty": self.preempt_penalty}
+        if self.perf_params:
+            out["perf_params"] = [pm.to_dict() for pm in self.perf_params]
+        if self.coefficients:
+            out["coefficients"] = coefficients_to_dict(self.coefficients)
+        return out
 
     @classmethod
     def _fields_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
         if "quotas" in data and not isinstance(data["quotas"], dict):
             raise ValidationError("round: quotas must be a JSON object")
+        params = data.get("perf_params", [])
+        if not isinstance(params, list):
+            raise ValidationError("round: perf_params must be a JSON array of params-file objects")
+        parsed = []
+        for i, item in enumerate(params):
+            try:
+                parsed.append(PerformanceModel.from_dict(item))
+            except (ValidationError, TypeError) as e:
+                raise ValidationError(f"round: perf_params[{i}]: {e}") from None
         return {"quotas": tuple(data.get("quotas", {}).items()),
                 "reconfig_penalty": data.get("reconfig_penalty", DEFAULT_RECONFIG_PENALTY),
-                "preempt_penalty": data.get("preempt_penalty", DEFAULT_PREEMPT_PENALTY)}
+                "preempt_penalty": data.get("preempt_penalty", DEFAULT_PREEMPT_PENALTY),
+                "perf_params": tuple(parsed),
+                "coefficients": coefficients_from_dict(data["coefficients"]) if "coefficients" in data else ()}
 
 
 __all__ = ["DEFAULT_PREEMPT_PENALTY", "DEFAULT_RECONFIG_PENALTY", "RubickRound"]

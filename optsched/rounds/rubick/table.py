@@ -40,32 +40,50 @@ Choices where the paper is silent:
 * **Dominance.** A row is dropped when another row of the same job and GPU type needs no more GPUs,
   CPUs or memory and is at least as fast (ties: the earlier row stays); the current row is never
   dropped. This leaves roughly 10-25 rows per job on the 8x8 cluster.
+* **Host memory** (issue 16, item 3). A row's host memory is at least the job's requested memory per
+  requested GPU times the row's GPUs (the request is a minimum for every job: host memory is what a
+  cluster enforces as a hard limit, so less than asked for can kill the job), and it is rounded up to a
+  multiple of :data:`MEM_GRANULARITY_GIB` per GPU (1/16 GiB, 64 MiB), so every part of a row, and so every
+  share in a decision, is a multiple of 1/16 GiB (:func:`host_memory_rows`). The current row keeps the
+  memory the job holds. Requested CPUs are not a minimum: CPUs are a performance resource, the rows'
+  throughputs account for them and a guaranteed job's guarantee is its request's throughput.
+* **Own coefficients** (issue 16). A job the round gives its own rows (``RubickRound.coefficients``)
+  gets a block made of those rows only, chosen per variant by :mod:`optsched.rounds.rubick.own_rows`
+  (which also gives its reference throughput and matches its running configuration); no performance
+  model is asked. Its rows come in the given order; dominance is applied only among rows of the same
+  GPU type and shape (GPUs per node), since the caller's shapes need not be packed and a row that
+  places where a faster one does not must stay.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from optsched.core.coefficient_rows import CoefficientRow
 from optsched.core.deadline import Deadline
 from optsched.core.errors import PlanInfeasibleError
 from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan
 from optsched.core.pool import GpuPool, gpu_pool, usable_gpu_types
 from optsched.perf.coefficients import CoefficientTable, build_coefficient_table, candidate_gpu_counts
-from optsched.perf.lookup import ConfigFilter, PerfLookup, allowed_configs, default_perf_lookup
+from optsched.perf.lookup import ConfigFilter, PerfLookup, allowed_configs, default_perf_lookup, round_perf_lookup
 from optsched.perf.memory import config_host_gib, host_room
 from optsched.perf.performance_model import PerformanceModel
 from optsched.perf.plans import enumerate_plans, plan_violation
+from optsched.rounds.rubick import own_rows
 from optsched.rounds.rubick.problem import RubickRound
 
 log = logging.getLogger(__name__)
 
 #: default growth factor of the GPU cap (module docstring)
 DEFAULT_GROWTH = 4
+#: host memory of a row is a multiple of this many GiB per GPU (module docstring, "Host memory")
+MEM_GRANULARITY_GIB = 1.0 / 16
 
 
 @dataclass(frozen=True)
@@ -225,8 +243,16 @@ class RoundTableCache:
                 self.blocks.clear()
                 self.perf = perf
         elif self.perf is None:
-            self.perf = default_perf_lookup(problem.cluster)
+            self.perf = round_lookup(problem)
         return self.perf
+
+
+def round_lookup(problem: RubickRound) -> PerfLookup:
+    """The built-in lookup of ``problem``: the cluster's defaults, and the round's own models and fitted
+    parameters when it has them (:func:`~optsched.perf.lookup.round_perf_lookup`)."""
+    if problem.own_models or problem.perf_params:
+        return round_perf_lookup(problem.cluster, None, problem.own_models, problem.perf_params)
+    return default_perf_lookup(problem.cluster)
 
 
 def _candidate_rows(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
@@ -307,19 +333,12 @@ def _job_block(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
                shared: dict[tuple, CoefficientTable]) -> "_Block":
     """The job's rows after dominance pruning, its reference throughput and the index of its current
     row (None when queued)."""
+    if problem.own_rows(job.name) is not None:
+        return _own_block(problem, job, fixed_plan, fixed_resources)
     rows, ref = _candidate_rows(problem, job, perf, growth, cpus_per_gpu_options, fixed_plan, fixed_resources,
                                 shared)
-    rows = list(rows)
-    cur_index: int | None = None
-    cur = problem.current(job.name)
-    if cur is not None:
-        row = _current_row(problem, job, perf)
-        same = [i for i, r in enumerate(rows) if r.same_config(row)]
-        if same:
-            cur_index = same[0]
-        else:
-            rows.append(row)
-            cur_index = len(rows) - 1
+    rows = host_memory_rows(rows, job)
+    cur_index = _with_current(rows, None if problem.current(job.name) is None else _current_row(problem, job, perf))
     gpus = np.array([r.gpus for r in rows])
     cpus = np.array([r.cpus for r in rows])
     mem = np.array([r.mem_gib for r in rows])
@@ -330,12 +349,80 @@ def _job_block(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
         idx = np.array([i for i, x in enumerate(types) if x == gt])
         keep = None if cur_index is None or types[cur_index] != gt else int(np.flatnonzero(idx == cur_index)[0])
         drop[idx] = _dominated(gpus[idx], cpus[idx], mem[idx], thr_arr[idx], keep)
+    return _pruned_block(rows, drop, cur_index, ref)
+
+
+def _with_current(rows: list[CandidateRow], current: CandidateRow | None) -> int | None:
+    """Index of the running configuration ``current`` among ``rows`` (appended when no row is the same
+    configuration); None for a queued job."""
+    if current is None:
+        return None
+    same = [i for i, r in enumerate(rows) if r.same_config(current)]
+    if same:
+        return same[0]
+    rows.append(current)
+    return len(rows) - 1
+
+
+def host_memory_rows(rows: list[CandidateRow], job: Job) -> list[CandidateRow]:
+    """``rows`` of ``job`` with the host-memory rule (module docstring, "Host memory"): at least
+    ``requested_mem_gib / requested_gpus`` GiB per GPU, rounded up to :data:`MEM_GRANULARITY_GIB` per GPU."""
+    floor = job.requested_mem_gib / job.requested_gpus
+    out = []
+    for r in rows:
+        per_gpu = max(r.mem_gib / r.gpus, floor)
+        mem = math.ceil(per_gpu / MEM_GRANULARITY_GIB - 1e-9) * MEM_GRANULARITY_GIB * r.gpus
+        out.append(r if mem == r.mem_gib else replace(r, mem_gib=mem))
+    return out
+
+
+def _pruned_block(rows: list[CandidateRow], drop: np.ndarray, cur_index: int | None, ref: float) -> "_Block":
+    """The block of ``rows`` without the ``drop``ped ones."""
     kept = [r for i, r in enumerate(rows) if not drop[i]]
     new_cur = None if cur_index is None else int(np.count_nonzero(~drop[:cur_index]))
     return _Block(tuple(r.plan for r in kept), tuple(r.gpus_per_node for r in kept), tuple(r.gpu_type for r in kept),
                   np.array([r.gpus for r in kept], dtype=np.int64), np.array([r.cpus for r in kept], dtype=np.int64),
                   np.array([r.mem_gib for r in kept], dtype=float), np.array([r.throughput for r in kept], dtype=float),
                   ref, new_cur)
+
+
+def _given(r: CoefficientRow) -> CandidateRow:
+    return CandidateRow(r.plan, r.gpus_per_node, r.gpu_type, r.gpus, r.cpus, r.mem_gib, r.throughput)
+
+
+def _own_current(problem: RubickRound, job: Job, given: tuple[CoefficientRow, ...]) -> CandidateRow | None:
+    """A running job's current row from its own rows: the matching row's throughput on the CPUs and
+    memory it holds (:func:`~optsched.rounds.rubick.own_rows.current_index`)."""
+    k = own_rows.current_index(problem, job, given)
+    if k is None:
+        return None
+    cur = problem.current(job.name)
+    assert cur is not None
+    r = given[k]
+    return CandidateRow(r.plan, r.gpus_per_node, r.gpu_type, r.gpus, cur.placement.total_cpus,
+                        cur.placement.total_mem_gib, r.throughput)
+
+
+def _own_block(problem: RubickRound, job: Job, fixed_plan: bool, fixed_resources: bool) -> "_Block":
+    """The block of a job with its own coefficient rows (module docstring, "Own coefficients")."""
+    given = problem.own_rows(job.name)
+    assert given is not None
+    request = own_rows.request_rows(problem, job, given)
+    ref = own_rows.reference_throughput(given, request)
+    rows = host_memory_rows([_given(given[i]) for i in own_rows.table_rows(problem, job, given, request, fixed_plan,
+                                                                            fixed_resources)], job)
+    cur_index = _with_current(rows, _own_current(problem, job, given))
+    drop = np.zeros(len(rows), dtype=bool)
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault((r.gpu_type, r.gpus_per_node), []).append(i)
+    for idx_list in groups.values():
+        idx = np.array(idx_list)
+        keep = None if cur_index is None or cur_index not in idx_list else idx_list.index(cur_index)
+        drop[idx] = _dominated(np.array([rows[i].gpus for i in idx]), np.array([rows[i].cpus for i in idx]),
+                               np.array([rows[i].mem_gib for i in idx]), np.array([rows[i].throughput for i in idx]),
+                               keep)
+    return _pruned_block(rows, drop, cur_index, ref)
 
 
 @dataclass(frozen=True)
@@ -361,8 +448,8 @@ _NO_ROWS = _Block((), (), (), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.
 def _block_key(problem: RubickRound, job: Job, flags: tuple) -> tuple:
     """Everything a job's block depends on (not its name: identical requests share a block)."""
     cur = problem.current(job.name)
-    return (job.model, job.requested_gpus, job.requested_cpus, job.requested_plan, job.max_gpus,
-            job.gpu_type, flags, None if cur is None else (cur.plan, cur.placement))
+    return (job.model, job.requested_gpus, job.requested_cpus, job.requested_mem_gib, job.requested_plan,
+            job.max_gpus, job.gpu_type, flags, None if cur is None else (cur.plan, cur.placement), problem.own_rows(job.name))
 
 
 def _current_row(problem: RubickRound, job: Job, perf: PerfLookup) -> CandidateRow:
@@ -381,7 +468,9 @@ def _short_block(problem: RubickRound, job: Job, perf: PerfLookup) -> _Block:
     job gets its current row only, its throughput standing in as the reference; a queued job no row."""
     if problem.current(job.name) is None:
         return _NO_ROWS
-    r = _current_row(problem, job, perf)
+    given = problem.own_rows(job.name)
+    r = _current_row(problem, job, perf) if given is None else _own_current(problem, job, given)
+    assert r is not None
     return _Block((r.plan,), (r.gpus_per_node,), (r.gpu_type,), np.array([r.gpus], dtype=np.int64),
                   np.array([r.cpus], dtype=np.int64), np.array([r.mem_gib]), np.array([r.throughput]),
                   float(r.throughput), 0)
@@ -410,7 +499,7 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
         perf = cache.bind(problem, perf)
         shared, memo = cache.shared, cache.blocks
     else:
-        perf = perf or default_perf_lookup(problem.cluster)
+        perf = perf or round_lookup(problem)
         shared, memo = {}, {}
     flags = (growth, tuple(cpus_per_gpu_options), fixed_plan, fixed_resources)
     jobs = problem.jobs
@@ -453,5 +542,5 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
                             current_row=current_row)
 
 
-__all__ = ["CandidateRow", "DEFAULT_GROWTH", "RoundTableCache", "build_round_table", "job_gpu_cap", "request_plan",
-           "restrict_rows", "stand_in_row"]
+__all__ = ["CandidateRow", "DEFAULT_GROWTH", "MEM_GRANULARITY_GIB", "RoundTableCache", "host_memory_rows", "build_round_table", "job_gpu_cap", "request_plan",
+           "round_lookup", "restrict_rows", "stand_in_row"]

@@ -47,6 +47,15 @@ def load_philly_csv(path: str | Path, cluster: Cluster, *, seed: int, iteration_
     built-in analytical model. Every row is validated (also those outside ``start``/``end``)."""
     p = Path(path)
     check_loader_args(seed, max_jobs)
+    raw = philly_rows(p, start=start, end=end, max_jobs=max_jobs, skip_invalid=skip_invalid)
+    return finish_trace(p, raw, cluster, seed, iteration_time, plan_choice, models, gpu_type, cpus_per_gpu, name)
+
+
+def philly_rows(path: str | Path, *, start: str | datetime | None = None, end: str | datetime | None = None,
+                max_jobs: int | None = None, skip_invalid: bool = False) -> list[RawJob]:
+    """The rows of a Philly CSV kept by ``start``/``end``/``max_jobs`` as :class:`RawJob` (submit times in
+    seconds after the first kept job, by (time, row)), every row validated (:func:`load_philly_csv`)."""
+    p = Path(path)
     t_start, t_end = _timestamp(start, "start"), _timestamp(end, "end")
     errors = RowErrors(p, skip_invalid)
     kept: list[tuple[float, int, RawJob]] = []
@@ -71,8 +80,7 @@ def load_philly_csv(path: str | Path, cluster: Cluster, *, seed: int, iteration_
         t = (ts - epoch).total_seconds()
         kept.append((t, row.number, RawJob(f"philly-{row.number}", t, duration, gpus, where=errors.where(row))))
     errors.finish(valid)
-    return finish_trace(p, select_jobs(kept, max_jobs), cluster, seed, iteration_time, plan_choice, models,
-                   gpu_type, cpus_per_gpu, name)
+    return select_jobs(kept, max_jobs)
 
 
-__all__ = ["PHILLY_COLUMNS", "load_philly_csv"]
+__all__ = ["PHILLY_COLUMNS", "load_philly_csv", "philly_rows"]

@@ -1,0 +1,256 @@
+"""Crius (issue "Crius: Cell estimator on heterogeneous GPUs and the Cell-selection round", Must show):
+the Cell estimator's accuracy, Cell-guided tuning, round times at 1,280 GPUs and a trace-driven
+simulation against the baselines of Crius Sec. 8.1.
+
+    python benchmarks/crius.py [--quick] [--sections estimate tuning round sim] [--time-limit 60]
+                               [--sim-jobs 1500] [--sim-load 1.5] [--sim-exact-limit 2] [--seed 0]
+
+1. **estimate** (Crius Fig. 12a, paper: 93.4% average, 90.5% worst): for every Cell of the
+   configurations below (each model size with a GPU count growing with it, as the paper's figure
+   does, on the four GPU types of Table 1, every stage count), the *sampling accuracy*
+   ``1 - (T_assembled - T_opt) / T_opt`` of the best assembled plan (``2^Ns`` plans of data-only and
+   tensor-only stages) against the full exploration's optimum, both in the estimator's cost model;
+   over all Cells and over the Cell a scheduler picks per (model, type, GPUs) (best estimated stage
+   count). Also the *prediction accuracy* ``1 - |T_est - T_true| / T_true`` of the estimate against
+   the simulator's ground truth for the same plan (the paper's own definition).
+2. **tuning** (Fig. 13, paper: 96.2% accuracy, 5.48x fewer plans): Cell-guided tuning against full
+   exploration on the picked Cells, in the cost model and in the ground truth (the tuner measures the
+   truth in the half spaces the *estimate* favours), and how many plans each explores (product over
+   stages) and stage configurations each profiles (sum over stages).
+3. **round** (target: the whole round proven optimal in <= 5 s at 300 queued jobs; Crius Sec. 8.7
+   reports 0.88-5.98 s per job for its search): generated rounds on ``crius-sim-1280`` with 100, 300
+   and 1,000 queued jobs and about 150 running; the table (cold: every Cell estimated by a fresh
+   estimator; warm: the process's estimator, as in every round after the first), Algorithm 1 and the
+   exact policy's whole call (table, heuristic, CP-SAT), its status, gap, model size, and the exact /
+   heuristic objectives.
+4. **sim** (Fig. 17, paper: up to 81.3% / 80.1% / 66.4% / 75.8% lower average JCT than FCFS / Gandiva /
+   Gavel / ElasticFlow, 1.54x average throughput): a Philly-derived trace (``philly_busiest12h.csv``,
+   the first ``--sim-jobs`` rows, arrivals scaled to ``--sim-load``; Philly-calibrated synthetic
+   arrivals when ``../shared/data`` is absent) on ``crius-sim-1280``, 5-minute rounds (Sec. 7), the
+   Crius ground truth; Crius (Algorithm 1), the exact round (``--sim-exact-limit`` seconds a round) and
+   the four baselines; average / median / P99 JCT, queueing, makespan, average normalised throughput,
+   GPU utilisation, restarts per job, and each Crius method's reduction of the average JCT and
+   throughput ratio against each baseline.
+
+Writes ``benchmarks/out/crius_{estimate,tuning,round,sim}.csv``. The default run takes well under 15
+minutes on one core; ``--quick`` a fraction of that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import optsched  # noqa: E402
+from optsched.core import get_cluster  # noqa: E402
+from optsched.experiments.compare import run_policies  # noqa: E402
+from optsched.heuristics.crius import algorithm1  # noqa: E402
+from optsched.perf.crius.cell_estimator import EstimatorParams, all_splits, shared_estimator  # noqa: E402
+from optsched.perf.crius.models import MODEL_SHAPES, crius_model  # noqa: E402
+from optsched.perf.crius.stages import determine_stages  # noqa: E402
+from optsched.perf.crius.tuning import cell_guided_tuning, explore, full_exploration, half_space  # noqa: E402
+from optsched.rounds.crius.admission import admit  # noqa: E402
+from optsched.rounds.crius.generate import generate_crius_round  # noqa: E402
+from optsched.rounds.crius.objective import objective  # noqa: E402
+from optsched.rounds.crius.table import CriusTableCache, build_crius_table, stage_counts  # noqa: E402
+from optsched.sim.config import SimConfig  # noqa: E402
+from optsched.sim.crius_truth import CriusGroundTruth  # noqa: E402
+from optsched.sim.traces.crius import crius_philly_trace, crius_synthetic_trace  # noqa: E402
+from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+PHILLY = SHARED / "traces" / "philly" / "philly_busiest12h.csv"
+CLUSTER = "crius-sim-1280"
+TYPES = ("A100-40G", "A40", "A10", "V100-32G")
+#: GPUs per model size: growing with the size, as Crius Fig. 12 and 13 do
+GPUS_OF = {"wresnet-0.5b": 2, "wresnet-1b": 4, "wresnet-2b": 8, "wresnet-4b": 16, "wresnet-6.8b": 32,
+           "bert-0.76b": 2, "bert-1.3b": 4, "bert-2.6b": 8, "bert-6.7b": 16,
+           "moe-0.69b": 2, "moe-1.3b": 4, "moe-2.4b": 8, "moe-10b": 16, "moe-27b": 32}
+POLICIES = ("crius", "exact", "fcfs", "gandiva", "gavel", "elasticflow")
+BASELINES = ("fcfs", "gandiva", "gavel", "elasticflow")
+
+
+def _stats(values: list[float]) -> tuple[str, str, str]:
+    a = np.array(values, dtype=float)
+    return f"{100 * a.mean():.1f}", f"{100 * np.median(a):.1f}", f"{100 * a.min():.1f}"
+
+
+def _configs(quick: bool) -> list[tuple[str, int]]:
+    """(model@batch, GPUs): every size at its GPU count, with the family's middle Table 2 batch."""
+    out = []
+    for base, gpus in GPUS_OF.items():
+        if quick and gpus > 8:
+            continue
+        fam = MODEL_SHAPES[base].family
+        batch = {"wresnet": 512, "bert": 256, "moe": 512}[fam]
+        out.append((f"{base}@{batch}", gpus))
+    return out
+
+
+def estimate_and_tuning(args: argparse.Namespace) -> None:
+    cluster = get_cluster(CLUSTER)
+    est = shared_estimator(cluster)
+    truth = CriusGroundTruth(cluster).estimator
+    samp_all, samp_pick, pred_pick = [], [], []
+    tun_model, tun_truth, plans_full, plans_tuned, prof_full, prof_tuned = [], [], [], [], [], []
+    t0 = time.perf_counter()
+    est_rows = []
+    for model, gpus in _configs(args.quick):
+        graph = crius_model(model)
+        for gtype in TYPES:
+            picked = None
+            for s in stage_counts(gpus, graph):
+                cell = est.cell(graph, gtype, gpus, s)
+                e = est.estimate(cell)
+                if not e.feasible:
+                    continue
+                full = full_exploration(est, cell)
+                acc = 1 - (e.iteration_time_s - full.iteration_time_s) / full.iteration_time_s
+                samp_all.append(acc)
+                if picked is None or e.iteration_time_s < picked[1].iteration_time_s:
+                    picked = (cell, e, full, acc)
+            if picked is None:
+                continue
+            cell, e, full, acc = picked
+            samp_pick.append(acc)
+            true_cell = truth.cell(graph, gtype, gpus, cell.stages, cell.gpus_per_node)
+            t_true = truth.plan_latency(true_cell, e.plan.splits)
+            pred = 1 - abs(e.iteration_time_s - t_true) / t_true
+            pred_pick.append(pred)
+            tuned = cell_guided_tuning(est, cell, e)
+            tun_model.append(1 - (tuned.iteration_time_s - full.iteration_time_s) / full.iteration_time_s)
+            part = determine_stages(graph, gpus, cell.stages)
+            halves = [half_space(g, f) for g, f in zip(part.gpus, e.plan.splits)]
+            t_tuned = explore(truth, true_cell, halves).iteration_time_s
+            t_opt = full_exploration(truth, true_cell).iteration_time_s
+            tun_truth.append(1 - (t_tuned - t_opt) / t_opt)
+            plans_full.append(full.plans_evaluated)
+            plans_tuned.append(tuned.plans_evaluated)
+            prof_full.append(sum(len(all_splits(g)) for g in part.gpus))
+            prof_tuned.append(sum(len(h) for h in halves))
+            est_rows.append((model, gpus, gtype, cell.stages, "x".join(map(str, part.gpus)),
+                             "".join(m[0] for m in e.plan.modes), f"{e.iteration_time_s:.3f}",
+                             f"{full.iteration_time_s:.3f}", f"{100 * acc:.1f}", f"{t_true:.3f}", f"{100 * pred:.1f}",
+                             f"{100 * tun_model[-1]:.1f}", f"{100 * tun_truth[-1]:.1f}", plans_full[-1],
+                             plans_tuned[-1]))
+    emit(("model", "gpus", "gpu_type", "stages", "stage_gpus", "modes", "estimate_s", "optimum_s", "sampling_acc_%",
+          "truth_s", "prediction_acc_%", "tuning_acc_%", "tuning_acc_truth_%", "plans_full", "plans_tuned"),
+         est_rows, "crius_estimate.csv")
+    ratio = np.array(plans_full, dtype=float) / np.array(plans_tuned, dtype=float)
+    prof = np.array(prof_full, dtype=float) / np.array(prof_tuned, dtype=float)
+    rows = [("sampling accuracy, every Cell", len(samp_all), *_stats(samp_all), "93.4 avg / 90.5 worst"),
+            ("sampling accuracy, picked Cells", len(samp_pick), *_stats(samp_pick), "93.4 avg / 90.5 worst"),
+            ("prediction accuracy vs truth, picked", len(pred_pick), *_stats(pred_pick), "93.4 avg / 90.5 worst"),
+            ("tuning accuracy (cost model)", len(tun_model), *_stats(tun_model), "96.2 avg"),
+            ("tuning accuracy (ground truth)", len(tun_truth), *_stats(tun_truth), "96.2 avg")]
+    emit(("measure", "cells", "mean_%", "median_%", "worst_%", "paper_%"), rows, "crius_tuning.csv")
+    print(f"\nplans explored, full / Cell-guided: mean {ratio.mean():.2f}x, geometric mean "
+          f"{math.exp(np.log(ratio).mean()):.2f}x, max {ratio.max():.0f}x; stage configurations profiled: mean "
+          f"{prof.mean():.2f}x, max {prof.max():.2f}x (paper: 5.48x average, 10.88x at most)  "
+          f"[{time.perf_counter() - t0:.1f} s]")
+
+
+def rounds(args: argparse.Namespace) -> None:
+    sizes = (100, 300) if args.quick else (100, 300, 1000)
+    rows = []
+    for n in sizes:
+        running = 150
+        problem = generate_crius_round(n + running, seed=args.seed, running_fraction=running / (n + running))
+        queued = len(problem.jobs) - len(problem.running)
+        t0 = time.perf_counter()
+        build_crius_table(problem, CriusTableCache(EstimatorParams()))  # a fresh estimator: every Cell estimated
+        cold_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        table = build_crius_table(problem)
+        table_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        sched = algorithm1(problem, table, admit(problem, table))
+        heur_s = time.perf_counter() - t1
+        h_obj = objective(problem, table, sched.choices)
+        d = optsched.solve(problem, "exact", time_limit=args.time_limit, seed=args.seed)
+        size = dict(part.split("=") for part in d.message.split(";")[0].split() if "=" in part)
+        rows.append((n, queued, len(problem.running), len(table), int(table.candidate.sum()), f"{cold_s:.2f}",
+                     f"{table_s:.2f}",
+                     f"{heur_s:.3f}", f"{1000 * heur_s / max(queued, 1):.2f}", f"{h_obj:.2f}", f"{d.objective:.2f}",
+                     d.status, "" if d.gap is None else f"{100 * d.gap:.3f}", f"{d.solve_seconds:.2f}",
+                     size.get("variables", ""), size.get("constraints", "")))
+        sys.stdout.write("  ".join(map(str, rows[-1])) + "\n")
+        sys.stdout.flush()
+    emit(("jobs_queued_target", "queued", "running", "cells", "candidates", "table_cold_s", "table_s", "heuristic_s",
+          "heuristic_ms_per_job",
+          "heuristic_obj", "exact_obj", "status", "gap_%", "whole_round_s", "variables", "constraints"), rows,
+         "crius_round.csv")
+
+
+def sim(args: argparse.Namespace) -> None:
+    cluster = get_cluster(CLUSTER)
+    truth = CriusGroundTruth(cluster)
+    jobs = 150 if args.quick else args.sim_jobs
+    if PHILLY.is_file():
+        trace = crius_philly_trace(PHILLY, cluster, truth, seed=args.seed, max_jobs=jobs, load=args.sim_load)
+    else:
+        trace = crius_synthetic_trace(cluster, truth, num_jobs=jobs, seed=args.seed, load=args.sim_load)
+    print(f"\ntrace: {trace.source}")
+    cfg = SimConfig(rounds_on_events=False, seed=args.seed)
+    results = {}
+    for policy in POLICIES:
+        t0 = time.perf_counter()
+        limit = args.sim_exact_limit if policy == "exact" else 60.0
+        results.update(run_policies(cluster, trace.jobs, truth, [policy], cfg, kind="crius", time_limit=limit,
+                                    trace_name=trace.name))
+        print(f"  {policy}: {time.perf_counter() - t0:.1f} s")
+    rows = []
+    summ = {p: r.summary() for p, r in results.items()}
+    for p, s in summ.items():
+        hours = lambda k: "" if s[k] is None else f"{s[k] / 3600:.2f}"  # noqa: E731
+        restarts = (s["reconfigurations"] + s["preemptions"]) / max(1, s["jobs"])
+        rows.append((p, s["finished"], s["unfinished"], hours("avg_jct_s"), hours("p50_jct_s"), hours("p99_jct_s"),
+                     hours("avg_queue_s"), hours("makespan_s"), f"{s['avg_throughput']:.2f}",
+                     f"{100 * s['gpu_utilisation']:.1f}", f"{restarts:.2f}", f"{s['policy_seconds']:.1f}"))
+    emit(("policy", "finished", "unfinished", "avg_jct_h", "p50_jct_h", "p99_jct_h", "avg_queue_h", "makespan_h",
+          "avg_throughput", "gpu_util_%", "restarts_per_job", "policy_s"), rows, "crius_sim.csv")
+    paper = {"fcfs": 81.3, "gandiva": 80.1, "gavel": 66.4, "elasticflow": 75.8}
+    comp = []
+    for ours in ("crius", "exact"):
+        for b in BASELINES:
+            jct = 100 * (1 - summ[ours]["avg_jct_s"] / summ[b]["avg_jct_s"])
+            thr = summ[ours]["avg_throughput"] / summ[b]["avg_throughput"]
+            comp.append((ours, b, f"{jct:.1f}", f"{paper[b]:.1f}", f"{thr:.2f}", "up to 1.54"))
+    emit(("method", "baseline", "avg_jct_reduction_%", "paper_%", "throughput_ratio", "paper"), comp,
+         "crius_sim_vs_baselines.csv")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer Cells, rounds and simulated jobs")
+    ap.add_argument("--sections", nargs="+", default=["estimate", "round", "sim"],
+                    choices=("estimate", "tuning", "round", "sim"),
+                    help="what to run (estimate and tuning are one section)")
+    ap.add_argument("--time-limit", type=float, default=60.0, help="limit of each exact round (60)")
+    ap.add_argument("--sim-jobs", type=int, default=1500, help="jobs of the simulated trace (1500)")
+    ap.add_argument("--sim-load", type=float, default=1.5, help="offered load of the simulated trace (1.5)")
+    ap.add_argument("--sim-exact-limit", type=float, default=2.0, help="seconds a round of the exact policy (2)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    logging.getLogger("optsched").setLevel(logging.ERROR)
+    started = time.perf_counter()
+    if "estimate" in args.sections or "tuning" in args.sections:
+        estimate_and_tuning(args)
+    if "round" in args.sections:
+        rounds(args)
+    if "sim" in args.sections:
+        sim(args)
+    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

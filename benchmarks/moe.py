@@ -1,0 +1,214 @@
+"""MoE scheduling (thesis Ch. 4-5; issue "MoE scheduling"): Lina's expert placement against the uniform
+baseline and the exact packing, its two-phase popularity estimation, the communication policies of
+one MoE backward pass against the exact schedule, and adaptive gating with curriculum batching.
+
+    python benchmarks/moe.py [--seeds 3] [--batches 4] [--tokens 4096] [--time-limit 2]
+                             [--comm-time-limit 5] [--quick]
+
+1. **Packing** (``moe_packing.csv``, ``moe_packing_summary.csv``): synthetic routing traces
+   (:mod:`optsched.perf.moe_routing`) of 12 and 16 experts on as many devices and on half as many (4
+   replica slots each); per test batch and sampled layer, the actual loads after the gate make an
+   ``experts`` round solved by ``uniform``, ``lina`` (Eq. 4.1 + first-fit decreasing on the actual
+   popularity: "Lina w/o estimation") and ``exact``; Lina's two phases (placement on the path-based
+   estimate with path length 3, re-placement when the top-2 lists differ) and phase one alone are
+   scored on the actual loads too, with the paper's top-1 estimate (``k1``) and with every expert's
+   probability (``full``). Per method: device-load imbalance (most loaded device over the mean) and the estimated
+   MoE layer time (:class:`optsched.perf.moe_layer_time.MoELayerTime`, batch of ``--tokens`` tokens);
+   the gap of Lina to the exact optimum; the phase-two rate.
+2. **Communication** (``moe_comm.csv``): step time of the ``fair``, ``priority``, ``defer``,
+   ``microop``, ``lina`` and ``exact`` methods of the ``moe-comm`` kind on the Fig. 4.7-shaped pass and
+   on random passes of 2 and 4 MoE layers; the exact schedule's status and gap; the gap of Lina's rule
+   to the exact step time.
+3. **Adaptive gating** (``moe_gating.csv``): for thresholds T, the share of two-expert tokens, the
+   expert computation and the expert-load imbalance relative to top-2, and the MoE layer time of
+   batches of 16 samples relative to top-2 in random order, in Sec. 5.3.2's cosine order and sorted by
+   complexity (:mod:`optsched.perf.adaptive_gating`), with the straggler share of that time.
+
+Timings are not measured here (the models are analytical); solve times are in the CSVs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import optsched  # noqa: E402
+from optsched.heuristics.lina import lina_plan, uniform_plan  # noqa: E402
+from optsched.heuristics.moe_comm import POLICIES  # noqa: E402
+from optsched.perf.adaptive_gating import (GatingDecision, LayerCost, adaptive_route, batch_time, complexity_vectors,  # noqa: E402
+                                           curriculum_order, expert_loads, synthetic_gate_probs)
+from optsched.perf.expert_popularity import estimate_popularity, needs_fine_tuning, profile_paths  # noqa: E402
+from optsched.perf.moe_layer_time import MoELayerTime  # noqa: E402
+from optsched.perf.moe_routing import SyntheticRouter  # noqa: E402
+from optsched.rounds.experts import ExpertSpec, ExpertsRound  # noqa: E402
+from optsched.rounds.experts.decision import plan_of  # noqa: E402
+from optsched.rounds.experts.generate import lina_cluster  # noqa: E402
+from optsched.rounds.experts.plan import ReplicaPlan, device_loads, imbalance, makespan  # noqa: E402
+from optsched.rounds.moe_comm import fig47_round, generate_comm_round  # noqa: E402
+from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
+
+LAYERS = 12
+PATH_LENGTH = 3
+#: (experts, devices) of the packing study
+PACKING = ((12, 12), (12, 6), (16, 16), (16, 8))
+#: layers i whose next layer i+1 is placed (estimated from paths ending at i)
+SAMPLED_LAYERS = (2, 5, 8)
+#: the estimate's top-k: the paper's (k = 1, top-1 gating in inference) and every expert ("full")
+ESTIMATES = (("k1", 1), ("full", 0))
+PLACEMENTS = ("uniform", "lina", "exact", *(f"lina-{p}-{e}" for e, _ in ESTIMATES for p in ("2phase", "phase1")))
+THRESHOLDS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 1.0)
+
+
+def _f(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.{digits}g}"
+    return str(v)
+
+
+def _log(msg: str) -> None:
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+def _round(loads: np.ndarray, devices: int) -> ExpertsRound:
+    return ExpertsRound(cluster=lina_cluster(devices), experts=tuple(ExpertSpec(float(w)) for w in loads), slots=4)
+
+
+# -- 1. packing ---------------------------------------------------------------------------------------
+def packing(seeds: int, batches: int, tokens: int, time_limit: float) -> tuple[list[list[str]], list[list[str]]]:
+    timer = MoELayerTime()
+    rows: list[list[str]] = []
+    stats: dict[tuple[int, int, str], dict[str, list[float]]] = {}
+    tuned: dict[tuple[int, int, str], list[bool]] = {}
+    for experts, devices in PACKING:
+        for seed in range(seeds):
+            router = SyntheticRouter.create(experts, LAYERS, seed)
+            profile = profile_paths(router.sample(16, 1024, seed), PATH_LENGTH)
+            test = router.sample(batches, tokens, seed + 1000)
+            for b, idx in enumerate(test.batches()):
+                top1 = test.top1[idx]
+                for layer in SAMPLED_LAYERS:
+                    actual = np.bincount(top1[:, layer + 1], minlength=experts).astype(float)
+                    r_act = _round(actual, devices)
+                    t0 = time.perf_counter()
+                    exact = optsched.solve(r_act, method="exact", time_limit=time_limit)
+                    exact_s = time.perf_counter() - t0
+                    plans: dict[str, ReplicaPlan] = {"uniform": uniform_plan(r_act), "lina": lina_plan(r_act),
+                                                     "exact": plan_of(r_act, exact)}
+                    fine: dict[str, bool] = {}
+                    for tag, k in ESTIMATES:
+                        estimate = idx.size * estimate_popularity(profile, top1, layer, k=k or experts)
+                        phase1 = lina_plan(_round(estimate, devices))
+                        fine[tag] = needs_fine_tuning(estimate, actual, k=1)
+                        plans[f"lina-phase1-{tag}"] = phase1
+                        plans[f"lina-2phase-{tag}"] = plans["lina"] if fine[tag] else phase1
+                        tuned.setdefault((experts, devices, tag), []).append(fine[tag])
+                    lb = -exact.bound if exact.bound is not None else None
+                    for name in PLACEMENTS:
+                        p = plans[name]
+                        imb = imbalance(r_act, p, actual)
+                        ms = timer.ms(device_loads(r_act, p, actual))
+                        span = makespan(r_act, p, actual)
+                        s = stats.setdefault((experts, devices, name), {"imb": [], "ms": [], "gap": []})
+                        s["imb"].append(imb)
+                        s["ms"].append(ms)
+                        s["gap"].append(span / -exact.objective - 1.0)
+                        rows.append([str(experts), str(devices), str(seed), str(b), str(layer + 1), name, _f(imb),
+                                     _f(ms), _f(span), _f(lb), _f(span / lb - 1.0 if lb else None),
+                                     exact.status if name == "exact" else "", _f(exact_s) if name == "exact" else "",
+                                     str(fine[name.rsplit("-", 1)[1]]) if "2phase" in name else ""])
+            _log(f"packing: {experts} experts, {devices} devices, seed {seed} done")
+    summary = []
+    for experts, devices in PACKING:
+        base = np.mean(stats[(experts, devices, "uniform")]["ms"])
+        for name in PLACEMENTS:
+            s = stats[(experts, devices, name)]
+            summary.append([str(experts), str(devices), name, _f(np.mean(s["imb"])), _f(np.percentile(s["imb"], 95)),
+                            _f(np.mean(s["ms"])), _f(np.percentile(s["ms"], 95)), _f(base / np.mean(s["ms"])),
+                            _f(100 * np.mean(s["gap"])),
+                            _f(100 * np.mean(tuned[(experts, devices, name.rsplit("-", 1)[1])]))
+                            if "2phase" in name else ""])
+    return rows, summary
+
+
+# -- 2. communication -----------------------------------------------------------------------------------
+def communication(seeds: int, time_limit: float) -> list[list[str]]:
+    rounds = [("fig4.7", fig47_round())]
+    rounds += [(f"random-L{layers}-s{seed}", generate_comm_round(layers, seed)) for layers in (2, 4)
+               for seed in range(seeds)]
+    methods = (*POLICIES, "exact")
+    rows = []
+    for label, r in rounds:
+        t0 = time.perf_counter()
+        d = {m: optsched.solve(r, method=m, time_limit=time_limit) for m in methods}
+        wall = time.perf_counter() - t0
+        step = {m: -d[m].objective for m in methods}
+        rows.append([label, *(_f(step[m]) for m in methods), *(_f(step["fair"] / step[m], 3) for m in methods),
+                     d["exact"].status, _f(d["exact"].gap), _f(100 * (step["lina"] / step["exact"] - 1.0)), _f(wall)])
+        _log(f"communication: {label} done")
+    return rows
+
+
+# -- 3. adaptive gating -----------------------------------------------------------------------------------
+def gating(seed: int, samples: int = 256, tokens: int = 128, experts: int = 16, batch: int = 16) -> list[list[str]]:
+    probs = synthetic_gate_probs(samples, tokens, LAYERS, experts, seed)
+    cost = LayerCost()
+    top2_time = LAYERS * cost.top2_ms * -(-samples // batch)
+    random_order = np.random.default_rng(seed).permutation(samples)
+    rows = []
+    for t in THRESHOLDS:
+        d = adaptive_route(probs, t)
+        per_layer = [expert_loads(GatingDecision(d.top1[:, :, i], d.top2[:, :, i], d.two[:, :, i], experts))
+                     for i in range(LAYERS)]
+        imb = float(np.mean([x.max() / x.mean() for x in per_layer]))
+        load = float(np.mean([x.max() for x in per_layer]))
+        vectors = complexity_vectors(d.two)
+        times = {}
+        for name, order in (("random", random_order), ("cosine", curriculum_order(vectors)),
+                            ("sorted", np.argsort(vectors.sum(axis=1), kind="stable"))):
+            total, strag = batch_time(vectors, order, batch, cost)
+            times[name] = (total / top2_time, strag / total)
+        rows.append([_f(t), _f(d.two_share), _f(d.computation), _f(imb), _f(load / (2 * samples * tokens / experts)),
+                     *(_f(times[n][0]) for n in ("random", "cosine", "sorted")),
+                     *(_f(100 * times[n][1], 3) for n in ("random", "cosine", "sorted"))])
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--batches", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=4096, help="tokens per inference batch")
+    ap.add_argument("--time-limit", type=float, default=2.0, help="exact packing limit per round, s")
+    ap.add_argument("--comm-time-limit", type=float, default=5.0, help="exact schedule limit per pass, s")
+    ap.add_argument("--quick", action="store_true", help="1 seed, 2 batches, 1 s limits")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.seeds, args.batches, args.time_limit, args.comm_time_limit = 1, 2, 1.0, 1.0
+    t0 = time.perf_counter()
+    rows, summary = packing(args.seeds, args.batches, args.tokens, args.time_limit)
+    emit(("experts", "devices", "seed", "batch", "layer", "method", "imbalance", "layer_ms", "makespan_tokens",
+          "lower_bound", "gap_to_bound", "exact_status", "exact_s", "fine_tuned"), rows, "moe_packing.csv")
+    emit(("experts", "devices", "method", "mean_imbalance", "p95_imbalance", "mean_layer_ms", "p95_layer_ms",
+          "speedup_vs_uniform", "mean_gap_to_exact_%", "phase_two_%"), summary, "moe_packing_summary.csv")
+    methods = (*POLICIES, "exact")
+    emit(("pass", *(f"{m}_ms" for m in methods), *(f"fair/{m}" for m in methods), "exact_status", "exact_gap",
+          "lina_over_exact_%", "wall_s"), communication(args.seeds, args.comm_time_limit), "moe_comm.csv")
+    emit(("T", "two_expert_share", "computation_vs_top2", "expert_load_imbalance", "max_expert_load_vs_top2",
+          "time_random", "time_cosine", "time_sorted", "straggler_%_random", "straggler_%_cosine",
+          "straggler_%_sorted"), gating(0), "moe_gating.csv")
+    sys.stdout.write(f"\ntotal {time.perf_counter() - t0:.1f} s\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

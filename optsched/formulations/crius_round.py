@@ -1,0 +1,382 @@
+"""The Crius round as an exact CP-SAT model (Crius Sec. 6; the heuristic it must never lose to is
+Algorithm 1, :mod:`optsched.heuristics.crius`, whose answer warm-starts it).
+
+Given a :class:`~optsched.rounds.crius.problem.CriusRound` and its table, choose for every job at most
+one of its candidate Cells (or, for a running job, to keep its allocation exactly), respecting the
+admission (:mod:`~optsched.rounds.crius.admission`: the protected job starts, guaranteed jobs run on
+Cells meeting their deadlines, dropped jobs do not run), the search depth and node capacities:
+
+* ``x[k]`` (bool): candidate row k is chosen (rows a job may use, :func:`~optsched.rounds.crius.admission.allowed_rows`);
+  ``keep[j]`` (bool): running job j keeps its allocation (not for a guaranteed job whose current Cell
+  misses its deadline, nor a dropped one). ``sum_k x[k] + keep[j] <= 1`` per job, ``= 1`` for the
+  protected and the guaranteed jobs.
+* **Search depth**: ``sum over running jobs of sum_k x[k] <= D`` (a running job choosing a row is
+  rescaled, Sec. 6.1).
+* **Capacity** by the packing rule of :mod:`~optsched.rounds.crius.capacity` (exact: any solution maps
+  to nodes by :func:`~optsched.rounds.crius.capacity.place`, and any placement satisfies it): per GPU
+  type and part size ``s`` (powers of two up to the type's node part), ``sum over rows k of the type
+  with part size >= s of (GPUs of k) x[k] <= s x (C_s + sum_n q[n, s])``, where ``C_s`` sums
+  ``floor(slots / s)`` over the nodes no running job uses and, for a node a running job uses, ``a[n]``
+  (int) is at most its free GPUs, CPUs / CPUs-a-slot and MiB / MiB-a-slot less what kept jobs hold
+  there, and ``s q[n, s] <= a[n]``.
+* **Objective** (:func:`~optsched.rounds.crius.objective.objective`): ``max sum_k w_k x[k] + sum_j
+  w_cur(j) keep[j] (+ deadline bonuses) - rescale_penalty x rescaled - preempt_penalty x suspended``,
+  weights scaled by 10^6 to integers; the reported objective is recomputed in floating point.
+
+**Size**: ``|candidate rows| + |running jobs| + sum over nodes running jobs use of (1 + |part sizes|)``
+variables (per job at most 3 x types candidate rows: 12 on the 1,280-GPU cluster, so about 3,600 +
+nodes for 300 jobs) and ``|jobs| + 1 + sum over types of |part sizes| + sum over those nodes of (3 +
+|part sizes|)`` constraints: independent of the node count except through the nodes that hold running
+jobs. Solved by CP-SAT (or, being linear, as a MILP through pulp: ``backend``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from optsched.core.errors import ValidationError
+from optsched.formulations import milp
+from optsched.formulations.solution import ModelSize, Solution, solver_seconds
+from optsched.rounds.crius.admission import CriusAdmission, admit, allowed_rows
+from optsched.rounds.crius.capacity import MIB, NodeState, place, slot_rates
+from optsched.rounds.crius.choice import Choice, is_kept, keep_choice
+from optsched.rounds.crius.objective import objective
+from optsched.rounds.crius.problem import CriusRound
+from optsched.rounds.crius.table import CriusTable
+
+SCALE = 1_000_000
+BACKENDS = ("cpsat", *milp.BACKENDS)
+
+
+def _sizes(unit: int) -> list[int]:
+    return [1 << k for k in range(unit.bit_length()) if (1 << k) <= unit]
+
+
+@dataclass
+class CriusRoundModel:
+    """A built model and the maps back to rows, jobs and nodes: ``x[k]`` per candidate row of the
+    representative job of each class (its value: how many of the class's jobs run that Cell),
+    ``classes[k]`` the job indices of the class of row k (the representative first)."""
+
+    problem: CriusRound
+    table: CriusTable
+    admission: CriusAdmission
+    model: cp_model.CpModel
+    x: dict[int, cp_model.IntVar]
+    classes: dict[int, list[int]]
+    keep: dict[int, cp_model.IntVar]
+    avail: dict[int, cp_model.IntVar]                # node index -> a[n]
+    q: dict[tuple[int, int], cp_model.IntVar]        # (node index, size) -> q[n, s]
+    offset: float
+    n_constraints: int
+
+    @property
+    def size(self) -> ModelSize:
+        return ModelSize(len(self.x) + len(self.keep) + len(self.avail) + len(self.q), self.n_constraints,
+                         "size-classes")
+
+
+def _spec(table: CriusTable, k: int) -> tuple:
+    return (table.gpu_type[k], int(table.gpus[k]), int(table.stages[k]))
+
+
+def _classes(problem: CriusRound, table: CriusTable, admission: CriusAdmission) -> dict[int, list[int]]:
+    """Job index -> the jobs of its class (representative first), for the jobs that get variables.
+    Queued jobs that are interchangeable -- same model, requested GPUs and pinned type, not protected,
+    without a deadline the objective uses -- form one class, represented by its earliest job
+    (symmetry: the model counts how many of them run each Cell); every other job is a class of its
+    own. Only the representative is a key."""
+    out: dict[int, list[int]] = {}
+    groups: dict[tuple, list[int]] = {}
+    deadline_mode = problem.objective == "deadline"
+    order = sorted(range(len(problem.jobs)), key=lambda j: (problem.jobs[j].submit_time, problem.jobs[j].name))
+    for j in order:
+        job = problem.jobs[j]
+        if job.name in admission.dropped:
+            continue
+        alone = (table.current_row[j] >= 0 or job.name == admission.protected
+                 or (deadline_mode and job.deadline is not None))
+        if alone:
+            out[j] = [j]
+            continue
+        groups.setdefault((job.model, job.requested_gpus, job.gpu_type), []).append(j)
+    for js in groups.values():
+        out[js[0]] = js
+    return out
+
+
+def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission | None = None) -> CriusRoundModel:
+    """Build the CP-SAT model (module docstring)."""
+    admission = admission or admit(problem, table)
+    rates = slot_rates(problem.cluster)
+    state = NodeState.of(problem)
+    index = {n: i for i, n in enumerate(state.names)}
+    deadline_mode = problem.objective == "deadline"
+    m = cp_model.CpModel()
+    x: dict[int, cp_model.IntVar] = {}
+    keep: dict[int, cp_model.IntVar] = {}
+    obj: list[tuple[cp_model.IntVar, int]] = []
+    offset = 0.0
+    n_cons = 0
+    rescaled: list[cp_model.IntVar] = []
+    held: dict[int, list[tuple[cp_model.IntVar, int, int, int]]] = {}  # node -> (keep var, gpus, cpus, MiB)
+    members = _classes(problem, table, admission)
+    classes: dict[int, list[int]] = {}
+    for j, job in enumerate(problem.jobs):
+        name = job.name
+        cur = int(table.current_row[j])
+        running = cur >= 0
+        bonus = problem.deadline_bonus if deadline_mode and job.deadline is not None else 0.0
+        if running:
+            offset -= problem.preempt_penalty
+        if name in admission.dropped or j not in members:
+            continue
+        group = members[j]
+        vs = []
+        for k in allowed_rows(problem, table, j, table.candidates_of(j)):
+            k = int(k)
+            v = m.new_bool_var(f"x{k}") if len(group) == 1 else m.new_int_var(0, len(group), f"x{k}")
+            x[k] = v
+            classes[k] = group
+            vs.append(v)
+            w = float(table.weight[k]) + (bonus if table.deadline_ok[k] else 0.0)
+            if running:
+                w += problem.preempt_penalty - problem.rescale_penalty
+                rescaled.append(v)
+            obj.append((v, round(w * SCALE)))
+        if running and (not deadline_mode or job.deadline is None or table.deadline_ok[cur]):
+            kv = m.new_bool_var(f"keep{j}")
+            keep[j] = kv
+            vs.append(kv)
+            w = float(table.weight[cur]) + problem.preempt_penalty + (bonus if table.deadline_ok[cur] else 0.0)
+            obj.append((kv, round(w * SCALE)))
+            alloc = problem.current(name)
+            assert alloc is not None
+            for node, share in alloc.placement.shares:
+                held.setdefault(index[node], []).append((kv, share.gpus, share.cpus,
+                                                         math.ceil(share.mem_gib * MIB - 1e-6)))
+        if name == admission.protected or name in admission.guaranteed:
+            if vs:
+                m.add_exactly_one(vs)
+            else:
+                m.add_bool_or([])
+            n_cons += 1
+        elif len(group) > 1:
+            m.add(sum(vs) <= len(group))
+            n_cons += 1
+        elif len(vs) > 1:
+            m.add_at_most_one(vs)
+            n_cons += 1
+    if rescaled:
+        m.add(sum(rescaled) <= problem.search_depth)
+        n_cons += 1
+    # capacity per (type, part size)
+    base = state.slots(rates)
+    units: dict[str, int] = {}
+    for k in x:
+        t = table.gpu_type[k]
+        units[t] = max(units.get(t, 1), int(table.unit[k]))
+    avail: dict[int, cp_model.IntVar] = {}
+    q: dict[tuple[int, int], cp_model.IntVar] = {}
+    for n, terms in held.items():
+        t = str(state.types[n])
+        if t not in units:
+            continue
+        cpg, mpg = rates[t]
+        mib = round(mpg * MIB)
+        a = m.new_int_var(0, int(problem.cluster.node(state.names[n]).num_gpus), f"a{n}")
+        avail[n] = a
+        m.add(a + sum(g * kv for kv, g, _, _ in terms) <= int(state.gpus[n]))
+        n_cons += 1
+        if cpg > 0:
+            m.add(cpg * a + sum(c * kv for kv, _, c, _ in terms) <= int(state.cpus[n]))
+            n_cons += 1
+        if mib > 0:
+            m.add(mib * a + sum(mm * kv for kv, _, _, mm in terms) <= math.floor(state.mem[n] * MIB + 1e-6))
+            n_cons += 1
+        for s in _sizes(units[t]):
+            if s == 1:
+                q[(n, 1)] = a
+                continue
+            qv = m.new_int_var(0, int(problem.cluster.node(state.names[n]).num_gpus) // s, f"q{n}_{s}")
+            q[(n, s)] = qv
+            m.add(s * qv <= a)
+            n_cons += 1
+    for t, unit in units.items():
+        rows_t = [k for k in x if table.gpu_type[k] == t]
+        mask = (state.types == t) & np.array([i not in avail for i in range(len(state.names))], dtype=bool)
+        for s in _sizes(unit):
+            terms = [(x[k], int(table.gpus[k])) for k in rows_t if int(table.unit[k]) >= s]
+            if not terms:
+                continue
+            const = int((base[mask] // s).sum())
+            var_q = [qv for (n, s2), qv in q.items() if s2 == s and str(state.types[n]) == t]
+            if sum(c for _, c in terms) <= s * (const + sum(int(problem.cluster.node(state.names[n]).num_gpus) // s
+                                                             for (n, s2) in q if s2 == s
+                                                             and str(state.types[n]) == t)):
+                continue  # cannot bind
+            m.add(sum(c * v for v, c in terms) <= s * const + s * sum(var_q))
+            n_cons += 1
+    m.maximize(sum(c * v for v, c in obj))
+    return CriusRoundModel(problem, table, admission, m, x, classes, keep, avail, q, offset, n_cons)
+
+
+def _hint_values(built: CriusRoundModel, hint: Mapping[str, Choice]) -> dict[int, int]:
+    """Every variable's value under ``hint`` (job -> choice), by variable index."""
+    p, t = built.problem, built.table
+    out: dict[int, int] = {}
+    kept: set[int] = set()
+    for k, v in built.x.items():
+        spec = _spec(t, k)
+        n = 0
+        for j in built.classes[k]:
+            c = hint.get(t.jobs[j])
+            if c is not None and not is_kept(p, t, j, c) and _spec(t, c.row) == spec:
+                n += 1
+        out[v.index] = n
+    for j, v in built.keep.items():
+        c = hint.get(t.jobs[j])
+        on = int(is_kept(p, t, j, c))
+        out[v.index] = on
+        if on:
+            kept.add(j)
+    rates = slot_rates(p.cluster)
+    state = NodeState.of(p)
+    index = {n: i for i, n in enumerate(state.names)}
+    for j in kept:
+        alloc = p.current(t.jobs[j])
+        assert alloc is not None
+        state.take(alloc.placement, index)
+    slots = state.slots(rates)
+    for n, a in built.avail.items():
+        out[a.index] = int(slots[n])
+    for (n, s), qv in built.q.items():
+        out[qv.index] = int(slots[n]) // s
+    return out
+
+
+def _decode(built: CriusRoundModel, values: Sequence[int]) -> dict[str, Choice] | None:
+    """Choices of a solution (a value per variable index): kept jobs stay, chosen rows are placed by
+    :func:`~optsched.rounds.crius.capacity.place` (None if a part fits nowhere, which the packing rule
+    excludes)."""
+    p, t = built.problem, built.table
+    out: dict[str, Choice] = {}
+    state = NodeState.of(p)
+    index = {n: i for i, n in enumerate(state.names)}
+    for j, v in built.keep.items():
+        if values[v.index]:
+            out[t.jobs[j]] = keep_choice(p, t, j)
+            alloc = p.current(t.jobs[j])
+            assert alloc is not None
+            state.take(alloc.placement, index)
+    demands = []
+    by_class: dict[int, list[int]] = {}
+    for k, v in built.x.items():
+        by_class.setdefault(built.classes[k][0], []).extend([k] * int(values[v.index]))
+    for rep, rows in by_class.items():
+        rows.sort(key=lambda k: (-float(t.weight[k]), k))  # the earliest jobs of a class get its best Cells
+        for j, k in zip(built.classes[rows[0]] if rows else [], rows):
+            own = k if j == rep else _row_like(t, j, k)
+            demands.append((t.jobs[j], t.gpu_type[own], int(t.unit[own]), int(t.parts[own]), own))
+    got = place(state.slots(slot_rates(p.cluster)), state.types, [d[:4] for d in demands])
+    if got is None:
+        return None
+    for name, _, _, _, k in demands:
+        out[name] = Choice(k, tuple(sorted((state.names[n], g) for n, g in got[name])))
+    return out
+
+
+def _row_like(table: CriusTable, j: int, k: int) -> int:
+    """Job index ``j``'s candidate row with the (type, GPUs, stages) of row ``k``."""
+    spec = _spec(table, k)
+    for r in table.candidates_of(j):
+        if _spec(table, int(r)) == spec:
+            return int(r)
+    raise AssertionError(f"job {table.jobs[j]!r} has no Cell {spec}")  # pragma: no cover - same class, same rows
+
+
+class _Trace(cp_model.CpSolverSolutionCallback):
+    """Records (seconds since ``t0``, objective, bound) in round units at every solution."""
+
+    def __init__(self, out: list[tuple[float, float, float]], t0: float, offset: float) -> None:
+        super().__init__()
+        self.out, self.t0, self.offset = out, t0, offset
+
+    def on_solution_callback(self) -> None:
+        self.out.append((time.perf_counter() - self.t0, self.objective_value / SCALE + self.offset,
+                         self.best_objective_bound / SCALE + self.offset))
+
+
+def solve(problem: CriusRound, table: CriusTable, *, time_limit: float, seed: int = 0, workers: int = 1,
+          hint: Mapping[str, Choice] | None = None, admission: CriusAdmission | None = None, backend: str = "cpsat",
+          trace: list[tuple[float, float, float]] | None = None) -> Solution:
+    """Build and solve within ``time_limit`` seconds (the build included). ``hint`` (e.g. Algorithm 1's
+    choices) warm-starts the solver. Payload: ``{"choices": {job: Choice}, "backend": backend}``
+    (no choices when nothing was found). Status ``infeasible``: the protected or guaranteed jobs
+    cannot all run (they always can when admission was computed on this round). The objective is
+    recomputed by :func:`~optsched.rounds.crius.objective.objective`; the bound is the solver's, in
+    round units (weights rounded to 1 / 10^6)."""
+    if not (isinstance(time_limit, (int, float)) and time_limit > 0):
+        raise ValidationError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    if backend not in BACKENDS:
+        raise ValidationError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+    if backend != "cpsat":
+        milp.require_backend(backend)
+    t0 = time.perf_counter()
+    built = build(problem, table, admission=admission)
+    tag = {"backend": backend}
+    start = _hint_values(built, hint) if hint else None
+    if backend == "cpsat":
+        if start:
+            unique = {v.index: v for v in (*built.x.values(), *built.keep.values(), *built.avail.values(),
+                                           *built.q.values())}
+            for i, v in unique.items():
+                built.model.add_hint(v, start[i])
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = solver_seconds(time_limit, t0)
+        solver.parameters.num_workers = workers
+        solver.parameters.random_seed = seed
+        # measured (benchmarks/crius.py): the full LP relaxation with cuts closes the last 0.1% that the
+        # default level leaves open at 300 jobs
+        solver.parameters.linearization_level = 2
+        status = solver.solve(built.model, None if trace is None else _Trace(trace, t0, built.offset))
+        name = solver.status_name(status)
+        found = name in ("OPTIMAL", "FEASIBLE")
+        bound = solver.best_objective_bound / SCALE + built.offset if found else None
+        values: Sequence[int] | None = list(solver.response_proto.solution) if found else None
+    else:
+        res = milp.solve_milp(built.model, backend, solver_seconds(time_limit, t0), hint=start or {}, threads=workers)
+        name = res.status.upper()
+        found = name in ("OPTIMAL", "FEASIBLE")
+        bound = res.bound / SCALE + built.offset if found and res.bound is not None else None
+        values = res.values
+    wall = time.perf_counter() - t0
+    if not found:
+        return Solution("infeasible" if name == "INFEASIBLE" else "unknown", None, None, wall, bool(hint), built.size, tag)
+    assert values is not None
+    choices = _decode(built, values)
+    if choices is None:  # pragma: no cover - the packing rule makes every solution placeable
+        return Solution("unknown", None, bound, wall, bool(hint), built.size, {"reason": "placement failed", **tag})
+    obj = objective(problem, table, choices)
+    slack = 0.5 * (len(built.x) + len(built.keep)) / SCALE + 1e-9
+    if bound is not None:
+        bound = max(bound, obj) if name == "OPTIMAL" or bound >= obj - slack else bound
+    st = "optimal" if name == "OPTIMAL" else "feasible"
+    return Solution(st, obj, bound, wall, bool(hint), built.size, {"choices": choices, **tag})
+
+
+def lp_relaxation_bound(problem: CriusRound, table: CriusTable, admission: CriusAdmission | None = None, *,
+                        time_limit: float = 30.0) -> float | None:
+    """The LP relaxation's optimum of the model (an upper bound of the round), through pulp's CBC."""
+    built = build(problem, table, admission=admission)
+    b = milp.lp_bound(built.model, time_limit)
+    return None if b is None else b / SCALE + built.offset
+
+
+__all__ = ["BACKENDS", "CriusRoundModel", "SCALE", "build", "lp_relaxation_bound", "solve"]

@@ -1,0 +1,268 @@
+"""Crius Algorithm 1 (Cell-based job scheduling, Sec. 6.1) on one round, with search depth and
+opportunistic execution; a function of (round, table) -> :class:`~optsched.rounds.crius.decision.Schedule`.
+
+Algorithm 1 is event-driven (SchedArrival for arrivals, SchedDeparture for completions). A round sees
+its queued jobs as arrivals and its free GPUs as departures' releases, and runs, on a virtual copy of
+the cluster (every change is virtual until the decision is returned, Algorithm 1 lines 8 and 13):
+
+0. Drops (deadline objective): dropped running jobs are suspended.
+1. **Opportunistic execution**: the protected pending job (:mod:`~optsched.rounds.crius.admission`)
+   starts on its candidate Cell that costs least: the best-weight Cell that fits as is, else the Cell
+   with the largest ``weight - sum(suspended weights + preempt penalty)`` when opportunistic jobs on its
+   GPU type are suspended, least weight first (then latest submitted), until it fits; suspended jobs
+   that still fit where they ran afterwards are kept.
+2. **SchedArrival**: every other queued job, by submission time then name, gets
+   ``CellBasedSched(job)`` and is pended when it returns no choice.
+3. **SchedDeparture** (line 12, "extra scheduling for utilizing released resource"):
+   ``CellBasedSched()`` upgrades the jobs that run (to a candidate Cell of more weight that fits when the
+   job's own GPUs are released) while some upgrade gains.
+
+``CellBasedSched(job)`` (lines 14-20): the choices are the job's candidate Cells that fit as they are
+and, while the search depth allows, the ones that fit after ``ScaleResource`` rescales running jobs;
+``BestPerf`` takes the choice of the largest gain (``weight - losses of rescaled jobs - penalties``),
+ties to the one without rescaling, and applies it virtually.
+
+``ScaleResource(job, Cell)`` (the search depth, Sec. 6.1: "the maximum job scaling times for generating
+a scheduling choice"): a depth-first search over sequences of at most ``min(3, depth left)``
+rescalings of running jobs that hold GPUs of the Cell's type; a rescaling moves one such job to
+another of its candidate Cells with fewer GPUs of that type (fewer GPUs, or another type) where it
+fits. At every step the :data:`BRANCHING` moves of least loss per freed GPU that fit are tried; the
+search stops at the first sequence after which the Cell fits along a branch and keeps the best gain
+found. A job rescaled once may be rescaled again in the same round without counting twice. The
+round's search depth ``D`` bounds the rescaled running jobs of the whole round. A search that fails
+for a (GPU type, part size, parts) fails again until some rescaling succeeds, so it is remembered.
+
+Every placement is best fit (:class:`~optsched.heuristics.placement.NodeLedger`: a part goes to the
+node of its type with the fewest free GPUs that holds it, the job's current nodes first). The result
+passes :func:`~optsched.rounds.crius.feasibility.violations`. With a ``deadline`` the steps stop taking
+jobs once it passes (the schedule is then incomplete, status ``partial``).
+"""
+
+from __future__ import annotations
+
+from optsched.core.deadline import Deadline
+from optsched.heuristics.crius_state import EPS, CellState
+from optsched.rounds.crius.admission import CriusAdmission, admit
+from optsched.rounds.crius.decision import Schedule
+from optsched.rounds.crius.problem import CriusRound
+from optsched.rounds.crius.table import CriusTable
+
+#: moves tried at each step of ScaleResource
+BRANCHING = 3
+#: the deepest ScaleResource search (Crius Sec. 8.4 uses depth 3)
+MAX_SEARCH_DEPTH = 3
+#: candidate Cells of a job ScaleResource is tried on
+SCALED_CELLS = 4
+
+
+def _protect(st: CellState, j: int) -> None:
+    """Step 1 of the module docstring."""
+    t = st.t
+    rows = [int(r) for r in st.rows(j)]
+    for r in rows:
+        if st.put(j, r):
+            return
+    best: tuple[float, int, list[int]] | None = None
+    for r in rows:
+        gtype = t.gpu_type[r]
+        victims = [v for v in (t.index_of(n) for n in st.a.opportunistic)
+                   if st.choice[v] is not None and t.gpu_type[st.choice[v].row] == gtype]  # type: ignore[union-attr]
+        victims.sort(key=lambda v: (st.weight(v), -st.submit[v][0], st.submit[v][1]))
+        weights = [st.weight(v) for v in victims]
+        snap = st.snapshot([j, *victims])
+        taken = 0
+        placed = False
+        for v in victims:
+            st.put(v, None)
+            taken += 1
+            if st.put(j, r):
+                placed = True
+                break
+        st.rollback(snap)
+        if placed:
+            gain = float(t.weight[r]) - sum(weights[:taken]) - taken * st.p.preempt_penalty
+            if best is None or gain > best[0] + EPS:
+                best = (gain, r, victims[:taken])
+    if best is None:
+        return
+    _, r, taken_jobs = best
+    for v in taken_jobs:
+        st.put(v, None)
+    st.put(j, r)
+    for v in taken_jobs:
+        st.keep(v)
+
+
+def _moves(st: CellState, gtype: str, exclude: set[int]) -> list[tuple[float, int, int]]:
+    """Rescalings that free GPUs of ``gtype``: (loss per freed GPU, job, row), least first."""
+    t = st.t
+    out: list[tuple[float, int, int]] = []
+    for v in range(len(st.choice)):
+        c = st.choice[v]
+        if c is None or v in exclude or not st.running[v] or t.gpu_type[c.row] != gtype:
+            continue
+        name = t.jobs[v]
+        if name == st.a.protected or name in st.a.guaranteed:
+            continue
+        if st.needs_budget(v) and st.budget() <= 0:
+            continue
+        cur_w, cur_g = float(t.weight[c.row]), int(t.gpus[c.row])
+        for r in st.rows(v):
+            r = int(r)
+            freed = cur_g - (int(t.gpus[r]) if t.gpu_type[r] == gtype else 0)
+            if freed <= 0 or r == c.row:
+                continue
+            loss = cur_w - float(t.weight[r]) + st.change_cost(v)
+            out.append((loss / freed, v, r))
+    out.sort()
+    return out
+
+
+def _scale(st: CellState, j: int, row: int, deadline: Deadline | None) -> tuple[float, list[tuple[int, int]]] | None:
+    """ScaleResource for job ``j`` on ``row`` (module docstring): the best (gain, moves) found, or None."""
+    t = st.t
+    gtype = t.gpu_type[row]
+    target = float(t.weight[row])
+    best: list[tuple[float, list[tuple[int, int]]]] = []
+
+    def dfs(depth: int, moved: list[tuple[int, int]], loss: float, budget: int) -> None:
+        if deadline is not None and deadline.expired():
+            return
+        tried = 0
+        for _, v, r in _moves(st, gtype, {v for v, _ in moved} | {j}):
+            if tried >= BRANCHING:
+                break
+            cost = st.needs_budget(v)
+            if cost and budget <= 0:
+                continue
+            step_loss = float(t.weight[st.choice[v].row]) - float(t.weight[r]) + st.change_cost(v)  # type: ignore[union-attr]
+            if best and target - (loss + step_loss) <= best[0][0] + EPS:
+                continue
+            snap = st.snapshot([v])
+            if not st.put(v, r):
+                continue
+            tried += 1
+            path = [*moved, (v, r)]
+            snap_j = st.snapshot([j])
+            if st.put(j, row):
+                gain = target - loss - step_loss
+                if not best or gain > best[0][0] + EPS:
+                    best[:] = [(gain, path)]
+                st.rollback(snap_j)
+            elif depth + 1 < MAX_SEARCH_DEPTH:
+                dfs(depth + 1, path, loss + step_loss, budget - int(cost))
+            st.rollback(snap)
+
+    dfs(0, [], 0.0, st.budget())
+    return best[0] if best else None
+
+
+def _cell_based_sched(st: CellState, j: int, failed: set[tuple[str, int, int]], deadline: Deadline | None) -> bool:
+    """CellBasedSched(job) (module docstring); True when the job got a Cell."""
+    t = st.t
+    rows = [int(r) for r in st.rows(j)]
+    direct = None
+    for r in rows:
+        if st.put(j, r):
+            direct = r
+            break
+    best_gain = float(t.weight[direct]) if direct is not None else 0.0
+    if direct is not None:
+        st.put(j, None)
+    plan: tuple[int, list[tuple[int, int]]] | None = None
+    if st.budget() > 0:
+        tried = 0
+        for r in rows:
+            if tried >= SCALED_CELLS or float(t.weight[r]) <= best_gain + EPS:
+                break
+            key = (t.gpu_type[r], int(t.unit[r]), int(t.parts[r]))
+            if key in failed:
+                continue
+            tried += 1
+            got = _scale(st, j, r, deadline)
+            if got is None:
+                failed.add(key)
+            elif got[0] > best_gain + EPS:
+                best_gain, plan = got[0], (r, got[1])
+    if plan is not None:
+        r, moves = plan
+        before = set(st.rescaled)
+        snap = st.snapshot([j, *(v for v, _ in moves)])
+        if all(st.put(v, vr) for v, vr in moves) and st.put(j, r):  # replays the search: it fits
+            for v, _ in moves:
+                st.mark_changed(v)
+            failed.clear()
+            return True
+        st.rollback(snap)  # pragma: no cover - the search found this sequence on the same state
+        st.rescaled = before
+    if direct is not None:
+        st.put(j, direct)
+        return True
+    return False
+
+
+def _upgrade(st: CellState, deadline: Deadline | None) -> None:
+    """CellBasedSched() of SchedDeparture (module docstring)."""
+    t = st.t
+    for _ in range(3):
+        improved = False
+        for j in range(len(st.choice)):
+            if deadline is not None and deadline.expired():
+                return
+            c = st.choice[j]
+            if c is None:
+                continue
+            if st.needs_budget(j) and st.budget() <= 0:
+                continue
+            cur = float(t.weight[c.row])
+            for r in st.rows(j):
+                r = int(r)
+                if float(t.weight[r]) - cur - st.change_cost(j) <= EPS:
+                    break
+                snap = st.snapshot([j])
+                if st.put(j, r):
+                    st.mark_changed(j)
+                    improved = True
+                    break
+                st.rollback(snap)
+        if not improved:
+            return
+
+
+def algorithm1(problem: CriusRound, table: CriusTable, admission: CriusAdmission | None = None, *,
+               deadline: Deadline | None = None) -> Schedule:
+    """Crius Algorithm 1 on the round (module docstring)."""
+    admission = admission or admit(problem, table)
+    st = CellState(problem, table, admission)
+    complete = True
+    for name in admission.dropped:
+        j = table.index_of(name)
+        if st.choice[j] is not None:
+            st.put(j, None)
+    pended: list[str] = []
+    if admission.protected is not None:
+        _protect(st, table.index_of(admission.protected))
+    failed: set[tuple[str, int, int]] = set()
+    order = sorted((job.submit_time, job.name, j) for j, job in enumerate(problem.jobs)
+                   if st.choice[j] is None and not st.running[j] and job.name not in admission.dropped
+                   and job.name != admission.protected)
+    for _, name, j in order:
+        if deadline is not None and deadline.expired():
+            complete = False
+            break
+        if not _cell_based_sched(st, j, failed, deadline):
+            pended.append(name)
+    if complete:
+        _upgrade(st, deadline)
+        complete = not (deadline is not None and deadline.expired())
+    choices = {table.jobs[j]: c for j, c in enumerate(st.choice) if c is not None}
+    msg = []
+    if pended:
+        msg.append(f"pended: {len(pended)} job(s)")
+    if not complete:
+        msg.append("partial: the time limit ran out during Algorithm 1; the jobs it had not reached wait or keep "
+                   "their Cells")
+    return Schedule(choices, admission, "; ".join(msg), complete)
+
+
+__all__ = ["BRANCHING", "MAX_SEARCH_DEPTH", "SCALED_CELLS", "algorithm1"]

@@ -1,0 +1,124 @@
+"""Which on-loan servers to return (thesis Sec. 3.4 and 3.7.3): Lyra's reclaiming heuristic and the
+Random and SCF baselines, as functions of a :class:`~optsched.rounds.lyra_reclaim.view.ReclaimView`
+returning server indices in the order they are picked.
+
+**Lyra** (Sec. 3.4, Table 3.1). The preemption cost of a server is the sum, over the jobs with base
+workers on it, of the job's *server fraction* ``1 / span`` (span: the on-loan servers holding the job's
+base workers; the servers a preemption of the job helps vacate). Repeatedly the cheapest server is
+taken, its jobs are preempted everywhere, and the costs of the servers they shared are lowered, until
+``count`` servers are taken. Servers without base workers cost 0, so idle servers and then the
+flexible-demand group go first: returning them only scales elastic jobs in (Sec. 3.5.3, "release the
+server group for flexible demands first without any preemption"). Ties in cost are broken by
+(1) collateral damage, (2) flexible GPUs scaled in, (3) server order.
+
+*Collateral damage of taking server s* (the thesis names the tie-break but not its formula; our
+choice, after the metric of Sec. 3.7.3, "GPUs vacated in excess of the reclaiming demand"): the GPUs
+the jobs preempted with ``s`` hold on other servers, except those on on-loan servers the preemption
+leaves without base workers, counting up to ``count - taken - 1`` such servers (they become free picks
+that still serve the demand). On Fig. 3.5 this prefers server 1 (it frees server 2 whole, damage 0)
+to servers 4 and 6 (each frees one GPU on the shared server 5), which is the optimum of Table 3.1.
+
+**Random**: servers drawn uniformly (``numpy.random.Generator``). **SCF** (smallest count first):
+the servers hosting the fewest jobs (any workers), then server order.
+
+Cost: Lyra O(count x servers) plus, per step, the tie-break over the tied servers (each O(its jobs'
+shares)); SCF O(servers log servers).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from optsched.rounds.lyra_reclaim.view import ReclaimView
+
+_TIE = 1e-9
+#: the definitions of a server's preemption cost of Table 3.1 (Lyra uses ``server-fraction``)
+COST_DEFINITIONS = ("jobs", "gpu-fraction", "server-fraction")
+
+
+def server_costs(view: ReclaimView, definition: str = "server-fraction") -> np.ndarray:
+    """Preemption cost of every on-loan server under one definition of Table 3.1: the number of jobs
+    with base workers on it, the sum of the fractions of those jobs' GPUs it holds, or the sum of their
+    server fractions (``1 / span``, module docstring)."""
+    if definition not in COST_DEFINITIONS:
+        raise ValueError(f"unknown cost definition {definition!r}; known: {', '.join(COST_DEFINITIONS)}")
+    out = np.zeros(len(view.servers))
+    for s, js in enumerate(view.base_jobs):
+        for j in js:
+            if definition == "jobs":
+                out[s] += 1
+            elif definition == "server-fraction":
+                out[s] += 1.0 / len(view.job_servers[j])
+            else:
+                gpus = view.job_gpus[j]
+                out[s] += gpus.get(view.servers[s], 0) / sum(gpus.values())
+    return out
+
+
+def lyra_reclaim(view: ReclaimView, count: int) -> list[int]:
+    """Lyra's reclaiming heuristic (module docstring)."""
+    n = len(view.servers)
+    span = [len(s) for s in view.job_servers]
+    alive_on = [set(js) for js in view.base_jobs]
+    cost = server_costs(view)
+    flex = [dict(f) for f in view.flex]
+    taken = np.zeros(n, dtype=bool)
+    preempted: set[int] = set()
+    picks: list[int] = []
+    while len(picks) < min(count, n):
+        masked = np.where(taken, np.inf, cost)
+        low = masked.min()
+        ties = np.flatnonzero(masked <= low + _TIE)
+        if ties.size == 1:
+            s = int(ties[0])
+        else:
+            left = count - len(picks) - 1
+            s = min((int(t) for t in ties),
+                    key=lambda t: (_collateral(view, alive_on, taken, t, left), sum(flex[t].values()), t))
+        taken[s] = True
+        picks.append(s)
+        for j in list(alive_on[s]):
+            preempted.add(j)
+            name = view.jobs[j]
+            for s2 in view.job_servers[j]:
+                alive_on[s2].discard(j)
+                cost[s2] -= 1.0 / span[j]
+            for f in flex:
+                f.pop(name, None)
+        cost[s] = 0.0
+    return picks
+
+
+def _collateral(view: ReclaimView, alive_on: list[set[int]], taken: np.ndarray, s: int, left: int) -> int:
+    """Collateral damage of taking server ``s`` with ``left`` more servers to take (module docstring)."""
+    victims = alive_on[s]
+    if not victims:
+        return 0
+    freed: dict[str, int] = {}
+    for j in victims:
+        for node, g in view.job_gpus[j].items():
+            if node != view.servers[s]:
+                freed[node] = freed.get(node, 0) + g
+    total = sum(freed.values())
+    if left <= 0:
+        return total
+    index = view.server_index
+    vacated = sorted((g for node, g in freed.items()
+                      if node in index and not taken[index[node]] and alive_on[index[node]] <= victims),
+                     reverse=True)
+    return total - sum(vacated[:left])
+
+
+def random_reclaim(view: ReclaimView, count: int, rng: np.random.Generator) -> list[int]:
+    """``count`` servers drawn uniformly at random."""
+    return [int(s) for s in rng.choice(len(view.servers), size=min(count, len(view.servers)), replace=False)]
+
+
+def scf_reclaim(view: ReclaimView, count: int) -> list[int]:
+    """Smallest (job) count first: the ``count`` servers hosting the fewest jobs."""
+    return [s for _, s in heapq.nsmallest(count, ((len(js), s) for s, js in enumerate(view.jobs_on)))]
+
+
+__all__ = ["COST_DEFINITIONS", "lyra_reclaim", "server_costs", "random_reclaim", "scf_reclaim"]

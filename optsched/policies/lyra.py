@@ -1,0 +1,455 @@
+"""The policies of the Lyra kinds (thesis chapter 3).
+
+``lyra-reclaim`` (Sec. 3.4): ``lyra`` (alias ``heuristic``), the reclaiming heuristic; ``random`` and
+``scf``, the baselines of Sec. 3.7.1; ``exact``, the exact selection
+(:mod:`optsched.formulations.lyra_reclaim`) warm-started by the heuristic.
+
+``lyra-allocate`` (Sec. 3.5.2, :mod:`optsched.heuristics.lyra_allocate`): ``lyra`` (alias
+``heuristic``), SJF for the base demand and the knapsack dynamic program for the flexible demand;
+``exact``, the same phase one and the knapsack in CP-SAT (:mod:`optsched.formulations.lyra_mckp`)
+warm-started by the dynamic program (both are exact for phase two: the gap between them is rounding);
+``afs`` and ``gandiva``, the scaling baselines of Sec. 3.7.1 after the same phase one; ``sjf``, phase
+one only (no scaling: Lyra's "loaning only" allocation); ``fifo``, the Baseline (jobs in arrival order
+with their requested GPUs, skipping those that do not fit, no scaling); ``fifo-strict``, the same but the
+queue stops at the first job that does not fit (head-of-line blocking). The objective is the JCT reduction (seconds)
+the flexible workers bring.
+
+``placement`` (Sec. 3.5.3, :mod:`optsched.heuristics.lyra_placement`): ``lyra`` (alias ``heuristic``),
+best-fit decreasing with Lyra's pool preferences and base/flexible server groups; ``bfd``, naive
+best-fit decreasing (Table 3.6); ``exact``, the CP-SAT bin packing
+(:mod:`optsched.formulations.lyra_placement`) under Lyra's rules, warm-started by ``lyra``.
+
+``lyra`` (the round the simulator drives; :class:`LyraSimPolicy`: allocation, then placement, as
+per-job allocations; it returns lent servers when the inference side asks, preempting or scaling in):
+``lyra`` (loaning and scaling: SJF + knapsack DP, Lyra placement, Lyra reclaiming), ``lyra-exact``
+(knapsack in CP-SAT, exact reclaiming), ``lyra-loan`` (loaning only: no scaling), ``random`` and
+``scf`` (loaning only with the reclaiming baselines), ``afs`` and ``gandiva`` (the scaling baselines),
+``bfd`` (Lyra with naive placement, Table 3.6), ``opportunistic`` (loaning-only scheduling on the idle
+GPUs of inference servers, for rounds with ``opportunistic`` set: the Opportunistic Scheduling baseline
+of Sec. 3.7.1), ``fifo`` and ``fifo-strict`` (the Baseline: FIFO,
+requested GPUs, no scaling, naive placement; as for ``lyra-allocate``). Whether servers are lent at all is the simulation's choice (pool targets),
+so "scaling only" is ``lyra`` without loaning.
+
+Every ``exact`` method follows one rule: the time limit covers the whole call (index structures,
+heuristic, solver; counted from ``clock_start`` when given); the solver's answer is returned when it
+is at least as good as the heuristic's by the round objective, else the heuristic's with status
+``heuristic-fallback`` (also when no time is left for the solver), so an exact method is never worse
+than its warm start.
+"""
+
+from __future__ import annotations
+
+import time
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, ClassVar, TypeVar
+
+import numpy as np
+
+from optsched.core.deadline import Deadline
+from optsched.core.decision import Decision, JobAllocations, JobDecision
+from optsched.core.events import ServerReturn
+from optsched.core.errors import ValidationError
+from optsched.core.round import RoundProblem
+from optsched.formulations import lyra_mckp, lyra_placement
+from optsched.formulations import lyra_reclaim as reclaim_model
+from optsched.formulations.solution import MIN_SOLVER_SECONDS, Solution
+from optsched.heuristics.lyra_placement import best_fit_decreasing
+from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one
+from optsched.heuristics.lyra_reclaim import lyra_reclaim, random_reclaim, scf_reclaim
+from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+from optsched.policies.registry import register_method
+from optsched.rounds.lyra.cluster import worker_allocation
+from optsched.rounds.lyra.jobs import base_workers, work_rate
+from optsched.rounds.lyra.problem import INFERENCE, TRAINING, LyraRound
+from optsched.rounds.lyra_sim import LyraSimRound
+from optsched.rounds.lyra_allocate import LyraAllocateRound
+from optsched.rounds.lyra_allocate.decision import allocation_decision, counts
+from optsched.rounds.lyra_allocate.items import flexible_items
+from optsched.rounds.lyra_reclaim import LyraReclaimRound, ReclaimView, reclaim_decision
+from optsched.rounds.placement import PlacementRound
+from optsched.rounds.placement.evaluate import objective as placement_objective
+from optsched.rounds.placement.evaluate import placement_decision
+
+R = TypeVar("R", bound=RoundProblem)
+
+
+def _round_of(problem: RoundProblem, cls: type[R], policy: str) -> R:
+    if not isinstance(problem, cls):
+        raise ValidationError(f"policy {policy!r} solves {cls.KIND} rounds, got a round of kind {problem.kind!r}")
+    return problem
+
+
+def _deadline(time_limit: float, clock_start: float | None) -> Deadline:
+    return Deadline(time_limit) if clock_start is None else Deadline(time_limit, clock_start)
+
+
+def _warm_started(heuristic: object, h_obj: float, assemble: Callable[..., Decision], key: str, deadline: Deadline,
+                  time_limit: float, solve: Callable[[float], Solution]) -> Decision:
+    """The rule of every ``exact`` method (module docstring): ``solve`` gets what is left of the time
+    limit; its answer (``payload[key]``) when it is at least as good as the heuristic's, else the
+    heuristic's with status ``heuristic-fallback``. ``assemble(answer, **top-level fields)`` makes the
+    decision."""
+    if deadline.expired(reserve=MIN_SOLVER_SECONDS):
+        return assemble(heuristic, status="heuristic-fallback", solve_seconds=deadline.elapsed(),
+                        heuristic_objective=h_obj, message=f"no time left for the solver within {time_limit:g} s")
+    sol = solve(max(deadline.remaining(), MIN_SOLVER_SECONDS))
+    note = f"{sol.size.encoding}: variables={sol.size.variables} constraints={sol.size.constraints}"
+    if sol.objective is not None and sol.objective >= h_obj:
+        return assemble(sol.payload[key], status=sol.status, solve_seconds=deadline.elapsed(), bound=sol.bound,
+                        heuristic_objective=h_obj, warm_start=True, message=note)
+    return assemble(heuristic, status="heuristic-fallback", solve_seconds=deadline.elapsed(), bound=sol.bound,
+                    heuristic_objective=h_obj, warm_start=True,
+                    message=f"{note}; the solver found nothing better within {time_limit:g} s")
+
+
+# -- lyra-reclaim ---------------------------------------------------------------------------------------
+ReclaimChooser = Callable[[ReclaimView, int, np.random.Generator], list[int]]
+
+
+@dataclass(frozen=True)
+class ReclaimHeuristicPolicy:
+    """A reclaiming heuristic or baseline (``choose``: view, count, rng -> server indices)."""
+
+    kind: ClassVar[str] = "lyra-reclaim"
+
+    name: str
+    choose: ReclaimChooser
+    seed: int = 0
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        t0 = time.perf_counter()
+        p = _round_of(problem, LyraReclaimRound, self.name)
+        view = ReclaimView(p)
+        picks = self.choose(view, p.reclaim, np.random.default_rng(self.seed))
+        return reclaim_decision(view, picks, method=self.name, status="heuristic",
+                                solve_seconds=time.perf_counter() - t0)
+
+
+@dataclass(frozen=True)
+class ReclaimExactPolicy:
+    """The exact selection warm-started by Lyra's heuristic (module docstring)."""
+
+    kind: ClassVar[str] = "lyra-reclaim"
+
+    name: str = "exact"
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = 0
+    workers: int = 1
+    clock_start: float | None = None
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        deadline = _deadline(self.time_limit, self.clock_start)
+        p = _round_of(problem, LyraReclaimRound, self.name)
+        view = ReclaimView(p)
+        hint = lyra_reclaim(view, p.reclaim)
+        h_obj = float(view.kept(view.outcome(hint)))
+
+        def assemble(servers: object, **kw: object) -> Decision:
+            return reclaim_decision(view, servers, method=self.name, **kw)  # type: ignore[arg-type]
+        return _warm_started(hint, h_obj, assemble, "servers", deadline, self.time_limit,
+                             lambda limit: reclaim_model.solve(view, p.reclaim, time_limit=limit, seed=self.seed,
+                                                               workers=self.workers, hint=hint))
+
+
+def _reclaim_heuristic(name: str, choose: ReclaimChooser) -> Callable[[PolicyOptions], ReclaimHeuristicPolicy]:
+    return lambda o: ReclaimHeuristicPolicy(name, choose, o.seed)
+
+
+_LYRA_RECLAIM = "Lyra's reclaiming heuristic: cheapest server by server fractions, flexible group first (Sec. 3.4)"
+for _name, _build, _summary in (
+        ("lyra", _reclaim_heuristic("lyra", lambda v, k, _rng: lyra_reclaim(v, k)), _LYRA_RECLAIM),
+        ("heuristic", _reclaim_heuristic("heuristic", lambda v, k, _rng: lyra_reclaim(v, k)),
+         _LYRA_RECLAIM + " (alias of lyra)"),
+        ("random", _reclaim_heuristic("random", random_reclaim), "random on-loan servers (baseline, Sec. 3.7.1)"),
+        ("scf", _reclaim_heuristic("scf", lambda v, k, _rng: scf_reclaim(v, k)),
+         "smallest job count first (baseline, Sec. 3.7.1)"),
+        ("exact", lambda o: ReclaimExactPolicy("exact", o.time_limit, o.seed, o.workers, o.clock_start),
+         "CP-SAT: the servers preempting the fewest jobs, warm-started by lyra; never worse than it")):
+    register_method("lyra-reclaim", _name, _build, _summary)
+
+
+# -- lyra-allocate --------------------------------------------------------------------------------------
+#: how phase two is solved: none, Lyra's dynamic program, CP-SAT warm-started by it, AFS-like, Gandiva-like
+SCALERS = ("none", "dp", "exact", "afs", "gandiva")
+
+
+@dataclass(frozen=True)
+class AllocationPlan:
+    """Base workers, pools and flexible workers of every job that runs, with the phase-two objective
+    (seconds of JCT reduction), the solver status and bound, and the dynamic program's objective when
+    a solver was warm-started by it."""
+
+    first: PhaseOne
+    extra: dict[str, int]
+    objective: float
+    status: str
+    bound: float | None = None
+    heuristic_objective: float | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Allocator:
+    """Phase one in ``order`` (``blocking``, ``whole_request``: the Baseline) and phase two by ``scaler``
+    (:data:`SCALERS`), within ``time_limit`` (module docstring)."""
+
+    order: str = "sjf"
+    scaler: str = "dp"
+    blocking: bool = False
+    whole_request: bool = False
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = 0
+    workers: int = 1
+
+    def plan(self, problem: LyraRound, deadline: Deadline | None = None) -> AllocationPlan:
+        if self.scaler not in SCALERS:
+            raise ValidationError(f"unknown scaler {self.scaler!r}; known: {', '.join(SCALERS)}")
+        deadline = deadline or Deadline(self.time_limit)
+        first = phase_one(problem, self.order, self.blocking, self.whole_request)
+        extra: dict[str, int] = {}
+        total = dp_total = 0.0
+        bound: float | None = 0.0 if self.scaler == "exact" else None
+        status = "heuristic"
+        notes = []
+        for pool in (TRAINING, INFERENCE):
+            items = flexible_items(problem, {j: first.base[j] for j in first.elastic_in(problem, pool)})
+            cap = first.left[pool]
+            if self.scaler == "none" or items.size == 0:
+                continue
+            if self.scaler == "afs":
+                got, value = mckp_greedy(items, cap)
+            elif self.scaler == "gandiva":
+                got, value = gandiva_scale(problem, first, items, cap)
+            else:
+                got, value = mckp_dp(items, cap)
+            dp_total += value
+            if self.scaler == "exact":
+                sol = lyra_mckp.solve(items, cap, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS),
+                                      seed=self.seed, workers=self.workers, hint=got)
+                notes.append(f"{pool}: {sol.size.variables} items")
+                if sol.objective is not None and sol.objective >= value - 1e-9:
+                    got, value = sol.payload["extra"], sol.objective
+                    status = "optimal" if sol.status == "optimal" and status != "feasible" else "feasible"
+                else:
+                    status = "heuristic-fallback"
+                assert bound is not None
+                bound = None if sol.bound is None or bound is None else bound + max(sol.bound, value)
+            extra.update(got)
+            total += value
+        if self.scaler == "exact" and status == "heuristic":
+            status = "optimal"  # no items: nothing to scale
+        return AllocationPlan(first, extra, total, status, bound, dp_total if self.scaler == "exact" else None,
+                              "; ".join(notes))
+
+
+@dataclass(frozen=True)
+class AllocatePolicy:
+    """A ``lyra-allocate`` method (module docstring)."""
+
+    kind: ClassVar[str] = "lyra-allocate"
+
+    name: str
+    allocator: Allocator
+    clock_start: float | None = None
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        deadline = _deadline(self.allocator.time_limit, self.clock_start)
+        p = _round_of(problem, LyraAllocateRound, self.name)
+        plan = self.allocator.plan(p, deadline)
+        return allocation_decision(p, counts(p, plan.first.base, plan.first.pool, plan.extra), plan.objective,
+                                   method=self.name, status=plan.status, solve_seconds=deadline.elapsed(),
+                                   bound=plan.bound, heuristic_objective=plan.heuristic_objective,
+                                   warm_start=self.allocator.scaler == "exact", message=plan.message)
+
+
+def _allocate(name: str, **fields: object) -> Callable[[PolicyOptions], AllocatePolicy]:
+    return lambda o: AllocatePolicy(name, Allocator(time_limit=o.time_limit, seed=o.seed, workers=o.workers,
+                                                    **fields), o.clock_start)  # type: ignore[arg-type]
+
+
+_LYRA_ALLOCATE = "Lyra's two-phase allocation: SJF base demand, knapsack DP for flexible demand (Sec. 3.5.2)"
+for _name, _build, _summary in (
+        ("lyra", _allocate("lyra"), _LYRA_ALLOCATE),
+        ("heuristic", _allocate("heuristic"), _LYRA_ALLOCATE + " (alias of lyra)"),
+        ("exact", _allocate("exact", scaler="exact"), "SJF base demand, knapsack in CP-SAT warm-started by the DP"),
+        ("afs", _allocate("afs", scaler="afs"), "SJF base demand, AFS-like greedy scaling (baseline, Sec. 3.7.1)"),
+        ("gandiva", _allocate("gandiva", scaler="gandiva"),
+         "SJF base demand, Gandiva-like scaling when no job waits (baseline, Sec. 3.7.1)"),
+        ("sjf", _allocate("sjf", scaler="none"), "SJF base demand, no scaling (Lyra's loaning-only allocation)"),
+        ("fifo", _allocate("fifo", order="fifo", whole_request=True, scaler="none"),
+         "FIFO with requested GPUs, no scaling, skipping jobs that do not fit (the Baseline, Sec. 3.7.1)"),
+        ("fifo-strict", _allocate("fifo-strict", order="fifo", blocking=True, whole_request=True, scaler="none"),
+         "FIFO with requested GPUs, no scaling, the queue stops at the first job that does not fit")):
+    register_method("lyra-allocate", _name, _build, _summary)
+
+
+# -- placement ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PlacementPolicy:
+    """Best-fit decreasing (``lyra``: with Lyra's preferences and groups), or, with ``exact``, the CP-SAT
+    packing under the same rules warm-started by it (module docstring)."""
+
+    kind: ClassVar[str] = "placement"
+
+    name: str
+    lyra: bool = True
+    exact: bool = False
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = 0
+    workers: int = 1
+    clock_start: float | None = None
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        deadline = _deadline(self.time_limit, self.clock_start)
+        p = _round_of(problem, PlacementRound, self.name)
+        heur = best_fit_decreasing(p, self.lyra)
+        if not self.exact:
+            return placement_decision(p, heur, method=self.name, status="heuristic", solve_seconds=deadline.elapsed())
+        h_obj = placement_objective(p, heur)
+
+        def assemble(placement: object, **kw: object) -> Decision:
+            return placement_decision(p, placement, method=self.name, **kw)  # type: ignore[arg-type]
+        return _warm_started(heur, h_obj, assemble, "placement", deadline, self.time_limit,
+                             lambda limit: lyra_placement.solve(p, lyra=self.lyra, time_limit=limit, seed=self.seed,
+                                                                workers=self.workers, hint=heur))
+
+
+_LYRA_PLACE = "best-fit decreasing, elastic jobs on inference servers, base/flexible groups (Sec. 3.5.3)"
+for _name, _build, _summary in (
+        ("lyra", lambda o: PlacementPolicy("lyra"), _LYRA_PLACE),
+        ("heuristic", lambda o: PlacementPolicy("heuristic"), _LYRA_PLACE + " (alias of lyra)"),
+        ("bfd", lambda o: PlacementPolicy("bfd", lyra=False), "naive best-fit decreasing (Table 3.6 ablation)"),
+        ("exact", lambda o: PlacementPolicy("exact", exact=True, time_limit=o.time_limit, seed=o.seed,
+                                            workers=o.workers, clock_start=o.clock_start),
+         "CP-SAT bin packing under Lyra's rules (fewest servers), warm-started by lyra; never worse than it")):
+    register_method("placement", _name, _build, _summary)
+
+
+# -- lyra (the simulator's round) -----------------------------------------------------------------------
+_RECLAIMERS: dict[str, ReclaimChooser] = {
+    "lyra": lambda v, k, _rng: lyra_reclaim(v, k), "random": random_reclaim,
+    "scf": lambda v, k, _rng: scf_reclaim(v, k)}
+
+
+class LyraSimPolicy:
+    """Allocation (``allocator``) and placement (Lyra's or naive best-fit decreasing) as per-job
+    allocations, and the return of lent servers by ``reclaimer`` (``lyra``, ``random``, ``scf`` or
+    ``exact``). It remembers which workers of each elastic job it placed as flexible (the simulator
+    knows allocations only) and gives rounds that memory where it still matches the allocations."""
+
+    kind: ClassVar[str] = "lyra"
+
+    def __init__(self, name: str, allocator: Allocator, *, lyra_placement: bool = True, reclaimer: str = "lyra",
+                 seed: int = 0, clock_start: float | None = None) -> None:
+        if reclaimer not in (*_RECLAIMERS, "exact"):
+            raise ValidationError(f"unknown reclaimer {reclaimer!r}; known: {', '.join((*_RECLAIMERS, 'exact'))}")
+        self.name = name
+        self.allocator = allocator
+        self.lyra_placement = lyra_placement
+        self.reclaimer = reclaimer
+        self.rng = np.random.default_rng(seed)
+        self.clock_start = clock_start
+        self.flexible: dict[str, dict[str, int]] = {}
+
+    def _remembered(self, p: LyraRound) -> LyraRound:
+        entries = []
+        for job, flex in sorted(self.flexible.items()):
+            cur = p.current(job)
+            if cur is None:
+                continue
+            j = p.job(job)
+            held = {n: sh.gpus for n, sh in cur.placement.shares}
+            if any(g > held.get(n, 0) or g % p.worker_gpus(j, n) for n, g in flex.items()):
+                continue
+            if sum(g // p.worker_gpus(j, n) for n, g in flex.items()) != p.workers_of(job) - base_workers(j):
+                continue
+            entries.append((job, tuple(sorted(flex.items()))))
+        return dataclasses.replace(p, flexible=tuple(entries))
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        deadline = _deadline(self.allocator.time_limit, self.clock_start)
+        p = self._remembered(_round_of(problem, LyraSimRound, self.name))
+        plan = self.allocator.plan(p, deadline)
+        wc = counts(p, plan.first.base, plan.first.pool, plan.extra)
+        pr = PlacementRound(cluster=p.cluster, jobs=p.jobs, running=p.running, occupied=p.occupied, time=p.time,
+                            inference_nodes=p.inference_nodes, inference_factor=p.inference_factor,
+                            scaling=p.scaling, flexible=p.flexible, opportunistic=p.opportunistic,
+                            workers=wc.counts)
+        placed = best_fit_decreasing(pr, self.lyra_placement)
+        self.flexible = {pl.job: dict(pl.flexible) for pl in placed.placements if pl.flexible}
+        out = []
+        for j in p.jobs:
+            pl = placed.of(j.name)
+            cur = p.current(j.name)
+            if pl is None:
+                out.append(JobDecision(j.name, None, 0.0, 0.0, "wait" if cur is None else "preempt"))
+                continue
+            alloc = worker_allocation(j.name, pl.gpus_per_node())
+            rate = work_rate(j, sum(g // p.worker_gpus(j, n) for n, g in pl.gpus_per_node().items()), p.scaling)
+            requested = work_rate(j, max(base_workers(j), j.requested_gpus // j.gpus_per_worker), p.scaling)
+            action = "start" if cur is None else ("keep" if cur == alloc else "reconfigure")
+            out.append(JobDecision(j.name, cur if action == "keep" else alloc, rate, rate / requested, action))
+        return Decision(self.kind, self.name, plan.status, plan.objective, JobAllocations(tuple(out)),
+                        solve_seconds=deadline.elapsed(), message=f"{len(placed.unplaced)} job(s) with workers left unplaced" if placed.unplaced else "")
+
+    def return_servers(self, problem: RoundProblem, candidates: tuple[str, ...], count: int) -> ServerReturn:
+        p = self._remembered(_round_of(problem, LyraSimRound, self.name))
+        rr = LyraReclaimRound(cluster=p.cluster, jobs=p.jobs, running=p.running, occupied=p.occupied, time=p.time,
+                              inference_nodes=p.inference_nodes, inference_factor=p.inference_factor,
+                              scaling=p.scaling, flexible=p.flexible, opportunistic=p.opportunistic, reclaim=count)
+        if set(rr.on_loan) != set(candidates):
+            raise ValidationError(f"policy {self.name!r}: the lent servers {sorted(candidates)[:5]} are not the round's "
+                                  f"on-loan servers {list(rr.on_loan)[:5]}")
+        if self.reclaimer == "exact":
+            d = ReclaimExactPolicy("exact", self.allocator.time_limit, workers=self.allocator.workers).decide(rr)
+            view = ReclaimView(rr)
+            outcome = view.outcome([view.server_index[s] for s in d.payload.servers])
+        else:
+            view = ReclaimView(rr)
+            outcome = view.outcome(_RECLAIMERS[self.reclaimer](view, count, self.rng))
+        returned = set(outcome.servers)
+        shrink = []
+        for job, _ in outcome.scaled_in:
+            cur = rr.current(job)
+            assert cur is not None
+            flex = self.flexible.get(job, {})
+            left = {n: sh.gpus - (flex.get(n, 0) if n in returned else 0) for n, sh in cur.placement.shares}
+            shrink.append(worker_allocation(job, left))
+            self.flexible[job] = {n: g for n, g in flex.items() if n not in returned}
+        for job in outcome.preempted:
+            self.flexible.pop(job, None)
+        return ServerReturn(outcome.servers, outcome.preempted, tuple(shrink))
+
+
+def _sim(name: str, reclaimer: str = "lyra", lyra_placement: bool = True,
+         **fields: object) -> Callable[[PolicyOptions], LyraSimPolicy]:
+    return lambda o: LyraSimPolicy(name, Allocator(time_limit=o.time_limit, seed=o.seed, workers=o.workers,
+                                                   **fields),  # type: ignore[arg-type]
+                                   lyra_placement=lyra_placement, reclaimer=reclaimer, seed=o.seed,
+                                   clock_start=o.clock_start)
+
+
+for _name, _build, _summary in (
+        ("lyra", _sim("lyra"), "Lyra: loaning and scaling (SJF + knapsack DP, Lyra placement and reclaiming)"),
+        ("lyra-exact", _sim("lyra-exact", reclaimer="exact", scaler="exact"),
+         "Lyra with the knapsack in CP-SAT and exact reclaiming"),
+        ("exact", _sim("exact", reclaimer="exact", scaler="exact"),
+         "Lyra with the knapsack in CP-SAT and exact reclaiming (alias of lyra-exact; the default of optsched solve)"),
+        ("lyra-loan", _sim("lyra-loan", scaler="none"), "Lyra, loaning only (no scaling)"),
+        ("random", _sim("random", reclaimer="random", scaler="none"), "loaning only, random reclaiming (baseline)"),
+        ("scf", _sim("scf", reclaimer="scf", scaler="none"), "loaning only, SCF reclaiming (baseline)"),
+        ("afs", _sim("afs", scaler="afs"), "SJF base demand, AFS-like scaling (baseline)"),
+        ("gandiva", _sim("gandiva", scaler="gandiva"), "SJF base demand, Gandiva-like scaling (baseline)"),
+        ("bfd", _sim("bfd", lyra_placement=False), "Lyra with naive best-fit decreasing placement (Table 3.6)"),
+        ("opportunistic", _sim("opportunistic", scaler="none"),
+         "no loaning: fungible jobs on idle inference GPUs at lower priority (baseline; run with opportunistic=True)"),
+        ("fifo", _sim("fifo", lyra_placement=False, order="fifo", whole_request=True, scaler="none"),
+         "the Baseline: FIFO (skipping jobs that do not fit), requested GPUs, no scaling"),
+        ("fifo-strict", _sim("fifo-strict", lyra_placement=False, order="fifo", blocking=True, whole_request=True,
+                             scaler="none"), "FIFO whose queue stops at the first job that does not fit")):
+    register_method("lyra", _name, _build, _summary)
+
+
+__all__ = ["AllocatePolicy", "LyraSimPolicy", "AllocationPlan", "Allocator", "ReclaimExactPolicy", "ReclaimHeuristicPolicy",
+           "PlacementPolicy", "SCALERS"]

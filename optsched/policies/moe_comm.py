@@ -1,0 +1,129 @@
+"""The policies of the ``moe-comm`` round kind (:mod:`optsched.rounds.moe_comm`): schedule the
+communication of one MoE backward pass.
+
+Methods (registered under kind ``moe-comm``):
+
+* ``fair``, ``priority``, ``defer``, ``microop``, ``lina``: the launch rules of
+  :mod:`optsched.heuristics.moe_comm` (baseline fair sharing, naive priority, deferral, micro-op
+  priority, micro-op priority with pipelined FFN), executed by
+  :func:`~optsched.rounds.moe_comm.timeline.simulate`; status ``heuristic``.
+* ``exact``: every rule above runs first (milliseconds); the CP-SAT schedule
+  (:mod:`optsched.formulations.moe_comm_schedule`) is warm-started by the better of ``lina`` and
+  ``priority`` (the rules whose schedules are in its space), and the schedule with the smallest step
+  time among the solver's and all the rules' is returned: ``exact`` is never slower than any policy
+  (status ``heuristic-fallback``, naming the rule, when a rule's schedule wins). The time limit covers
+  the rules, the build, the solver and the replay.
+
+Decisions report ``objective = -step ms`` and ``bound = -(lower bound)``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+from optsched.core.deadline import Deadline
+from optsched.core.decision import Decision
+from optsched.core.errors import ValidationError
+from optsched.core.round import RoundProblem
+from optsched.formulations import moe_comm_schedule
+from optsched.formulations.solution import MIN_SOLVER_SECONDS
+from optsched.heuristics.moe_comm import POLICIES, CommPolicy
+from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+from optsched.policies.registry import register_method
+from optsched.rounds.moe_comm.decision import to_decision
+from optsched.rounds.moe_comm.problem import MoECommRound
+
+#: the rules whose schedules the exact model can represent (warm starts)
+HINT_RULES = ("lina", "priority")
+
+
+def _comm_round(problem: RoundProblem, policy: str) -> MoECommRound:
+    if not isinstance(problem, MoECommRound):
+        raise ValidationError(f"policy {policy!r} solves moe-comm rounds, got a round of kind {problem.kind!r}")
+    return problem
+
+
+@dataclass(frozen=True)
+class CommRulePolicy:
+    """One launch rule as a policy."""
+
+    kind: ClassVar[str] = "moe-comm"
+
+    name: str
+    rule: CommPolicy
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        t0 = time.perf_counter()
+        comm = _comm_round(problem, self.name)
+        timeline = self.rule.schedule(comm)
+        return to_decision(comm, timeline, method=self.name, status="heuristic", solve_seconds=time.perf_counter() - t0,
+                           heuristic_step=timeline.step_ms)
+
+
+@dataclass(frozen=True)
+class CommExactPolicy:
+    """The CP-SAT schedule, never slower than any rule (module docstring); the time limit counts from
+    ``clock_start`` (a ``time.perf_counter()`` reading) or from the call."""
+
+    kind: ClassVar[str] = "moe-comm"
+
+    name: str = "exact"
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = 0
+    workers: int = 1
+    clock_start: float | None = None
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        t0 = time.perf_counter()
+        deadline = Deadline(self.time_limit, start=t0 if self.clock_start is None else self.clock_start)
+        comm = _comm_round(problem, self.name)
+        timelines = {name: rule.schedule(comm) for name, rule in POLICIES.items()}
+        best = min(timelines, key=lambda n: (timelines[n].step_ms, list(POLICIES).index(n)))
+        h_step = timelines[best].step_ms
+        if deadline.expired(reserve=MIN_SOLVER_SECONDS):
+            return to_decision(comm, timelines[best], method=self.name, status="heuristic-fallback",
+                               solve_seconds=time.perf_counter() - t0, heuristic_step=h_step,
+                               message=f"no time left for the solver within {self.time_limit:g} s; the best rule "
+                                       f"was {best!r}")
+        hint = min(HINT_RULES, key=lambda n: timelines[n].step_ms)
+        sol = moe_comm_schedule.solve(comm, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
+                                      workers=self.workers, hint=timelines[hint])
+        note = f"model variables={sol.size.variables} constraints={sol.size.constraints}; warm start {hint!r}"
+        bound = None if sol.bound is None else -sol.bound
+        if sol.objective is not None and -sol.objective <= h_step + 1e-9:
+            return to_decision(comm, sol.payload["timeline"], method=self.name, status=sol.status, lower_bound=bound,
+                               solve_seconds=time.perf_counter() - t0, heuristic_step=h_step,
+                               warm_start=sol.warm_start, message=note)
+        why = ("the solver found no schedule" if sol.objective is None
+               else f"the solver's best ({-sol.objective:.6g} ms) is slower than rule {best!r}")
+        return to_decision(comm, timelines[best], method=self.name, status="heuristic-fallback", lower_bound=bound,
+                           solve_seconds=time.perf_counter() - t0, heuristic_step=h_step, warm_start=sol.warm_start,
+                           message=f"{note}; {why} within {self.time_limit:g} s")
+
+
+def _rule(name: str):  # noqa: ANN202 - a factory of factories
+    def build(o: PolicyOptions) -> CommRulePolicy:
+        return CommRulePolicy(name, POLICIES[name])
+    return build
+
+
+def _exact(o: PolicyOptions) -> CommExactPolicy:
+    if o.backend != "cpsat":
+        raise ValidationError(f"the moe-comm exact schedule uses CP-SAT interval variables; backend {o.backend!r} "
+                              "cannot solve it (use cpsat)")
+    return CommExactPolicy("exact", o.time_limit, o.seed, o.workers, o.clock_start)
+
+
+register_method("moe-comm", "exact", _exact,
+                "CP-SAT interval schedule (whole ops or micro-ops per operation) warm-started by the rules; never "
+                "slower than any of them")
+for _name, _summary in (("fair", "baseline: two streams fair-sharing the link (Fig. 4.7a)"),
+                        ("priority", "naive all-to-all priority, one operation at a time (Fig. 4.7b)"),
+                        ("defer", "allreduce deferred until an even number of all-to-alls finished (Fig. 4.7c)"),
+                        ("microop", "micro-ops with all-to-all priority (Fig. 4.8a)"),
+                        ("lina", "Lina: micro-ops, all-to-all priority, pipelined expert FFN (Fig. 4.8b)")):
+    register_method("moe-comm", _name, _rule(_name), _summary)
+
+__all__ = ["CommExactPolicy", "CommRulePolicy", "HINT_RULES"]

@@ -1,0 +1,147 @@
+"""The Crius round (Crius Sec. 6): the common round (cluster, jobs, running allocations, outside work,
+time; :class:`~optsched.core.round.RoundProblem`) plus the round's own operator graphs, the search
+depth, the objective and the penalties for disturbing running jobs.
+
+A job's ``model`` names a model of the Crius catalogue (:mod:`optsched.perf.crius.models`, e.g.
+``bert-2.6b@256``) or one of the round's ``models``; ``requested_gpus`` is the user's initial GPU count
+``N_G`` (Sec. 6.1: "Crius now requires the user to specify an initial GPU number"), the round offers
+the job Cells of ``N_G / 2``, ``N_G`` and ``2 N_G`` GPUs; ``deadline`` (optional) is used by the
+deadline-aware objective; ``gpu_type`` pins a job to one type. A running job's allocation is a Cell:
+its plan's ``pp`` is the stage count (:func:`~optsched.perf.crius.cell_estimator.cell_plan`), its
+GPUs are of one type.
+
+Fields:
+
+* ``models``: operator graphs defined in the round (JSON: ``{name: graph}``, the graph format of
+  :mod:`optsched.perf.crius.op_graph`); a name may not shadow a catalogue model;
+* ``search_depth`` (``D``, default 3, Sec. 8.4): at most this many running jobs are *rescaled* (run
+  with another Cell or on other nodes) in one round;
+* ``objective``: ``"throughput"`` (default; Sec. 6, the sum of the jobs' normalised throughputs) or
+  ``"deadline"`` (Sec. 8.5: scheduled jobs meet their deadlines, hopeless ones are dropped early);
+* ``rescale_penalty`` / ``preempt_penalty`` (normalised-throughput units; defaults 0.05 / 0.25): charged
+  for a rescaled / suspended running job;
+* ``deadline_bonus`` (default 10): what a deadline job running on a Cell that meets its deadline adds
+  to the deadline objective (so admitting one more deadline job outweighs any throughput).
+
+Validation (every error names the job or model and the rule): every job's model is known and its
+``requested_gpus`` is a power of two (Sec. 4.2: stages and Cells are powers of two of GPUs); its
+smallest Cell (``max(1, N_G / 2)`` GPUs) is not larger than the GPUs of every type it may use ("a
+Cell on more GPUs than a type has"); a deadline is not before the round's time; a running job runs
+a power of two of GPUs with a stage count that divides it; the round's graphs are valid operator
+graphs (:class:`~optsched.perf.crius.op_graph.OperatorGraph`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+from optsched.core.checks import require_int, require_name, require_number
+from optsched.core.errors import UnknownNameError, ValidationError
+from optsched.core.pool import usable_gpu_types
+from optsched.core.round import RoundProblem
+from optsched.perf.crius.models import MODEL_SHAPES, resolve_model
+from optsched.perf.crius.op_graph import OperatorGraph
+from optsched.perf.crius.stages import is_power_of_two
+
+OBJECTIVES: tuple[str, ...] = ("throughput", "deadline")
+DEFAULT_SEARCH_DEPTH = 3
+DEFAULT_RESCALE_PENALTY = 0.05
+DEFAULT_PREEMPT_PENALTY = 0.25
+DEFAULT_DEADLINE_BONUS = 10.0
+
+
+@dataclass(frozen=True)
+class CriusRound(RoundProblem):
+    """A Crius round (module docstring)."""
+
+    KIND: ClassVar[str] = "crius"
+    FIELD_KEYS: ClassVar[tuple[str, ...]] = ("models", "search_depth", "objective", "rescale_penalty",
+                                             "preempt_penalty", "deadline_bonus")
+
+    models: tuple[tuple[str, OperatorGraph], ...] = ()
+    search_depth: int = DEFAULT_SEARCH_DEPTH
+    objective: str = "throughput"
+    rescale_penalty: float = DEFAULT_RESCALE_PENALTY
+    preempt_penalty: float = DEFAULT_PREEMPT_PENALTY
+    deadline_bonus: float = DEFAULT_DEADLINE_BONUS
+
+    def _check_fields(self) -> None:
+        items = tuple(self.models.items()) if isinstance(self.models, Mapping) else tuple(self.models)
+        names: set[str] = set()
+        for item in items:
+            if not isinstance(item, tuple) or len(item) != 2:
+                raise ValidationError(f"round: models hold (name, operator graph) pairs, got {item!r}")
+            name, graph = item
+            require_name("round model", name)
+            if name in names:
+                raise ValidationError(f"round: model {name!r} defined twice")
+            if name.partition("@")[0] in MODEL_SHAPES:
+                raise ValidationError(f"round: model {name!r} shadows a catalogue model; give it another name")
+            if not isinstance(graph, OperatorGraph):
+                raise ValidationError(f"round: model {name!r} must be an OperatorGraph")
+            names.add(name)
+        object.__setattr__(self, "models", tuple(sorted(items, key=lambda kv: kv[0])))
+        require_int("round", "search_depth", self.search_depth, 0)
+        if self.objective not in OBJECTIVES:
+            raise UnknownNameError("objective", str(self.objective), OBJECTIVES, context="of a crius round")
+        for f in ("rescale_penalty", "preempt_penalty", "deadline_bonus"):
+            require_number("round", f, getattr(self, f), 0.0)
+        types = {n.gpu_type: 0 for n in self.cluster.nodes}
+        for n in self.cluster.nodes:
+            types[n.gpu_type] += n.num_gpus
+        for j in self.jobs:
+            who = f"round: job {j.name!r}"
+            try:
+                self.graph(j.model)
+            except UnknownNameError as e:
+                raise ValidationError(f"{who}: {e}") from None
+            except ValidationError as e:
+                raise ValidationError(f"{who}: {e}") from None
+            if not is_power_of_two(j.requested_gpus):
+                raise ValidationError(f"{who}: requests {j.requested_gpus} GPUs, not a power of two (Crius Cells "
+                                      "run powers of two of GPUs, Sec. 4.2)")
+            smallest = max(1, j.requested_gpus // 2)
+            usable = usable_gpu_types(self.cluster, j)
+            if all(types.get(t, 0) < smallest for t in usable):
+                have = ", ".join(f"{t}: {types.get(t, 0)}" for t in usable)
+                raise ValidationError(f"{who}: its smallest Cell needs {smallest} GPUs of one type, more than any type "
+                                      f"it may use has ({have})")
+            if j.deadline is not None and j.deadline < self.time:
+                raise ValidationError(f"{who}: deadline {j.deadline:g} s is before the round's time {self.time:g} s")
+        for a in self.running:
+            g = a.placement.total_gpus
+            if not is_power_of_two(g) or g % a.plan.pp:
+                raise ValidationError(f"round: running job {a.job!r} runs {g} GPUs in {a.plan.pp} stages; a Cell runs a "
+                                      "power of two of GPUs in a stage count that divides it")
+
+    def graph(self, model: str) -> OperatorGraph:
+        """The operator graph of ``model`` (the round's own, else the catalogue's)."""
+        return resolve_model(model, dict(self.models))
+
+    def _fields_to_dict(self) -> dict[str, Any]:
+        return {"models": {name: {k: v for k, v in g.to_dict().items() if k != "name"} for name, g in self.models},
+                "search_depth": self.search_depth, "objective": self.objective,
+                "rescale_penalty": self.rescale_penalty, "preempt_penalty": self.preempt_penalty,
+                "deadline_bonus": self.deadline_bonus}
+
+    @classmethod
+    def _fields_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+        models = data.get("models", {})
+        if not isinstance(models, dict):
+            raise ValidationError("round: models must be a JSON object {name: operator graph}")
+        graphs = []
+        for name, g in models.items():
+            try:
+                graphs.append((name, OperatorGraph.from_dict(g, name=name)))
+            except ValidationError as e:
+                raise ValidationError(f"round: model {name!r}: {e}") from None
+        return {"models": tuple(graphs), "search_depth": data.get("search_depth", DEFAULT_SEARCH_DEPTH),
+                "objective": data.get("objective", "throughput"),
+                "rescale_penalty": data.get("rescale_penalty", DEFAULT_RESCALE_PENALTY),
+                "preempt_penalty": data.get("preempt_penalty", DEFAULT_PREEMPT_PENALTY),
+                "deadline_bonus": data.get("deadline_bonus", DEFAULT_DEADLINE_BONUS)}
+
+
+__all__ = ["CriusRound", "DEFAULT_DEADLINE_BONUS", "DEFAULT_PREEMPT_PENALTY", "DEFAULT_RESCALE_PENALTY",
+           "DEFAULT_SEARCH_DEPTH", "OBJECTIVES"]

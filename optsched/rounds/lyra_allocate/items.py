@@ -1,0 +1,72 @@
+"""Phase two of Lyra's allocation as a multiple-choice knapsack (thesis Sec. 3.5.2, Fig. 3.6).
+
+An elastic job ``j`` with base demand allocated is a group of ``w_max - w_min`` items; item ``k``
+(``k = 1 .. w_max - w_min``) adds ``k`` flexible workers, weighs ``k x gpus_per_worker`` training GPUs
+and is worth its JCT reduction "over the job's maximum running time": ``T_j(w_min) - T_j(w_min + k)``,
+with ``T_j`` the running time of the job's remaining work (:func:`optsched.rounds.lyra.jobs.running_time`,
+linear or sub-linear scaling). (We read "over" as "relative to", a difference in seconds; as a ratio
+the two jobs of Table 3.4 would tie and the counter-example of Table 3.4 would not be resolved.) At most
+one item per group; total weight within the pool's capacity. Arrays are built vectorised per job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from optsched.rounds.lyra.jobs import base_workers, is_elastic, max_workers, running_time
+from optsched.rounds.lyra.problem import LyraRound
+
+
+@dataclass(frozen=True)
+class Items:
+    """The items of one knapsack: per item its ``group`` (index into ``jobs``), the workers it adds
+    (``extra``), ``weight`` (training GPUs) and ``value`` (seconds)."""
+
+    jobs: tuple[str, ...]
+    group: np.ndarray
+    extra: np.ndarray
+    weight: np.ndarray
+    value: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.group.size)
+
+    def value_of(self, extra: dict[str, int]) -> float:
+        """Total value of giving each job ``extra[job]`` flexible workers (0 or absent: none)."""
+        total = 0.0
+        for g, job in enumerate(self.jobs):
+            k = extra.get(job, 0)
+            if k:
+                total += float(self.value[(self.group == g) & (self.extra == k)][0])
+        return total
+
+
+def flexible_items(problem: LyraRound, base: Mapping[str, int]) -> Items:
+    """The items of the elastic jobs among ``base`` (job -> workers it has before phase two: ``w_min``,
+    or more for a running job whose workers all count as base; module docstring)."""
+    groups, extras, weights, values, names = [], [], [], [], []
+    for name, start in base.items():
+        job = problem.job(name)
+        if not is_elastic(job) or start >= max_workers(job):
+            continue
+        base_w, top = max(start, base_workers(job)), max_workers(job)
+        ks = np.arange(1, top - base_w + 1)
+        t0 = running_time(job, base_w, problem.scaling)
+        t = np.array([running_time(job, base_w + k, problem.scaling) for k in ks])
+        groups.append(np.full(ks.size, len(names)))
+        extras.append(ks)
+        weights.append(ks * job.gpus_per_worker)
+        values.append(t0 - t)
+        names.append(name)
+    if not names:
+        empty = np.zeros(0, dtype=np.int64)
+        return Items((), empty, empty, empty, np.zeros(0))
+    return Items(tuple(names), np.concatenate(groups), np.concatenate(extras), np.concatenate(weights),
+                 np.concatenate(values))
+
+
+__all__ = ["Items", "flexible_items"]

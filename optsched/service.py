@@ -1,0 +1,264 @@
+"""The solve service: ``optsched serve`` answers rounds over HTTP, so a scheduler written in any language pays
+optsched's start-up (Python, OR-Tools, numpy: about 1-2 s) once instead of on every round (issue 16).
+
+An ASGI application on Starlette, served by uvicorn (``pip install -e ".[serve]"``); ``docs/integration.md``
+is the reference. Endpoints:
+
+* ``POST /solve``: the body is a round (``optsched.round/1``), or an envelope ``{"round": {...}, "method":
+  ..., "time_limit": ..., "seed": ..., "defer_unreachable": ..., "backend": ..., "partitions": ...}``; the
+  same options may come as query parameters (``/solve?method=heuristic&time_limit=2``), each in one place
+  only. Answers 200 with the decision (``optsched.decision/1``).
+* ``GET /health``: ``{"status": "ok", "version", "methods": {kind: [method, ...]}, "workers"}``.
+* ``GET /schemas`` lists the JSON Schemas; ``GET /schemas/{name}`` (``round``, ``decision``,
+  ``perf-params``, also as ``round.schema.json``) serves one.
+
+Errors answer ``{"error": "optsched: error: <one line>"}``, the line ``optsched solve`` prints for the same
+input: 400 for malformed JSON, a bad round or bad options (``ValidationError``, ``UnknownNameError``), 422
+for a round without a feasible decision (``InfeasibleError``: the admitted guarantees cannot all be met),
+413 for a body over the size cap, 404 for an unknown path or schema, 500 for an internal error (logged with
+its traceback).
+
+Rules:
+
+* **Time limit.** The clock of a request starts when the request arrives, before its body is read, and
+  covers waiting for a worker, parsing, the table, the heuristic and the solver (``clock_start`` of
+  :func:`optsched.solve`); a request the limit cuts short answers 200 with status ``partial`` or
+  ``heuristic-fallback``, as ``optsched solve`` does. The server caps a request's limit at
+  ``max_time_limit`` (400 above it).
+* **Concurrency.** Solving is CPU-bound and runs off the event loop on a pool of ``workers`` threads
+  (default: the number of CPUs); requests beyond that wait for a worker (their time limit running). Each
+  request parses its own round and gets a fresh policy (:func:`optsched.solve`), so requests share no
+  mutable state; what they share is read-only: the catalogue, the registries and pure, thread-safe
+  memoised functions of the performance model.
+* **Size.** A body over ``max_body_bytes`` (default 64 MiB, about 300,000 jobs) is refused with 413
+  before it is parsed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Mapping
+
+from optsched import __version__
+from optsched.core.errors import InfeasibleError, OptschedError, UnknownNameError, ValidationError, one_line
+from optsched.core.jsonio import parse_json_text
+from optsched.core.kinds import round_kinds
+from optsched.core.round import RoundProblem
+from optsched.policies.options import DEFAULT_TIME_LIMIT
+from optsched.policies.registry import methods_of
+from optsched.policies.rubick import DEFER
+from optsched.policies.solve import solve
+from optsched.schemas import SCHEMA_NAMES, load_schema
+
+log = logging.getLogger(__name__)
+
+#: options of ``POST /solve`` (query parameter or envelope field) and their types
+OPTIONS: dict[str, type] = {"method": str, "time_limit": float, "seed": int, "defer_unreachable": bool,
+                            "backend": str, "partitions": int}
+#: default cap of a request body, bytes
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+#: default cap of a request's time limit, seconds
+DEFAULT_MAX_TIME_LIMIT = 600.0
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Limits of a service (module docstring): body size, time limit per request, solver threads."""
+
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_time_limit: float = DEFAULT_MAX_TIME_LIMIT
+    workers: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_body_bytes, bool) or not isinstance(self.max_body_bytes, int) \
+                or self.max_body_bytes < 1:
+            raise ValidationError(f"max_body_bytes must be a positive integer, got {self.max_body_bytes!r}")
+        if isinstance(self.max_time_limit, bool) or not isinstance(self.max_time_limit, (int, float)) \
+                or not self.max_time_limit > 0:
+            raise ValidationError(f"max_time_limit must be a positive number of seconds, got {self.max_time_limit!r}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
+            raise ValidationError(f"workers must be an integer >= 0 (0: one per CPU), got {self.workers!r}")
+
+    @property
+    def threads(self) -> int:
+        return self.workers or os.cpu_count() or 1
+
+
+class RequestError(Exception):
+    """An HTTP error answer: ``status`` and the one-line ``message``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _option(name: str, value: Any, from_query: bool) -> Any:
+    """``value`` of option ``name`` as its type (:data:`OPTIONS`); query strings are converted."""
+    kind = OPTIONS[name]
+    where = f"option {name!r}"
+    if from_query:
+        text = str(value)
+        try:
+            if kind is bool:
+                if text.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError
+                return text.lower() in ("true", "1")
+            return kind(text)
+        except ValueError:
+            raise ValidationError(f"{where}: expected {kind.__name__}, got {text!r}") from None
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ValidationError(f"{where}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def parse_solve_request(body: bytes, query: Mapping[str, str], config: ServiceConfig) -> tuple[Any, dict[str, Any]]:
+    """The round (JSON) and the options of a ``POST /solve`` (module docstring); ``ValidationError`` for a
+    malformed body, an unknown or doubly given option, or a time limit above the server's cap."""
+    try:
+        text = body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"request body: not UTF-8 text ({exc})") from None
+    data = parse_json_text(text, "request body")
+    if not isinstance(data, dict):
+        raise ValidationError(f"request body: expected a JSON object (a round, or {{\"round\": ...}}), got "
+                              f"{type(data).__name__}")
+    options: dict[str, Any] = {}
+    if "round" in data and "kind" not in data:
+        unknown = sorted(set(data) - {"round", *OPTIONS})
+        if unknown:
+            raise ValidationError(f"request body: unknown field(s) {', '.join(unknown)}; an envelope holds round and "
+                                  f"the options {', '.join(OPTIONS)}")
+        options = {k: _option(k, v, False) for k, v in data.items() if k != "round" and v is not None}
+        data = data["round"]
+    unknown = sorted(set(query) - set(OPTIONS))
+    if unknown:
+        raise ValidationError(f"query: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}")
+    for k, v in query.items():
+        if k in options:
+            raise ValidationError(f"option {k!r} given both in the query and in the body; give it once")
+        options[k] = _option(k, v, True)
+    limit = options.get("time_limit", DEFAULT_TIME_LIMIT)
+    if limit > config.max_time_limit:
+        raise ValidationError(f"option 'time_limit': {limit:g} s exceeds this server's cap of "
+                              f"{config.max_time_limit:g} s (optsched serve --max-time-limit)")
+    return data, options
+
+
+def solve_request(data: Any, options: Mapping[str, Any], clock_start: float) -> dict[str, Any]:
+    """Parse the round ``data`` and solve it with ``options`` (module docstring), the time limit counted
+    from ``clock_start``; the decision as JSON. Raises what :func:`optsched.solve` raises."""
+    problem = RoundProblem.from_dict(data)
+    extras = {DEFER: True} if options.get("defer_unreachable") else {}
+    decision = solve(problem, options.get("method", "exact"), options.get("time_limit", DEFAULT_TIME_LIMIT),
+                     options.get("seed", 0), clock_start=clock_start, partitions=options.get("partitions"),
+                     backend=options.get("backend", "cpsat"), **extras)
+    return decision.to_dict()
+
+
+def _status_of(exc: Exception) -> int:
+    if isinstance(exc, InfeasibleError):
+        return 422
+    if isinstance(exc, OptschedError):
+        return 400
+    return 500
+
+
+def create_app(config: ServiceConfig | None = None) -> Any:
+    """The ASGI application (module docstring). Needs ``starlette`` (extra ``serve``)."""
+    try:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ValidationError("the solve service needs starlette and uvicorn: pip install 'optsched[serve]'") from None
+    config = config or ServiceConfig()
+    pool: dict[str, ThreadPoolExecutor] = {}
+
+    def error(status: int, message: str) -> Any:
+        return JSONResponse({"error": f"optsched: error: {one_line(message)}"}, status_code=status)
+
+    async def read_body(request: Request) -> bytes:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > config.max_body_bytes:
+            raise RequestError(413, f"request body of {int(length)} bytes exceeds this server's cap of "
+                                    f"{config.max_body_bytes} bytes (optsched serve --max-body-mb)")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > config.max_body_bytes:
+                raise RequestError(413, f"request body exceeds this server's cap of {config.max_body_bytes} bytes "
+                                        "(optsched serve --max-body-mb)")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def solve_endpoint(request: Request) -> Any:
+        started = time.perf_counter()  # the time limit covers the wait for a worker and the parsing
+        try:
+            body = await read_body(request)
+            data, options = parse_solve_request(body, dict(request.query_params), config)
+            loop = asyncio.get_running_loop()
+            decision = await loop.run_in_executor(pool["solve"], solve_request, data, options, started)
+        except RequestError as exc:
+            return error(exc.status, exc.message)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one HTTP answer
+            status = _status_of(exc)
+            if status == 500:
+                log.exception("internal error while solving a request")
+                return error(500, f"internal error: {type(exc).__name__}: {exc}")
+            return error(status, str(exc))
+        return JSONResponse(decision)
+
+    async def health(request: Request) -> Any:
+        return JSONResponse({"status": "ok", "version": __version__, "workers": config.threads,
+                             "methods": {kind: list(methods_of(kind)) for kind in round_kinds()}})
+
+    async def schemas(request: Request) -> Any:
+        return JSONResponse({"schemas": [f"/schemas/{n}" for n in SCHEMA_NAMES]})
+
+    async def schema(request: Request) -> Any:
+        name = request.path_params["name"].removesuffix(".json").removesuffix(".schema")
+        try:
+            return JSONResponse(load_schema(name))
+        except UnknownNameError as exc:
+            return error(404, str(exc))
+
+    async def not_found(request: Request, exc: Exception) -> Any:
+        status = getattr(exc, "status_code", 404)
+        return error(status, f"{request.method} {request.url.path}: {getattr(exc, 'detail', 'not found')}; "
+                             "endpoints: POST /solve, GET /health, GET /schemas, GET /schemas/{name}")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        pool["solve"] = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="optsched-solve")
+        try:
+            yield
+        finally:
+            pool.pop("solve").shutdown(wait=False, cancel_futures=True)
+
+    routes = [Route("/solve", solve_endpoint, methods=["POST"]), Route("/health", health, methods=["GET"]),
+              Route("/schemas", schemas, methods=["GET"]), Route("/schemas/{name}", schema, methods=["GET"])]
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, config: ServiceConfig | None = None, *,
+          log_level: str = "warning") -> None:
+    """Run the service with uvicorn until interrupted (``optsched serve``)."""
+    try:
+        import uvicorn
+    except ImportError:
+        raise ValidationError("the solve service needs starlette and uvicorn: pip install 'optsched[serve]'") from None
+    uvicorn.run(create_app(config), host=host, port=port, log_level=log_level)
+
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TIME_LIMIT", "OPTIONS", "RequestError", "ServiceConfig",
+           "create_app", "parse_solve_request", "serve", "solve_request"]

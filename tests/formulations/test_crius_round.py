@@ -1,0 +1,98 @@
+"""The exact Crius round (CP-SAT): equal to brute force on small rounds, never below Algorithm 1, every
+answer feasible."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from crius_helpers import alloc_on, brute_force, toy_cluster, toy_graph
+from optsched.core import Job
+from optsched.formulations import crius_round
+from optsched.heuristics.crius import algorithm1
+from optsched.rounds.crius import CriusRound, generate_crius_round
+from optsched.rounds.crius.admission import admit
+from optsched.rounds.crius.choice import counts
+from optsched.rounds.crius.feasibility import violations
+from optsched.rounds.crius.objective import objective
+from optsched.rounds.crius.table import build_crius_table
+
+MODELS = (("tiny", toy_graph("tiny")), ("poor", toy_graph("poor", flops=2e10, params=1e9)),
+          ("wide", toy_graph("wide", flops=5e11, params=5e8, ops=6)))
+
+
+def _small_round(seed: int) -> CriusRound:
+    """2 fast nodes of 2 GPUs and 1 slow node of 4; 3-4 jobs of three toy models, some running."""
+    rng = np.random.default_rng(seed)
+    c = toy_cluster()
+    n = int(rng.integers(3, 5))
+    jobs = []
+    for i in range(n):
+        model = MODELS[int(rng.integers(0, 3))][0]
+        jobs.append(Job(f"j{i}", model, int(rng.choice([1, 2])), 100, submit_time=float(i),
+                        deadline=float(10 + rng.uniform(1, 5000)) if rng.random() < 0.3 else None))
+    running = []
+    if rng.random() < 0.7:
+        running.append(alloc_on(c, "j1", "fast", {"f0": 2}, 1))
+    if rng.random() < 0.5:
+        running.append(alloc_on(c, "j2", "slow", {"s0": 2}, 2))
+    return CriusRound(cluster=c, jobs=tuple(jobs), models=MODELS, time=10.0, running=tuple(running),
+                      search_depth=int(rng.integers(0, 3)),
+                      objective="deadline" if rng.random() < 0.3 else "throughput")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_exact_equals_brute_force(seed: int) -> None:
+    r = _small_round(seed)
+    t = build_crius_table(r)
+    adm = admit(r, t)
+    sol = crius_round.solve(r, t, time_limit=20, admission=adm)
+    assert sol.status == "optimal"
+    assert sol.objective == pytest.approx(brute_force(r, t), abs=1e-6)
+    assert violations(r, t, sol.payload["choices"], adm) == []
+
+
+@pytest.mark.parametrize("jobs, seed", [(40, 0), (80, 3)])
+def test_exact_is_never_below_the_heuristic(jobs: int, seed: int) -> None:
+    r = generate_crius_round(jobs, seed=seed, deadline_fraction=0.2)
+    for rr in (r, dataclasses.replace(r, objective="deadline", search_depth=1)):
+        t = build_crius_table(rr)
+        adm = admit(rr, t)
+        h = algorithm1(rr, t, adm)
+        sol = crius_round.solve(rr, t, time_limit=20, hint=h.choices, admission=adm)
+        assert sol.objective >= objective(rr, t, h.choices) - 1e-9
+        assert violations(rr, t, sol.payload["choices"], adm) == []
+        assert counts(rr, t, sol.payload["choices"])[0] <= rr.search_depth
+        assert sol.bound is None or sol.bound >= sol.objective - 1e-6
+
+
+def test_identical_queued_jobs_are_one_class() -> None:
+    c = toy_cluster()
+    jobs = tuple(Job(f"q{i}", "tiny", 1, 100, submit_time=float(i)) for i in range(5))
+    r = CriusRound(cluster=c, jobs=jobs, models=MODELS, time=10.0)
+    t = build_crius_table(r)
+    built = crius_round.build(r, t)
+    protected = admit(r, t).protected
+    assert protected == "q0"
+    assert {len(g) for g in built.classes.values()} == {1, 4}  # the protected job alone, the other four counted
+    sol = crius_round.solve(r, t, time_limit=10)
+    assert sol.objective == pytest.approx(brute_force(r, t), abs=1e-6)
+    # the earliest jobs of a class get its best Cells
+    w = {n: t.weight[c.row] for n, c in sol.payload["choices"].items()}
+    assert [w.get(f"q{i}", 0.0) for i in range(1, 5)] == sorted((w.get(f"q{i}", 0.0) for i in range(1, 5)),
+                                                                 reverse=True)
+
+
+def test_hint_is_a_feasible_start_and_the_lp_bound_bounds() -> None:
+    r = generate_crius_round(30, seed=1)
+    t = build_crius_table(r)
+    adm = admit(r, t)
+    h = algorithm1(r, t, adm)
+    built = crius_round.build(r, t, admission=adm)
+    values = crius_round._hint_values(built, h.choices)
+    assert crius_round._decode(built, [values.get(i, 0) for i in range(max(values) + 1)]) is not None
+    sol = crius_round.solve(r, t, time_limit=20, hint=h.choices, admission=adm)
+    lp = crius_round.lp_relaxation_bound(r, t, adm)
+    assert lp is not None and lp >= sol.objective - 1e-5

@@ -1,0 +1,129 @@
+"""Crius Algorithm 1 (search depth, ScaleResource, opportunistic execution) and the baselines of
+Crius Sec. 8.1 on Crius rounds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from crius_helpers import alloc_on, toy_cluster, toy_graph
+from optsched.core import Job
+from optsched.heuristics.baselines import schedule_elasticflow, schedule_fcfs, schedule_gandiva, schedule_gavel
+from optsched.heuristics.baselines.cells import request_gpus
+from optsched.heuristics.baselines.elasticflow import minimum_share
+from optsched.heuristics.baselines.gavel import gavel_shares
+from optsched.heuristics.crius import algorithm1
+from optsched.rounds.crius import CriusRound, generate_crius_round
+from optsched.rounds.crius.admission import admit
+from optsched.rounds.crius.choice import counts, is_kept
+from optsched.rounds.crius.feasibility import violations
+from optsched.rounds.crius.table import build_crius_table
+
+BASELINES = (schedule_fcfs, schedule_gandiva, schedule_gavel, schedule_elasticflow)
+
+
+@pytest.fixture(scope="module", params=[(20, 0), (60, 1), (120, 5)])
+def case(request):
+    n, seed = request.param
+    r = generate_crius_round(n, seed=seed, deadline_fraction=0.2)
+    return r, build_crius_table(r)
+
+
+def test_algorithm1_is_feasible_and_bounded_by_the_depth(case) -> None:
+    r, t = case
+    for depth in (0, 1, 3):
+        rr = dataclasses.replace(r, search_depth=depth)
+        tt = build_crius_table(rr)
+        s = algorithm1(rr, tt)
+        assert s.complete and violations(rr, tt, s.choices, s.admission) == []
+        assert counts(rr, tt, s.choices)[0] <= depth
+        if s.admission.protected:
+            assert s.admission.protected in s.choices
+
+
+def test_deadline_objective(case) -> None:
+    r, _ = case
+    rr = dataclasses.replace(r, objective="deadline")
+    t = build_crius_table(rr)
+    s = algorithm1(rr, t)
+    assert violations(rr, t, s.choices, s.admission) == []
+    assert not set(s.choices) & s.admission.dropped
+
+
+def test_baselines_are_feasible(case) -> None:
+    r, t = case
+    for f in BASELINES:
+        s = f(r, t)
+        assert violations(r, t, s.choices, s.admission, search_depth=False) == [], f.__name__
+
+
+def _one_type_round(running_gpus: int, depth: int, queued_gpus: int = 2) -> CriusRound:
+    """One fast node of 4 GPUs: a running job on ``running_gpus`` of them (a model that scales poorly:
+    4 GPUs give it 1.8 times the throughput of 2) and a queued one."""
+    c = toy_cluster(fast_nodes=1, fast_gpus=4, slow_nodes=0)
+    jobs = (Job("big", "poor", 2, 100, submit_time=0.0), Job("wait", "tiny", queued_gpus, 100, submit_time=1.0))
+    models = (("poor", toy_graph("poor", flops=2e10, params=1e9)), ("tiny", toy_graph("tiny")))
+    return CriusRound(cluster=c, jobs=jobs, models=models, time=10.0, search_depth=depth,
+                      running=(alloc_on(c, "big", "fast", {"f0": running_gpus}, 1),))
+
+
+def test_scale_resource_rescales_within_the_depth() -> None:
+    # "big" runs 4 GPUs (2 N_G); "wait" needs 2: with depth 1 ScaleResource shrinks "big" to 2
+    r = _one_type_round(4, depth=1)
+    t = build_crius_table(r)
+    s = algorithm1(r, t)
+    assert "wait" in s.choices and not is_kept(r, t, 0, s.choices["big"]) and t.gpus[s.choices["big"].row] < 4
+    assert violations(r, t, s.choices, s.admission) == []
+    r0 = dataclasses.replace(r, search_depth=0)
+    t0 = build_crius_table(r0)
+    s0 = algorithm1(r0, t0)
+    assert "wait" not in s0.choices and is_kept(r0, t0, 0, s0.choices["big"])
+
+
+def test_opportunistic_execution_suspends_later_jobs() -> None:
+    c = toy_cluster(fast_nodes=1, fast_gpus=4, slow_nodes=0)
+    jobs = (Job("first", "tiny", 4, 100, submit_time=0.0), Job("later", "tiny", 4, 100, submit_time=5.0))
+    r = CriusRound(cluster=c, jobs=jobs, models=(("tiny", toy_graph("tiny")),), time=10.0, search_depth=0,
+                   running=(alloc_on(c, "later", "fast", {"f0": 4}, 1),))
+    t = build_crius_table(r)
+    adm = admit(r, t)
+    assert adm.protected == "first" and adm.opportunistic == {"later"}
+    s = algorithm1(r, t, adm)
+    assert "first" in s.choices and "later" not in s.choices  # suspended to launch the pending job
+    assert violations(r, t, s.choices, adm) == []
+
+
+def test_fcfs_blocks_at_the_head() -> None:
+    c = toy_cluster(fast_nodes=1, fast_gpus=4, slow_nodes=0)
+    jobs = (Job("run", "tiny", 2, 100, submit_time=0.0), Job("head", "tiny", 4, 100, submit_time=1.0),
+            Job("small", "tiny", 1, 100, submit_time=2.0))
+    r = CriusRound(cluster=c, jobs=jobs, models=(("tiny", toy_graph("tiny")),), time=10.0,
+                   running=(alloc_on(c, "run", "fast", {"f0": 2}, 1),))
+    t = build_crius_table(r)
+    assert request_gpus(r, t, 1) == 4
+    s = schedule_fcfs(r, t)
+    assert set(s.choices) == {"run"}                      # "head" does not fit, so "small" waits too
+    assert set(schedule_gandiva(r, t).choices) == {"run", "small"}  # backfilling
+
+
+def test_gavel_shares_and_elasticflow_minimum_share(case) -> None:
+    r, t = case
+    jobs = list(range(len(r.jobs)))
+    types = sorted({n.gpu_type for n in r.cluster.nodes})
+    y = gavel_shares(r, t, jobs, types)
+    assert (y >= -1e-9).all() and (y.sum(axis=1) <= 1 + 1e-6).all()
+    for b, ty in enumerate(types):
+        cap = sum(n.num_gpus for n in r.cluster.nodes_of_type(ty))
+        used = sum(y[a, b] * (request_gpus(r, t, j) or 0) for a, j in enumerate(jobs))
+        assert used <= cap + 1e-6
+    for j in jobs:
+        for ty in types:
+            m = minimum_share(t, j, ty)
+            if m is None:
+                continue
+            rows = [k for k in t.rows_of(j) if t.best_stages[k] and t.gpu_type[k] == ty]
+            fits = sorted(int(t.gpus[k]) for k in rows if t.dp_throughput[k] > 0)
+            assert m == (fits[0] if fits else max(int(t.gpus[k]) for k in rows))
+    assert np.isfinite(y).all()

@@ -1,0 +1,78 @@
+"""Best-fit decreasing placement (thesis Sec. 3.5.3): decreasing per-worker demand, best fit into
+non-empty servers, elastic jobs on inference servers with base and flexible groups apart, inelastic
+jobs on training servers; every placement feasible; the exact packing never worse."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from optsched.core.decision import Decision
+from optsched.core.job import Job
+from optsched.core.round import RoundProblem
+from optsched.heuristics.lyra_placement import best_fit_decreasing
+from optsched.policies import make_policy
+from optsched.rounds.lyra.cluster import two_pool_cluster, worker_allocation
+from optsched.rounds.lyra_allocate.payload import WorkerCount
+from optsched.rounds.placement import PlacementRound, generate_placement_round
+from optsched.rounds.placement.evaluate import objective, violations
+
+
+def _round(**kw: object) -> PlacementRound:
+    cluster = two_pool_cluster(2, 2)
+    jobs = (Job("el", "bert", 4, 1000, min_gpus=4, max_gpus=8, gpus_per_worker=2, fungible=True),
+            Job("in", "cnn", 4, 1000, gpus_per_worker=4, fungible=True),
+            Job("small", "cnn", 2, 1000, gpus_per_worker=1))
+    counts = (WorkerCount("el", 4, None), WorkerCount("in", 1, None), WorkerCount("small", 2, None))
+    return PlacementRound(cluster=cluster, jobs=jobs, inference_nodes=("inf-000", "inf-001"), workers=counts,
+                          **kw)  # type: ignore[arg-type]
+
+
+def test_preferences_groups_and_best_fit() -> None:
+    p = _round()
+    w = best_fit_decreasing(p)
+    assert violations(p, w) == [] and w.unplaced == ()
+    el = w.of("el")
+    assert el is not None
+    base_nodes, flex_nodes = {n for n, _ in el.base}, {n for n, _ in el.flexible}
+    assert base_nodes and flex_nodes and not base_nodes & flex_nodes
+    assert all(n.startswith("inf-") for n in base_nodes | flex_nodes)   # elastic: inference pool
+    assert w.of("in").base == (("train-000", 4),) and w.of("small").base == (("train-000", 2),)  # best fit
+    naive = best_fit_decreasing(p, lyra=False)
+    assert all(n.startswith("train-") for n in naive.of("el").gpus_per_node())
+
+
+def test_running_jobs_keep_base_and_scale_in() -> None:
+    cluster = two_pool_cluster(0, 2)
+    job = Job("e", "bert", 2, 100, min_gpus=2, max_gpus=8, fungible=True)
+    p = PlacementRound(cluster=cluster, jobs=(job,), running=(worker_allocation("e", {"inf-000": 4, "inf-001": 8}),),
+                       inference_nodes=("inf-000", "inf-001"), flexible=(("e", (("inf-001", 8),)),),
+                       workers=(WorkerCount("e", 3, "inference"),))
+    w = best_fit_decreasing(p)
+    assert w.of("e").base == (("inf-000", 4),) and w.of("e").flexible == (("inf-001", 2),)
+    assert violations(p, w) == []
+
+
+def test_bad_counts_are_named() -> None:
+    from optsched.core.errors import ValidationError
+    with pytest.raises(ValidationError, match=r"workers of job 'in': 2 is outside its range 0..1"):
+        _round().__class__(cluster=two_pool_cluster(1, 0), jobs=(Job("in", "cnn", 4, 10, gpus_per_worker=4),),
+                           workers=(WorkerCount("in", 2, None),))
+    with pytest.raises(ValidationError, match=r"pool inference for a job that is not fungible"):
+        PlacementRound(cluster=two_pool_cluster(1, 1), jobs=(Job("s", "cnn", 1, 10),), inference_nodes=("inf-000",),
+                       workers=(WorkerCount("s", 1, "inference"),))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_methods_feasible_and_exact_never_worse(seed: int) -> None:
+    p = generate_placement_round(seed=seed)
+    assert RoundProblem.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+    h = make_policy("lyra", kind="placement").decide(p)
+    for m in ("lyra", "bfd", "exact"):
+        d = make_policy(m, kind="placement").decide(p)
+        assert violations(p, d.payload) == [], m
+        assert d.objective == objective(p, d.payload)
+        assert Decision.from_dict(json.loads(json.dumps(d.to_dict()))).payload == d.payload
+    e = make_policy("exact", kind="placement").decide(p)
+    assert e.objective >= h.objective and e.heuristic_objective == h.objective

@@ -1,0 +1,93 @@
+"""Routing traces (optsched/perf/moe_routing.py): the synthetic generator meets the layer correlation
+of Lina Sec. 4.5.2 and the skew of Fig. 4.6, is reproducible, and the CSV loader reads back what the
+writer wrote and names the row and rule of every broken file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from optsched.core.errors import ValidationError
+from optsched.perf.moe_routing import (KEEP_TOP1, KEEP_TOP2, RoutingTrace, SyntheticRouter, group_keep_ratio,
+                                       read_routing_csv, synthetic_routing, write_routing_csv)
+
+
+@pytest.mark.parametrize("experts", [12, 16])
+def test_synthetic_routing_keeps_groups_as_the_paper_observes(experts: int) -> None:
+    trace = synthetic_routing(experts, 12, batches=8, tokens_per_batch=2048, seed=3)
+    assert group_keep_ratio(trace, 1) == pytest.approx(KEEP_TOP1, abs=0.03)
+    assert group_keep_ratio(trace, 2) == pytest.approx(KEEP_TOP2, abs=0.03)
+    first = trace.loads(0)
+    assert first.max() / max(first.min(), 1) > 2.0  # skewed popularity
+    assert first.sum() == trace.num_tokens
+
+
+def test_synthetic_routing_is_reproducible_and_top_k_is_distinct() -> None:
+    a = synthetic_routing(16, 6, batches=2, tokens_per_batch=64, top_k=2, seed=5)
+    b = synthetic_routing(16, 6, batches=2, tokens_per_batch=64, top_k=2, seed=5)
+    c = synthetic_routing(16, 6, batches=2, tokens_per_batch=64, top_k=2, seed=6)
+    assert np.array_equal(a.choices, b.choices) and not np.array_equal(a.choices, c.choices)
+    assert a.top_k == 2 and np.all(a.choices[:, :, 0] != a.choices[:, :, 1])
+    assert [len(x) for x in a.batches()] == [64, 64]
+    assert a.loads(0, ranks=1).sum() == 128 and a.loads(0).sum() == 256
+
+
+def test_one_router_serves_profiling_and_inference() -> None:
+    router = SyntheticRouter.create(8, 4, seed=1)
+    assert np.allclose(router.transitions.sum(axis=2), 1.0)
+    x, y = router.sample(1, 100, seed=1), router.sample(1, 100, seed=2)
+    assert x.num_layers == y.num_layers == 4 and not np.array_equal(x.choices, y.choices)
+
+
+def test_bad_generator_arguments() -> None:
+    with pytest.raises(ValidationError, match="top-k 17 is larger than the number of experts"):
+        synthetic_routing(16, 4, top_k=17)
+    with pytest.raises(ValidationError, match="keep_top1 <= keep_top2"):
+        SyntheticRouter.create(8, 4, keep_top1=0.6, keep_top2=0.5)
+    with pytest.raises(ValidationError, match="top-k 3 is larger"):
+        group_keep_ratio(synthetic_routing(2, 3, batches=1, tokens_per_batch=4), 3)
+
+
+def test_trace_checks_its_values() -> None:
+    with pytest.raises(ValidationError, match="expert 4 does not exist"):
+        RoutingTrace(np.array([[0, 4]]), np.array([0]), 4)
+    with pytest.raises(ValidationError, match="token 0 chose expert 1 twice at layer 1"):
+        RoutingTrace(np.array([[[0, 1], [1, 1]]]), np.array([0]), 4)
+    with pytest.raises(ValidationError, match="one integer per token"):
+        RoutingTrace(np.array([[0, 1]]), np.array([0, 1]), 4)
+    with pytest.raises(ValidationError, match="layer 2 does not exist"):
+        RoutingTrace(np.array([[0, 1]]), np.array([0]), 4).loads(2)
+
+
+def test_csv_round_trip(tmp_path: Path) -> None:
+    trace = synthetic_routing(8, 5, batches=3, tokens_per_batch=20, top_k=2, seed=2)
+    path = write_routing_csv(trace, tmp_path / "routing.csv")
+    back = read_routing_csv(path, num_experts=8, num_layers=5)
+    assert np.array_equal(back.choices, trace.choices) and np.array_equal(back.batch, trace.batch)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "r.csv"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("batch,token,layer,expert\n0,0,0,1\n0,0,1,9\n", r"row 2 \(line 3\): expert 9 does not exist \(the model has 4 experts, 0-3\)"),
+    ("batch,token,layer,expert\n0,0,0,1\n0,0,2,1\n", r"row 2 \(line 3\): layer 2 does not exist \(the model has 2 MoE layers"),
+    ("batch,token,layer,expert\n0,0,0,1\n0,0,0,2\n", r"row 2 \(line 3\): token 0 of batch 0 has a second row for layer 0"),
+    ("batch,token,layer,expert\n0,0,0,1\n", r"token 0 of batch 0 has no row for layer 1, rank 0"),
+    ("batch,token,layer,expert\n0,0,0,x\n", r"row 1 \(line 2\): expert must be an integer, got 'x'"),
+    ("batch,token,layer,expert\n0,-1,0,1\n", r"row 1 \(line 2\): token must be >= 0"),
+    ("batch,token,layer\n0,0,0\n", r"missing column\(s\) expert"),
+    ("batch,token,layer,expert,rank\n0,0,0,1,0\n0,0,0,1,1\n0,0,1,1,0\n0,0,1,2,1\n",
+     r"row 2 \(line 3\): token 0 of batch 0 chose expert 1 at two ranks of layer 0"),
+    ("batch,token,layer,expert,rank\n0,0,0,1,5\n", r"rank 5 means top-6 gating, more than the 4 experts"),
+    ("batch,token,layer,expert\n0,0,0\n", r"row 1 \(line 2\): 3 fields, the header has 4"),
+    ("", r"empty file"),
+])
+def test_csv_errors_name_row_and_rule(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        read_routing_csv(_write(tmp_path, body), num_experts=4, num_layers=2)

@@ -1,0 +1,97 @@
+"""The crius methods: registry, the exact policy never below the heuristic, time limits, the CLI and
+gap studies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import optsched
+from optsched.cli import main
+from optsched.core import ValidationError
+from optsched.experiments.gap import GapPoint, gap_row, run_gap_point
+from optsched.perf.crius.cell_estimator import EstimatorParams
+from optsched.policies.registry import methods_of
+from optsched.rounds.crius import generate_crius_round
+from optsched.heuristics.baselines.cells import NO_ADMISSION
+from optsched.rounds.crius.decision import choices_of
+from optsched.rounds.crius.feasibility import violations
+from optsched.rounds.crius.objective import objective
+from optsched.rounds.crius.table import build_crius_table
+from optsched.rounds.rubick.generate import generate_rubick_round
+
+METHODS = ("exact", "crius-exact", "crius", "heuristic", "fcfs", "gandiva", "gavel", "elasticflow")
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return generate_crius_round(50, seed=7)
+
+
+def test_methods_are_registered() -> None:
+    assert methods_of("crius") == METHODS
+
+
+def test_every_method_decides_feasibly(problem) -> None:
+    table = build_crius_table(problem)
+    exact = optsched.solve(problem, "exact", time_limit=30)
+    heur = optsched.solve(problem, "crius", time_limit=30)
+    assert exact.objective >= heur.objective - 1e-9 and exact.heuristic_objective == pytest.approx(heur.objective)
+    assert exact.status in ("optimal", "feasible", "heuristic-fallback")
+    for m in METHODS:
+        d = optsched.solve(problem, m, time_limit=30)
+        crius = m in ("exact", "crius-exact", "crius", "heuristic")
+        admission = None if crius else NO_ADMISSION
+        assert violations(problem, table, choices_of(d, table, problem), admission, search_depth=crius) == [], m
+        assert d.objective == pytest.approx(objective(problem, table, choices_of(d, table, problem)))
+
+
+def test_wrong_kind_and_bad_extra(problem) -> None:
+    with pytest.raises(ValidationError, match="solves crius rounds"):
+        optsched.make_policy("crius", kind="crius").decide(generate_rubick_round(2, 8, 4, 0))
+    with pytest.raises(ValidationError, match="estimator_params must be an EstimatorParams"):
+        optsched.solve(problem, "crius", estimator_params="fast")
+    slower = optsched.solve(problem, "crius", estimator_params=EstimatorParams(tp_efficiency=0.5))
+    assert slower.kind == "crius"
+
+
+def test_a_tiny_time_limit_still_answers(problem) -> None:
+    d = optsched.solve(problem, "exact", time_limit=0.05)
+    assert d.status in ("partial", "heuristic-fallback", "optimal", "feasible")
+    assert len(d.jobs) == len(problem.jobs)
+
+
+def test_cli_gen_round_and_solve(tmp_path, capsys) -> None:
+    path = tmp_path / "r.json"
+    assert main(["gen-round", "--kind", "crius", "--jobs", "12", "--seed", "2", "--out", str(path)]) == 0
+    data = json.loads(path.read_text())
+    assert data["kind"] == "crius" and len(data["jobs"]) == 12 and data["cluster"]["name"] == "crius-sim-1280"
+    assert main(["solve", str(path), "--method", "exact", "--time-limit", "20"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "crius" and out["cells"] and out["status"] in ("optimal", "feasible")
+    assert main(["gen-round", "--kind", "crius", "--nodes", "3"]) == 2
+    assert "does not take --nodes" in capsys.readouterr().err
+    data["jobs"][0]["deadline"] = 1.0
+    path.write_text(json.dumps(data))
+    assert main(["solve", str(path)]) == 2
+    assert "deadline 1 s is before the round's time" in capsys.readouterr().err
+
+
+def test_gap_study_covers_the_kind() -> None:
+    row = gap_row(generate_crius_round(20, seed=3), time_limit=10)
+    assert row["kind"] == "crius" and row["exact_objective"] >= row["heuristic_objective"] - 1e-9
+    assert row["lp_bound"] >= row["exact_objective"] - 1e-5
+    assert run_gap_point(GapPoint("crius", (("jobs", 8),), seed=1, time_limit=5))["jobs"] == 8
+
+
+def test_cli_simulate_crius(tmp_path, capsys) -> None:
+    out = tmp_path / "sim"
+    assert main(["simulate", "--kind", "crius", "--cluster", "crius-testbed-64", "--jobs", "10", "--policy", "crius",
+                 "fcfs", "--out", str(out), "--no-plots", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "crius-testbed-64" in text and "fcfs" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["policies"]) == {"crius", "fcfs"}
+    assert main(["simulate", "--kind", "crius", "--policy", "rubick", "--out", str(tmp_path / "x")]) == 2
+    assert "rubick is no crius method" in capsys.readouterr().err

@@ -1,0 +1,70 @@
+"""The moe-comm methods (optsched/policies/moe_comm.py): on the Fig. 4.7-shaped pass the policies order
+as Lina's text reports, and the exact schedule is never slower than any policy."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+import optsched
+from optsched.core.decision import Decision
+from optsched.core.errors import ValidationError
+from optsched.formulations import moe_comm_schedule
+from optsched.heuristics.moe_comm import POLICIES
+from optsched.policies.registry import describe_methods
+from optsched.rounds.moe_comm import fig47_round, generate
+from optsched.rounds.moe_comm.tasks import build_tasks
+from optsched.rounds.moe_comm.timeline import violations
+
+RULES = ("fair", "priority", "defer", "microop", "lina")
+
+
+def test_methods_are_registered() -> None:
+    assert set(describe_methods()["moe-comm"]) == {"exact", *RULES}
+
+
+def test_fig_4_7_order() -> None:
+    r = fig47_round()
+    step = {m: -optsched.solve(r, method=m, time_limit=10).objective for m in (*RULES, "exact")}
+    end = {m: POLICIES[m].schedule(r).compute_end_ms for m in RULES}
+    assert step["priority"] > step["fair"] and end["priority"] > end["fair"]  # naive priority is slower (4.7b)
+    assert step["defer"] < step["fair"] and end["defer"] < end["fair"]  # deferral is faster (4.7c)
+    assert step["microop"] < step["fair"] and step["lina"] < step["fair"]  # micro-ops are faster (4.8)
+    assert step["lina"] < step["microop"]  # pipelining the FFN helps
+    assert step["exact"] <= min(step[m] for m in RULES) + 1e-9  # the exact schedule is no slower than any
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_exact_is_never_slower_than_any_rule(seed: int) -> None:
+    r = generate(seed=seed, moe_layers=2)
+    exact = optsched.solve(r, method="exact", time_limit=1.0)
+    rules = {m: optsched.solve(r, method=m) for m in RULES}
+    assert exact.objective >= max(d.objective for d in rules.values()) - 1e-9
+    assert exact.heuristic_objective == pytest.approx(max(d.objective for d in rules.values()))
+    assert exact.bound is not None and exact.bound >= exact.objective - 1e-9
+    back = Decision.from_dict(json.loads(json.dumps(exact.to_dict())))
+    assert back == exact and back.payload.step_ms == -exact.objective
+
+
+def test_exact_model_finds_the_optimum_of_a_small_pass() -> None:
+    r = fig47_round()
+    sol = moe_comm_schedule.solve(r, time_limit=10, hint=POLICIES["lina"].schedule(r))
+    assert sol.status == "optimal" and violations(r, sol.payload["timeline"]) == []
+    assert -sol.bound <= -sol.objective <= POLICIES["lina"].schedule(r).step_ms + 1e-9
+    whole = moe_comm_schedule.solve(r, time_limit=10, hint=POLICIES["priority"].schedule(r))
+    assert whole.objective == pytest.approx(sol.objective, abs=1e-3)  # the hint does not change the optimum
+    assert len(build_tasks(r, split=True, pipeline=True).tasks) > len(build_tasks(r, split=False).tasks)
+
+
+def test_no_time_left_returns_the_fastest_rule() -> None:
+    r = fig47_round()
+    d = optsched.solve(r, method="exact", time_limit=0.5, clock_start=time.perf_counter() - 1.0)
+    assert d.status == "heuristic-fallback" and "the best rule was 'lina'" in d.message
+    assert d.objective == optsched.solve(r, method="lina").objective
+
+
+def test_milp_back_ends_are_refused() -> None:
+    with pytest.raises(ValidationError, match="CP-SAT interval variables; backend 'cbc'"):
+        optsched.solve(fig47_round(), method="exact", backend="cbc")

@@ -1,0 +1,190 @@
+"""The solve service (``optsched serve``, :mod:`optsched.service`): a real server on a free loopback port,
+started and stopped by the tests, asked with a real HTTP client (``urllib.request``)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import http.client
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from helpers import chosen_row_is_given, own_coefficients_round, without_solve_time
+
+import optsched
+from optsched.cli import main
+from optsched.core.decision import Decision
+from optsched.core.errors import ValidationError
+from optsched.policies.registry import methods_of
+from optsched.rounds.rubick.generate import generate_rubick_round
+from optsched.service import ServiceConfig, parse_solve_request
+
+pytest.importorskip("starlette", reason="the service needs the 'serve' extra (starlette)")
+pytest.importorskip("uvicorn", reason="the service needs the 'serve' extra (uvicorn)")
+
+#: body cap of the test server (MiB), small enough to test the 413 answer
+MAX_BODY_MB = 1
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """``optsched serve`` in a child process on a free loopback port; stopped after the module's tests."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "optsched.cli", "serve", "--port", str(port), "--max-body-mb",
+                             str(MAX_BODY_MB), "--max-time-limit", "60", "--workers", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            if proc.poll() is not None:
+                raise RuntimeError(f"optsched serve exited: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("optsched serve did not answer /health within 30 s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _call(url: str, body: Any = None, *, raw: bytes | None = None) -> tuple[int, Any]:
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _cli_error(tmp_path: Path, text: str, *args: str, capsys: Any) -> str:
+    path = tmp_path / "round.json"
+    path.write_text(text, encoding="utf-8")
+    assert main(["solve", str(path), *args]) == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_health_and_schemas(server: str) -> None:
+    status, health = _call(server + "/health")
+    assert status == 200 and health["status"] == "ok" and health["workers"] == 2
+    assert health["methods"]["rubick"] == list(methods_of("rubick"))
+    assert _call(server + "/schemas")[1] == {"schemas": ["/schemas/decision", "/schemas/round", "/schemas/perf-params"]}
+    for name in ("round", "round.schema.json", "perf-params"):
+        status, schema = _call(f"{server}/schemas/{name}")
+        assert status == 200 and schema["$schema"].startswith("https://json-schema.org/")
+    status, err = _call(server + "/schemas/plan")
+    assert status == 404 and err["error"].startswith("optsched: error: unknown schema 'plan'")
+
+
+@pytest.mark.parametrize("method", methods_of("rubick"))
+def test_own_coefficients_round_through_the_service(server: str, method: str) -> None:
+    """Must show (issue 16): the round with custom models and its own coefficient table, through the
+    service, with every method; the chosen configurations are given rows, and the answer equals
+    ``optsched.solve`` in-process."""
+    data = own_coefficients_round()
+    status, decision = _call(f"{server}/solve?method={method}&time_limit=10", data)
+    assert status == 200, decision
+    chosen_row_is_given(data, decision)
+    local = optsched.solve(optsched.RoundProblem.from_dict(data), method, 10.0)
+    assert without_solve_time(Decision.from_dict(decision)) == without_solve_time(local)
+
+
+def test_envelope_options_and_their_conflicts(server: str) -> None:
+    data = own_coefficients_round()
+    status, d = _call(server + "/solve", {"round": data, "method": "sia", "time_limit": 5, "seed": 1})
+    assert status == 200 and d["method"] == "sia"
+    status, err = _call(server + "/solve?method=fifo", {"round": data, "method": "sia"})
+    assert status == 400 and err["error"] == ("optsched: error: option 'method' given both in the query and in "
+                                              "the body; give it once")
+    status, err = _call(server + "/solve?time_limit=600", data)
+    assert status == 400 and "exceeds this server's cap of 60 s" in err["error"]
+    status, err = _call(server + "/solve", {"round": data, "seed": "one"})
+    assert status == 400 and err["error"] == "optsched: error: option 'seed': expected int, got 'one'"
+
+
+def test_bad_input_gets_400_with_the_clis_line(server: str, tmp_path: Path, capsys: Any) -> None:
+    bad_json = '{"kind": "rubick", "cluster": "a800-8x8",'
+    status, err = _call(server + "/solve", raw=bad_json.encode())
+    assert status == 400
+    cli = _cli_error(tmp_path, bad_json, capsys=capsys)
+    assert err["error"] == cli.replace(str(tmp_path / "round.json"), "request body")
+    data = own_coefficients_round()
+    data["coefficients"]["embed-1b"][0]["throughput"] = -1
+    status, err = _call(server + "/solve", data)
+    assert status == 400
+    assert err["error"] == _cli_error(tmp_path, json.dumps(data), capsys=capsys)
+    status, err = _call(server + "/solve?method=nope", own_coefficients_round())
+    assert status == 400 and err["error"] == _cli_error(tmp_path, json.dumps(own_coefficients_round()), "--method",
+                                                        "nope", capsys=capsys)
+
+
+def test_infeasible_round_is_422_and_oversized_body_413(server: str) -> None:
+    # two guaranteed jobs each needing the node's 8 GPUs, no quotas: both admitted, one fits
+    data = {"kind": "rubick", "cluster": own_coefficients_round()["cluster"],
+            "jobs": [{"name": n, "model": "bert", "requested_gpus": 8, "total_iterations": 10, "guaranteed": True}
+                     for n in ("a", "b")]}
+    data["cluster"]["nodes"] = data["cluster"]["nodes"][:1]
+    status, err = _call(server + "/solve?method=heuristic", data)
+    assert status == 422 and "cannot reach its performance guarantee" in err["error"]
+    # refused on its Content-Length, before the body is read (the headers alone are sent)
+    host, port = server.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.putrequest("POST", "/solve")
+    conn.putheader("Content-Length", str(MAX_BODY_MB * 2 ** 20 + 1))
+    conn.endheaders()
+    response = conn.getresponse()
+    assert response.status == 413 and "exceeds this server's cap" in json.loads(response.read())["error"]
+    conn.close()
+
+
+def test_time_limit_holds_and_concurrent_requests_do_not_mix(server: str) -> None:
+    rounds = [generate_rubick_round(8, 8, 40, seed=s).to_dict() for s in range(4)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda r: _call(server + "/solve?method=heuristic", r), rounds))
+    for r, (status, d) in zip(rounds, answers):
+        assert status == 200
+        local = optsched.solve(optsched.RoundProblem.from_dict(r), "heuristic")
+        assert without_solve_time(Decision.from_dict(d)) == without_solve_time(local)
+    big = generate_rubick_round(24, 8, 100, seed=0).to_dict()
+    started = time.perf_counter()
+    status, d = _call(server + "/solve?method=exact&time_limit=0.5", big)
+    assert status == 200 and d["solve_seconds"] <= 0.5 + 1.5  # the margin of tests/policies/test_time_limit.py
+    assert time.perf_counter() - started < 0.5 + 5.0
+
+
+def test_parse_solve_request_rules() -> None:
+    config = ServiceConfig(max_time_limit=10)
+    data, options = parse_solve_request(b'{"kind": "rubick"}', {"time_limit": "2.5", "defer_unreachable": "true"},
+                                        config)
+    assert data == {"kind": "rubick"} and options == {"time_limit": 2.5, "defer_unreachable": True}
+    with pytest.raises(ValidationError, match="request body: expected a JSON object"):
+        parse_solve_request(b"[1]", {}, config)
+    with pytest.raises(ValidationError, match=r"request body: unknown field\(s\) extra; an envelope holds round"):
+        parse_solve_request(b'{"round": {}, "extra": 1}', {}, config)
+    with pytest.raises(ValidationError, match="option 'defer_unreachable': expected bool, got 'maybe'"):
+        parse_solve_request(b'{"kind": "rubick"}', {"defer_unreachable": "maybe"}, config)
+    with pytest.raises(ValidationError, match="max_body_bytes must be a positive integer"):
+        ServiceConfig(max_body_bytes=0)
