@@ -29,7 +29,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from optsched.core.errors import ValidationError
-from optsched.perf.identifiability import MIN_OFFLOAD_ROWS, OFFLOAD_ONLY, Identification, identify
+from optsched.perf.identifiability import MIN_OFFLOAD_ROWS, Identification, identify
 from optsched.perf.iteration_time import PerfParams, PlanFeatures, predict_iteration_time
 from optsched.perf.model_v2 import FAMILY_MULTIPLIERS, check_form
 from optsched.perf.performance_model import Config, PerformanceModel
