@@ -2,7 +2,8 @@
 durations, side by side with the paper (issues "Trace-driven cluster simulator" and 17).
 
     python benchmarks/rubick_table4.py [--traces base bp mt] [--presets rubick-paper rubick-artifact]
-                                       [--durations ignore use] [--data ../shared/data/morphling] [--exact]
+                                       [--durations ignore use] [--configs all measured]
+                                       [--data ../shared/data/morphling] [--exact]
 
 * base trace: Rubick vs Sia-like, Synergy-like, Rubick-E/R/N;
 * bp (best-plan) trace: Rubick vs Sia-like and Synergy-like;
@@ -14,7 +15,10 @@ durations, side by side with the paper (issues "Trace-driven cluster simulator" 
 A *setting* is a simulator preset (``optsched.sim.presets``: ``rubick-paper`` = rounds on events and
 every 300 s, 78 s reconfiguration, 63 s restart, free first start; ``rubick-artifact`` = rounds only on
 a 60 s tick, 260 s for every start, restart and reconfiguration) and whether jobs run at their trace's
-own duration (``use``, ``optsched.sim.trace_speed``) or at the ground truth alone (``ignore``). Ground
+own duration (``use``, ``optsched.sim.trace_speed``) or at the ground truth alone (``ignore``), and
+whether policies may choose any configuration (``all``) or only those the measured tables contain
+(``measured``, issue 11: no decision rests on extrapolation; a job whose request is not measured gets
+the nearest measured stand-in, ``optsched.rounds.rubick.table``). Ground
 truth: ``MeasuredGroundTruth`` on ``<data>/placements`` (measured rows exactly, calibrated Eq. 1
 elsewhere); policies decide from the built-in fitted model. The BP trace's five GPT-2 ZeRO-DP jobs on
 2 GPUs (rows 74, 110, 170, 212, 339), which our memory model rejects (81.9 GiB per GPU on an 80 GiB
@@ -40,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from optsched.core.catalog import get_cluster  # noqa: E402
-from optsched.experiments.compare import run_policies  # noqa: E402
+from optsched.experiments.compare import measured_configs, run_policies  # noqa: E402
 from optsched.sim.ground_truth import MeasuredGroundTruth  # noqa: E402
 from optsched.sim.presets import PRESETS, get_preset  # noqa: E402
 from optsched.sim.trace_speed import trace_speeds  # noqa: E402
@@ -63,6 +67,7 @@ FILES = {"base": "workload-base.csv", "bp": "workload-bp.csv", "mt": "workload-m
 #: the reference policy run on every trace (not in the paper)
 REFERENCE = "fifo-backfill"
 DURATIONS = ("ignore", "use")
+CONFIGS = ("all", "measured")
 
 
 def _h(v: float | None) -> float | None:
@@ -77,21 +82,22 @@ def _fmt(v: object) -> str:
     return "-" if v is None else str(v)
 
 
-def setting_name(preset: str, durations: str) -> str:
-    """``paper/ignore`` style label of a setting."""
-    return f"{preset.removeprefix('rubick-')}/{durations}"
+def setting_name(preset: str, durations: str, configs: str = "all") -> str:
+    """``paper/ignore`` style label of a setting (``/measured`` appended for measured-only)."""
+    return f"{preset.removeprefix('rubick-')}/{durations}" + ("/measured" if configs == "measured" else "")
 
 
 def run_setting(trace_name: str, trace, truth, cluster, preset: str, durations: str, policies: list[str],
-                time_limit: float) -> tuple[dict, dict | None]:
+                time_limit: float, configs: str = "all") -> tuple[dict, dict | None]:
     """Summaries of every policy on one trace under one setting, and the anchoring counts."""
     config = get_preset(preset).config()
     speeds = trace_speeds(trace, truth, cluster) if durations == "use" else None
+    allowed = measured_configs(truth) if configs == "measured" else None
     results = {}
     for policy in policies:  # one at a time: the machine is shared
         results.update(run_policies(cluster, trace.jobs, truth, [policy], config, round_fields=trace.round_fields(),
                                     time_limit=time_limit, trace_name=trace_name, progress=True,
-                                    time_scale=None if speeds is None else speeds.scales))
+                                    time_scale=None if speeds is None else speeds.scales, allowed_configs=allowed))
     summaries = {p: {**r.summary(), "wall_seconds": r.wall_seconds} for p, r in results.items()}
     return summaries, None if speeds is None else speeds.to_dict()
 
@@ -132,15 +138,18 @@ def _avg(summary: dict, group: str) -> float | None:
 
 
 def matrix(runs: dict[tuple[str, str], dict], settings: list[str]) -> str:
-    """Average JCT h (ratio to Rubick) per (trace, policy, group) and setting, next to the paper's,
-    then Rubick/FIFO-backfill average JCT per trace and setting."""
+    """Average JCT h (ratio to Rubick) and, for all jobs, the measured share ``m``, per (trace, policy,
+    group) and setting, next to the paper's; then Rubick/FIFO-backfill average JCT per trace and
+    setting."""
     cells: dict[tuple[str, str, str], dict[str, str]] = {}
     for (trace, setting), summaries in runs.items():
         for group in (("all", "guaranteed", "best_effort") if trace == "mt" else ("all",)):
             base = _avg(summaries["rubick"], group)
             for policy, s in summaries.items():
                 v = _avg(s, group)
-                cells.setdefault((trace, policy, group), {})[setting] = f"{_fmt(_h(v))} ({_fmt(_ratio(v, base))}x)"
+                share = s.get("measured_share") if group == "all" else None
+                cells.setdefault((trace, policy, group), {})[setting] = (
+                    f"{_fmt(_h(v))} ({_fmt(_ratio(v, base))}x)" + ("" if share is None else f" m{share:.2f}"))
     head = ["trace", "policy", "group", "paper", *settings]
     body = []
     for (trace, policy, group), by_setting in cells.items():
@@ -166,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--presets", nargs="+", default=sorted(PRESETS, reverse=True), choices=sorted(PRESETS))
     ap.add_argument("--durations", nargs="+", default=list(DURATIONS), choices=DURATIONS,
                     help="run jobs at the ground truth alone (ignore) and/or at their trace's own duration (use)")
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS,
+                    help="policies choose among all configurations and/or only the measured ones")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the morphling data directory")
     ap.add_argument("--exact", action="store_true", help="also run rubick-exact on the base trace")
     ap.add_argument("--time-limit", type=float, default=5.0, help="per-round limit of rubick-exact")
@@ -176,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cluster = get_cluster("a800-8x8")
     truth = MeasuredGroundTruth.from_directory(args.data / "placements", cluster)
-    settings = [(p, d) for p, d in itertools.product(args.presets, args.durations)]
+    settings = list(itertools.product(args.presets, args.durations, args.configs))
     rows: list[tuple] = []
     runs: dict[tuple[str, str], dict] = {}
     anchoring = []
@@ -185,21 +196,23 @@ def main(argv: list[str] | None = None) -> int:
         policies = list(PAPER[name]) + [REFERENCE]
         if args.exact and name == "base":
             policies.append("rubick-exact")
-        for preset, durations in settings:
-            label = setting_name(preset, durations)
-            summaries, counts = run_setting(name, trace, truth, cluster, preset, durations, policies, args.time_limit)
+        for preset, durations, configs in settings:
+            label = setting_name(preset, durations, configs)
+            summaries, counts = run_setting(name, trace, truth, cluster, preset, durations, policies, args.time_limit,
+                                            configs)
             if counts is not None and not any(a[0] == name for a in anchoring):
                 anchoring.append((name, counts))
             runs[(name, label)] = summaries
             rows += table_rows(name, label, summaries)
     path = emit(HEADER, rows, "rubick_table4.csv")
     sys.stdout.write("\naverage JCT h (ratio to Rubick) per setting; paper = Rubick Table 4\n\n"
-                     + matrix(runs, [setting_name(p, d) for p, d in settings]))
+                     + matrix(runs, [setting_name(*s) for s in settings]))
     for name, counts in anchoring:
         sys.stdout.write(f"\n{name}: trace durations anchor {counts['anchored']} of {counts['jobs']} jobs "
                          f"({counts['implausible']} implausible rows left at the ground truth: "
                          f"{counts['implausible_rows']})")
-    sys.stdout.write(f"\n\nground truth: {truth.describe()}\nsettings: preset/trace durations; measured_share: "
+    sys.stdout.write(f"\n\nground truth: {truth.describe()}\nsettings: preset/trace durations[/measured: "
+                     f"measured configurations only]; measured_share: "
                      f"share of job-time on measured configurations (the rest is calibrated Eq. 1)\nwrote {path}\n")
     return 0
 

@@ -46,7 +46,9 @@ from optsched.core.jsonio import format_json, parse_json_text, read_json
 from optsched.core.plan import ZeroMode
 from optsched.core.units import unit_warnings
 from optsched.core.pool import gpu_pool
-from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit
+from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit, identification
+from optsched.perf.iteration_time import PerfParams
+from optsched.perf.model_v2 import DEFAULT_FORM, MODEL_FORMS
 from optsched.perf.measurements import (Measurement, measured_times, read_placements_csv, read_profile_forward_s,
                                        sample_measurements)
 from optsched.perf.performance_model import PerformanceModel
@@ -184,8 +186,10 @@ def sample_rows(rows: Sequence[Measurement], n: int, seed: int) -> list[Measurem
 # -- fit -----------------------------------------------------------------------------------------
 def _add_fit(sub: Any) -> None:
     p = sub.add_parser("fit", help="fit the iteration-time model to measured rows",
-                       description="Fit Morphling's 7-parameter iteration-time model to a placements CSV "
-                                   "(columns exec_plan,placement,iter_time) and write the params JSON.")
+                       description="Fit the iteration-time model (Morphling's Eq. 1, or model v2 with the placement-"
+                                   "shape terms, docs/perf_model.md) to a placements CSV (columns "
+                                   "exec_plan,placement,iter_time) and write the params JSON. Only the parameters the "
+                                   "rows identify are fitted; the others are held and listed.")
     p.add_argument("--placements", required=True, metavar="CSV", help="measured rows")
     p.add_argument("--model", required=True, metavar="NAME", help="catalogue model name, e.g. bert")
     p.add_argument("--samples", type=int, metavar="N",
@@ -197,6 +201,8 @@ def _add_fit(sub: Any) -> None:
                    help=f"built-in cluster giving the bandwidths ({DEFAULT_CLUSTER})")
     p.add_argument("--gpu-type", default=DEFAULT_GPU_TYPE, metavar="T", help=f"GPU type ({DEFAULT_GPU_TYPE})")
     p.add_argument("--starts", type=int, default=8, metavar="K", help="optimizer starts (8)")
+    p.add_argument("--model-form", choices=MODEL_FORMS, default=DEFAULT_FORM,
+                   help=f"'eq1': Appendix A alone; 'v2': with the terms the rows identify (default {DEFAULT_FORM})")
     fwd = p.add_mutually_exclusive_group()
     fwd.add_argument("--fwd-s", type=float, metavar="SECONDS",
                      help="profiled forward time of one sample on one GPU: fixed instead of fitted (Appendix A.1)")
@@ -229,16 +235,20 @@ def _cmd_fit(args: argparse.Namespace) -> int:
                                   f"forward FLOPs of {model.name} at the peak of one {args.gpu_type}")
         source = f" (from {args.profile})" if args.profile else ""
         _err(f"{PROG} fit: forward time fixed at {fwd_s:.6g} s per sample{source}")
-    fitted = fit(base, _configs(used), measured_times(used), fwd_s=fwd_s, seed=args.seed, starts=args.starts)
+    ident = identification(base, _configs(used), fwd_s=fwd_s, form=args.model_form)
+    fitted = fit(base, _configs(used), measured_times(used), fwd_s=fwd_s, seed=args.seed, starts=args.starts,
+                 form=args.model_form)
     _write_text(args.out, json.dumps(fitted.to_dict(), indent=2) + "\n")
     n_off = sum(1 for r in used if r.plan.zero is ZeroMode.OFFLOAD)
-    _out(f"fitted {model.name} on {args.gpu_type} ({cluster.name}): {len(used)} of {len(rows)} rows "
+    _out(f"fitted {model.name} ({args.model_form}) on {args.gpu_type} ({cluster.name}): {len(used)} of {len(rows)} rows "
          f"({n_off} ZeRO-Offload), RMSLE {fitted.rmsle:.4f}")
     identified = set(fitted.identified)
-    body = [(n, f"{v:.6g}", "fitted" if n in identified else "prior")
-            for n, v in fitted.params.to_dict().items()]
+    names = fitted.params.names() if args.model_form == "v2" else PerfParams.EQ1
+    body = [(n, f"{getattr(fitted.params, n):.6g}", "fitted" if n in identified else f"held: {ident.reasons[n]}")
+            for n in names]
     _out(_table(("parameter", "value", "source"), body))
     _out(f"identified: {', '.join(fitted.identified) or 'none'}")
+    _out(f"held: {', '.join(ident.held) or 'none'}")
     _out(f"wrote {args.out}")
     return 0
 
@@ -599,6 +609,10 @@ def _add_simulate(sub: Any) -> None:
                    help="workload traces carry each job's duration next to its steps: 'use' (default) runs every "
                         "job at duration/steps at its request and scales its other configurations by the ground "
                         "truth; 'ignore' runs them at the ground truth alone (docs/simulation.md)")
+    p.add_argument("--configs", choices=("all", "measured"), default="all",
+                   help="candidate configurations of every policy: 'all' (default) or only those the measured "
+                        "ground truth contains ('measured', needs --ground-truth measured:DIR), so that no "
+                        "decision rests on extrapolation; summary.json then gives each policy's measured_share")
     p.add_argument("--preset", metavar="NAME", choices=sorted(PRESETS),
                    help="settings of a published simulator: " + "; ".join(
                        f"{n}: {_preset_text(PRESETS[n])}" for n in sorted(PRESETS))
@@ -658,7 +672,7 @@ def _sim_config(args: argparse.Namespace) -> Any:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from optsched.experiments.compare import comparison_rows, run_policies, write_outputs
+    from optsched.experiments.compare import comparison_rows, measured_configs, run_policies, write_outputs
     from optsched.sim.trace_speed import trace_speeds
     from optsched.sim.traces import detect_format, load_trace
     _check_output_dir(args.out)
@@ -670,6 +684,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     cluster = _cluster(args.cluster or DEFAULT_CLUSTER)
     truth = _ground_truth(args.ground_truth, cluster)
     models = _policy_models(args.params, cluster)
+    allowed = None
+    if args.configs == "measured":
+        try:
+            allowed = measured_configs(truth)
+        except ValidationError as exc:
+            raise ValidationError(f"--configs measured: {exc}") from None
     config = _sim_config(args)
     options: dict[str, Any] = {}
     if args.trace == "synthetic":
@@ -681,12 +701,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace, cluster, seed=args.seed, iteration_time=truth.iteration_time, **options)
     log.info("trace %s: %d jobs (%s); ground truth %s", trace.name, len(trace), trace.source, truth.describe())
     speeds = trace_speeds(trace, truth, cluster) if args.trace_durations == "use" and trace.durations else None
-    extra: dict[str, Any] = {"preset": args.preset,
+    extra: dict[str, Any] = {"preset": args.preset, "configs": args.configs,
                              "trace_durations": None if speeds is None else speeds.to_dict()}
     results = run_policies(cluster, trace.jobs, truth, policies, config, round_fields=trace.round_fields(),
                            time_limit=args.time_limit, trace_name=trace.source or trace.name,
                            progress=not args.no_progress, perf_models=models or None,
-                           time_scale=None if speeds is None else speeds.scales)
+                           time_scale=None if speeds is None else speeds.scales, allowed_configs=allowed)
     header, rows = comparison_rows(results)
     _out(f"trace {trace.source or trace.name}: {len(trace)} jobs on {cluster.name} ({cluster.total_gpus} GPUs), "
          f"ground truth {truth.describe()}")
@@ -697,6 +717,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     elif trace.durations:
         _out(f"trace durations: ignored (--trace-durations ignore); {len(trace)} jobs run at the ground truth")
     _out(_table(header, rows))
+    shares = {name: r.measured_share for name, r in results.items() if r.measured_share is not None}
+    if shares:
+        _out("measured share of job-time: " + ", ".join(f"{n} {v:.2f}" for n, v in shares.items())
+             + (" (candidates restricted to measured configurations)" if allowed is not None else ""))
     written = write_outputs(results, args.out, config, extra=extra, plots=not args.no_plots)
     _out("wrote " + ", ".join(str(p) for p in written))
     return 0

@@ -20,12 +20,12 @@ from optsched.core.errors import ValidationError
 from optsched.core.events import CapacityChange, PoolTarget
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
-from optsched.perf.lookup import FittedModels
+from optsched.perf.lookup import ConfigFilter, FittedModels
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import DEFAULT_KIND, kind_extras, make_policy
 from optsched.policies.rubick import DEFER
 from optsched.sim.config import SimConfig
-from optsched.sim.engine import IterationTimeSource, Simulator
+from optsched.sim.engine import IterationTimeSource, MeasuredConfigurations, Simulator
 from optsched.sim.metrics import JobRecord, SimResult
 
 log = logging.getLogger(__name__)
@@ -38,14 +38,16 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
                  capacity_changes: Sequence[CapacityChange] = (), time_limit: float = DEFAULT_TIME_LIMIT,
                  trace_name: str = "", progress: bool = False, perf_models: FittedModels | None = None,
                  kind: str = DEFAULT_KIND, time_scale: Mapping[str, float] | None = None,
-                 pool_targets: Sequence[PoolTarget] = ()) -> dict[str, SimResult]:
+                 pool_targets: Sequence[PoolTarget] = (),
+                 allowed_configs: ConfigFilter | None = None) -> dict[str, SimResult]:
     """Simulate each policy of ``policies`` (method names of round kind ``kind``) on the same input.
     ``round_fields`` go to every round (e.g. a trace's :meth:`~optsched.sim.traces.trace.Trace.round_fields`);
     ``time_limit`` bounds each round of a solver-backed policy. ``perf_models`` are the fitted
     performance models the *policies* plan with (keyed by model name or (model name, GPU type); the
     built-in ones serve the rest); the jobs always advance at ``ground_truth``, times the per-job
     factors of ``time_scale`` where given (e.g. :func:`optsched.sim.trace_speed.trace_speeds`' scales,
-    which anchor each job to its trace's own duration). Rubick policies defer a
+    which anchor each job to its trace's own duration). ``allowed_configs`` restricts every policy's
+    candidate configurations (e.g. to a measured table's, :func:`measured_configs`). Rubick policies defer a
     guaranteed job whose guarantee no node shape can reach this round instead of failing the round
     (:mod:`optsched.policies.rubick`). ``pool_targets``: servers lent to the rounds over time (Lyra,
     :mod:`optsched.sim.loaning`)."""
@@ -56,7 +58,8 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
         raise ValidationError(f"simulate: policy {dup[0]!r} listed twice")
     # a simulated round must not fail for one job whose guarantee no node shape reaches this round
     extras = {DEFER: True} if DEFER in kind_extras(kind) else {}
-    options = PolicyOptions(time_limit=time_limit, seed=config.seed, perf_models=perf_models, extras=extras)
+    options = PolicyOptions(time_limit=time_limit, seed=config.seed, perf_models=perf_models, extras=extras,
+                            allowed_configs=allowed_configs)
     made = {name: make_policy(name, options, kind=kind) for name in policies}
     describe = getattr(ground_truth, "describe", None)
     truth_name = describe() if callable(describe) else type(ground_truth).__name__
@@ -68,6 +71,19 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
                         time_scale=time_scale, pool_targets=pool_targets)
         out[name] = sim.run(progress=progress)
     return out
+
+
+def measured_configs(ground_truth: object) -> ConfigFilter:
+    """The configurations a measured ground truth answers from a measurement (``--configs measured``):
+    (model, GPU type, plan, GPUs per node) is allowed when it is a measured key. ``ValidationError``
+    for a ground truth without measurements."""
+    if not isinstance(ground_truth, MeasuredConfigurations):
+        raise ValidationError("measured configurations only: the ground truth must be a measured one "
+                              "(--ground-truth measured:DIR)")
+
+    def allowed(model: str, gpu_type: str, plan: Any, gpus_per_node: tuple[int, ...]) -> bool:
+        return ground_truth.is_measured(model, plan, gpus_per_node, gpu_type)
+    return allowed
 
 
 # -- the comparison table -----------------------------------------------------------------------
@@ -193,4 +209,5 @@ def _save(plt: Any, fig: Any, ax: Any, xlabel: str, ylabel: str, path: Path) -> 
     plt.close(fig)
 
 
-__all__ = ["SUMMARY_FORMAT", "comparison_rows", "run_policies", "summary_document", "write_outputs"]
+__all__ = ["SUMMARY_FORMAT", "comparison_rows", "measured_configs", "run_policies", "summary_document",
+           "write_outputs"]

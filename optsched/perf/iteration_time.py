@@ -33,6 +33,10 @@ Choices where Appendix A is silent (tested in ``tests/test_iteration_time.py``):
      its own cores, hence P/(d c)).
   3. ``f_k(x, y) = (x^k + y^k)^(1/k)`` is evaluated as ``M (1 + (min/M)^k)^(1/k)`` with M = max,
      which is exact and does not overflow for the large k the fit may choose.
+
+Model v2 (:mod:`optsched.perf.model_v2`) adds terms for the placement shape, NIC pairs, micro-batch
+efficiency and per-family multipliers; with their neutral values (the defaults of
+:class:`PerfParams`) :func:`breakdown` computes exactly the Eq. 1 above.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ from optsched.core.checks import require_keys, require_number
 from optsched.core.errors import ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.model import ModelSpec
-from optsched.core.plan import ExecutionPlan, ZeroMode
+from optsched.core.plan import PLAN_FAMILIES, ExecutionPlan, ZeroMode
+from optsched.perf.model_v2 import FAMILY_MULTIPLIERS, NEUTRAL, blend_pairs, family_factor, shape_values
 
 BYTES_FP16 = 2.0
 GB = 1e9
@@ -80,10 +85,12 @@ class Bandwidths:
 class PerfParams:
     """The seven fittable parameters of Table 5 plus ``fwd_s``, the profiled forward time of one
     sample through the whole model on one GPU (Appendix A.1 takes it from a profiler; when no
-    profile is given, :mod:`optsched.perf.fitting` identifies it from the iteration times).
+    profile is given, :mod:`optsched.perf.fitting` identifies it from the iteration times), then
+    the terms of model v2 (:mod:`optsched.perf.model_v2`), which default to their neutral values.
 
     Units: k_opt, k_opt_off in seconds per 10^9 parameters (k_opt_off per CPU core), k_const and
-    fwd_s in seconds; k_bwd a ratio; k_sync, k_off, k_swap overlap exponents (>= 1).
+    fwd_s in seconds; k_bwd a ratio; k_sync, k_off, k_swap overlap exponents (>= 1). v2: k_odd and
+    k_odd_node ratios (>= 0), k_nic a weight in [0, 1], k_mb an exponent, m_* factors.
     """
 
     k_bwd: float = 2.0
@@ -94,12 +101,26 @@ class PerfParams:
     k_swap: float = 2.0
     k_const: float = 0.01
     fwd_s: float = 0.01
+    k_odd: float = 0.0
+    k_odd_node: float = 0.0
+    k_nic: float = 0.0
+    k_mb: float = 1.0
+    m_dp: float = 1.0
+    m_ga: float = 1.0
+    m_gc: float = 1.0
+    m_zero_dp: float = 1.0
+    m_zero_offload: float = 1.0
+    m_3d: float = 1.0
 
     #: (lower, upper) bounds the fit respects; overlap exponents are >= 1 by definition of f_k
     BOUNDS = {"k_bwd": (0.5, 5.0), "k_sync": (1.0, 100.0), "k_opt": (0.0, 10.0),
               "k_opt_off": (0.0, 200.0), "k_off": (1.0, 100.0), "k_swap": (1.0, 100.0),
-              "k_const": (0.0, 10.0), "fwd_s": (1e-6, 100.0)}
+              "k_const": (0.0, 10.0), "fwd_s": (1e-6, 100.0),
+              "k_odd": (0.0, 50.0), "k_odd_node": (0.0, 5.0), "k_nic": (0.0, 1.0), "k_mb": (0.3, 1.0),
+              **{m: (0.25, 4.0) for m in FAMILY_MULTIPLIERS.values()}}
     SEVEN = ("k_bwd", "k_sync", "k_opt", "k_opt_off", "k_off", "k_swap", "k_const")
+    #: the parameters of plain Eq. 1: the seven and fwd_s
+    EQ1 = SEVEN + ("fwd_s",)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -128,6 +149,11 @@ class PerfParams:
     def to_dict(self) -> dict[str, float]:
         return {n: float(getattr(self, n)) for n in self.names()}
 
+    @property
+    def is_eq1(self) -> bool:
+        """Whether every v2 term is neutral (the model is plain Eq. 1)."""
+        return all(getattr(self, n) == v for n, v in NEUTRAL.items())
+
     @classmethod
     def from_dict(cls, data: Any) -> "PerfParams":
         require_keys("PerfParams", data, (), cls.names())
@@ -150,6 +176,14 @@ class PlanFeatures:
     t_off: np.ndarray
     opt_units: np.ndarray  # P/x (3D/DP/ZeRO-DP) or P/(d c) (ZeRO-Offload), P in 10^9
     offload: np.ndarray  # bool
+    # model v2 (optsched.perf.model_v2.shape_values)
+    odd_span: np.ndarray  # 0/1: spans nodes with an odd GPU count on one, not ZeRO-Offload
+    funnel: np.ndarray  # seconds: d x V_dp through one GPU's RDMA share (0 inside a node)
+    largest_node: np.ndarray  # GPUs on the job's largest node
+    t_dp_pair: np.ndarray  # t_dp with NIC-pair shares
+    t_tp_pair: np.ndarray
+    mb_rel: np.ndarray  # per-GPU micro-batch / (global batch / GPUs per node)
+    family: np.ndarray  # index into PLAN_FAMILIES
 
     def __len__(self) -> int:
         return int(self.fwd_units.shape[0])
@@ -206,12 +240,13 @@ def features_of(model: ModelSpec, configs: Sequence[tuple[ExecutionPlan, Sequenc
     rows = [feature_values(model, plan, gpn if type(gpn) is tuple else tuple(int(g) for g in gpn), float(c), bw)
             for plan, gpn, c in configs]
     cols = list(zip(*rows))
-    return PlanFeatures(*(np.array(col, dtype=float) for col in cols[:-1]), offload=np.array(cols[-1], dtype=bool))
+    names = [f.name for f in fields(PlanFeatures)]
+    return PlanFeatures(**{n: np.array(col, dtype=bool if n == "offload" else float) for n, col in zip(names, cols)})
 
 
 @lru_cache(maxsize=1 << 18)
 def feature_values(model: ModelSpec, plan: ExecutionPlan, gpus_per_node: tuple[int, ...], cpus_per_gpu: float,
-                   bw: Bandwidths) -> tuple[float, float, float, float, float, float, float, float, bool]:
+                   bw: Bandwidths) -> tuple[float | bool, ...]:
     """The features of one sample as plain values, in :class:`PlanFeatures` field order; cached (the
     round tables ask for the same configurations over and over)."""
     if not cpus_per_gpu > 0 and plan.zero is ZeroMode.OFFLOAD:
@@ -234,9 +269,11 @@ def feature_values(model: ModelSpec, plan: ExecutionPlan, gpus_per_node: tuple[i
         x = d if plan.zero is ZeroMode.DP else t * p
         opt_units = P / 1e9 / x
         t_off = 0.0
-    return (float(fwd_units), float(a), 1.0 if plan.gc else 0.0,
-            float(v_dp / (dp_k * share if dp_k else intra)), float(v_tp / (tp_k * share if tp_k else intra)),
-            float(v_pp / (share if pp_k else intra)), float(t_off), float(opt_units), offload)
+    t_dp = float(v_dp / (dp_k * share if dp_k else intra))
+    t_tp = float(v_tp / (tp_k * share if tp_k else intra))
+    return (float(fwd_units), float(a), 1.0 if plan.gc else 0.0, t_dp, t_tp,
+            float(v_pp / (share if pp_k else intra)), float(t_off), float(opt_units), offload,
+            *shape_values(plan, gpus_per_node, v_dp, share, dp_k, tp_k, t_dp, t_tp, mb, b / bw.gpus_per_node))
 
 
 def overlap(k: float | np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -261,22 +298,34 @@ class IterationBreakdown:
     t_cc: np.ndarray
     t_oo: np.ndarray
     t_iter: np.ndarray
+    t_odd: np.ndarray  # model v2's odd-node time (0 under Eq. 1)
 
 
 def breakdown(features: PlanFeatures, params: PerfParams) -> IterationBreakdown:
-    """Evaluate Eq. 1 part by part for every sample in ``features``."""
+    """Evaluate Eq. 1 part by part for every sample in ``features``, with model v2's terms where
+    ``params`` sets them (:mod:`optsched.perf.model_v2`; neutral terms leave Eq. 1 exactly)."""
     f = features
     t_fwd = params.fwd_s * f.fwd_units
+    if params.k_mb != 1.0:
+        t_fwd = t_fwd * f.mb_rel ** (params.k_mb - 1.0)
     t_bwd = params.k_bwd * t_fwd + f.gc * t_fwd
+    t_dp, t_tp = blend_pairs(f.t_dp, f.t_dp_pair, params.k_nic), blend_pairs(f.t_tp, f.t_tp_pair, params.k_nic)
     a = f.ga_steps
-    cc_offload = a * (t_fwd + t_bwd) + f.t_tp + f.t_pp
-    cc_sync = a * t_fwd + (a - 1) * t_bwd + overlap(params.k_sync, t_bwd, f.t_dp) + f.t_tp + f.t_pp
+    cc_offload = a * (t_fwd + t_bwd) + t_tp + f.t_pp
+    cc_sync = a * t_fwd + (a - 1) * t_bwd + overlap(params.k_sync, t_bwd, t_dp) + t_tp + f.t_pp
     t_cc = np.where(f.offload, cc_offload, cc_sync)
     t_opt = np.where(f.offload, params.k_opt_off, params.k_opt) * f.opt_units
-    oo_offload = overlap(params.k_off, f.t_dp, f.t_off) + overlap(params.k_swap, t_opt, f.t_off)
+    oo_offload = overlap(params.k_off, t_dp, f.t_off) + overlap(params.k_swap, t_opt, f.t_off)
     t_oo = np.where(f.offload, oo_offload, t_opt)
     t_iter = t_cc + t_oo + params.k_const
-    return IterationBreakdown(t_fwd, t_bwd, f.t_dp, f.t_tp, f.t_pp, t_opt, f.t_off, t_cc, t_oo, t_iter)
+    t_odd = np.zeros_like(t_iter)
+    if params.k_odd:
+        t_odd = params.k_odd * f.odd_span * f.funnel * (1.0 + params.k_odd_node * (f.largest_node - 1.0))
+        t_iter = t_iter + t_odd
+    multipliers = [getattr(params, FAMILY_MULTIPLIERS[fam]) for fam in PLAN_FAMILIES]
+    if any(m != 1.0 for m in multipliers):
+        t_iter = t_iter * family_factor(f.family, multipliers)
+    return IterationBreakdown(t_fwd, t_bwd, t_dp, t_tp, f.t_pp, t_opt, f.t_off, t_cc, t_oo, t_iter, t_odd)
 
 
 def predict_iteration_time(features: PlanFeatures, params: PerfParams) -> np.ndarray:

@@ -28,6 +28,7 @@ from optsched.core.catalog import GPU_TYPES, MODELS
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.model import ModelSpec
+from optsched.core.plan import ExecutionPlan
 from optsched.perf.defaults import REFERENCE_GPU, default_performance_model, prior_performance_model
 from optsched.perf.performance_model import PerformanceModel
 
@@ -35,6 +36,30 @@ from optsched.perf.performance_model import PerformanceModel
 PerfLookup = Callable[[str, str], PerformanceModel]
 #: fitted models keyed by model name or by (model name, GPU type)
 FittedModels = Mapping[str, PerformanceModel] | Mapping[tuple[str, str], PerformanceModel]
+#: ``allowed(model name, GPU type, plan, GPUs per node largest first) -> bool``: which configurations a
+#: policy may offer (e.g. only those a measured table contains, ``optsched simulate --configs measured``)
+ConfigFilter = Callable[[str, str, ExecutionPlan, tuple[int, ...]], bool]
+
+
+class RestrictedLookup:
+    """A :data:`PerfLookup` that also says which configurations its users may offer: the round tables
+    (:mod:`optsched.rounds.rubick.table`, ``baseline_tables``) keep only rows ``allowed`` accepts (see
+    :func:`allowed_configs`). The performance models themselves are the inner lookup's."""
+
+    def __init__(self, inner: PerfLookup, allowed: ConfigFilter) -> None:
+        if not callable(allowed):
+            raise ValidationError(f"allowed configurations must be a function (model, GPU type, plan, GPUs per node) "
+                                  f"-> bool, got {allowed!r}")
+        self.inner = inner
+        self.allowed = allowed
+
+    def __call__(self, model: str, gpu_type: str) -> PerformanceModel:
+        return self.inner(model, gpu_type)
+
+
+def allowed_configs(perf: PerfLookup | None) -> ConfigFilter | None:
+    """The configuration filter of a :class:`RestrictedLookup`, None for any other lookup."""
+    return perf.allowed if isinstance(perf, RestrictedLookup) else None
 
 
 def default_perf_lookup(cluster: Cluster) -> PerfLookup:
@@ -204,10 +229,11 @@ def unknown_model_error(model: str) -> UnknownNameError:
 
 class PerfSource:
     """The performance models a policy plans with: ``fitted`` ones (or none) over the built-in
-    defaults. :meth:`lookup` returns the same lookup object for the same cluster object, so that
-    round-table caches keyed on it stay warm across rounds."""
+    defaults, and optionally which configurations it may offer (``allowed``, a
+    :class:`RestrictedLookup`). :meth:`lookup` returns the same lookup object for the same cluster
+    object, so that round-table caches keyed on it stay warm across rounds."""
 
-    def __init__(self, fitted: FittedModels | None = None) -> None:
+    def __init__(self, fitted: FittedModels | None = None, allowed: ConfigFilter | None = None) -> None:
         if fitted is not None and not isinstance(fitted, Mapping):
             raise ValidationError(f"perf_models must be a mapping (model name or (model, GPU type)) -> "
                                   f"PerformanceModel, got {type(fitted).__name__}")
@@ -215,6 +241,7 @@ class PerfSource:
             if not isinstance(pm, PerformanceModel):
                 raise ValidationError(f"perf_models[{key!r}] must be a PerformanceModel, got {type(pm).__name__}")
         self.fitted = dict(fitted or {})
+        self.allowed = allowed
         self._cluster: Cluster | None = None
         self._lookup: PerfLookup | None = None
         self._round_memo: tuple[Cluster, tuple, PerfLookup] | None = None
@@ -223,6 +250,8 @@ class PerfSource:
         if self._lookup is None or self._cluster is not cluster:
             self._cluster = cluster
             self._lookup = perf_lookup_from(self.fitted, cluster) if self.fitted else default_perf_lookup(cluster)
+            if self.allowed is not None:
+                self._lookup = RestrictedLookup(self._lookup, self.allowed)
         return self._lookup
 
     def lookup_for(self, cluster: Cluster, models: tuple[ModelSpec, ...] = (),
@@ -237,9 +266,12 @@ class PerfSource:
         if memo is not None and memo[0] is cluster and memo[1] == key:
             return memo[2]
         found = round_perf_lookup(cluster, self.fitted or None, models, params)
+        if self.allowed is not None:
+            found = RestrictedLookup(found, self.allowed)
         self._round_memo = (cluster, key, found)
         return found
 
 
-__all__ = ["FittedModels", "PerfLookup", "PerfSource", "check_round_params", "default_perf_lookup", "perf_lookup_from",
-           "prediction_notes", "prediction_source", "round_perf_lookup", "unknown_model_error"]
+__all__ = ["ConfigFilter", "FittedModels", "PerfLookup", "PerfSource", "RestrictedLookup", "allowed_configs",
+           "check_round_params", "default_perf_lookup", "perf_lookup_from", "prediction_notes", "prediction_source",
+           "round_perf_lookup", "unknown_model_error"]

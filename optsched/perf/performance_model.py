@@ -14,6 +14,7 @@ from optsched.core.model import ModelSpec
 from optsched.core.plan import ExecutionPlan
 from optsched.perf.iteration_time import (Bandwidths, IterationBreakdown, PerfParams, PlanFeatures,
                                           breakdown, features_of, predict_iteration_time)
+from optsched.perf.model_v2 import check_form, single_node_rate
 
 #: one prediction request: (plan, GPUs per node, CPU cores per GPU)
 Config = tuple[ExecutionPlan, tuple[int, ...], float]
@@ -21,10 +22,14 @@ Config = tuple[ExecutionPlan, tuple[int, ...], float]
 
 @dataclass(frozen=True)
 class PerformanceModel:
-    """Morphling's Eq. 1 with fitted parameters for ``model`` on ``gpu_type`` GPUs.
+    """Morphling's Eq. 1 (``form="eq1"``) or model v2 (``form="v2"``, :mod:`optsched.perf.model_v2`)
+    with fitted parameters for ``model`` on ``gpu_type`` GPUs.
 
     ``rmsle``/``n_samples``/``identified`` describe the fit that produced ``params`` (``identified``
-    lists the parameters the samples could determine; the others kept their prior values).
+    lists the parameters the samples could determine; the others were held at their prior values).
+    An ``eq1`` model must have every v2 term neutral. A ``v2`` model never predicts a DP-family plan
+    spanning nodes faster per GPU than the best single-node rate of its DP-family plans
+    (:func:`~optsched.perf.model_v2.single_node_rate`) scaled by its GPUs.
     """
 
     model: ModelSpec
@@ -35,6 +40,13 @@ class PerformanceModel:
     n_samples: int = 0
     identified: tuple[str, ...] = ()
     peak_tflops: float | None = None
+    form: str = "eq1"
+
+    def __post_init__(self) -> None:
+        check_form(self.form)
+        if self.form == "eq1" and not self.params.is_eq1:
+            raise ValidationError(f"performance model of {self.model.name!r}: form 'eq1' with v2 terms set; "
+                                  "use form 'v2' or neutral values")
 
     @property
     def min_fwd_s(self) -> float:
@@ -50,8 +62,28 @@ class PerformanceModel:
         return features_of(self.model, configs, self.bandwidths)
 
     def iteration_times(self, configs: Sequence[Config]) -> np.ndarray:
-        """T_iter in seconds for every configuration (vectorised Eq. 1)."""
+        """T_iter in seconds for every configuration (vectorised Eq. 1, or v2 with its floor)."""
+        t = self.raw_iteration_times(configs)
+        if self.form == "v2":
+            t = self._floored(configs, t)
+        return t
+
+    def raw_iteration_times(self, configs: Sequence[Config]) -> np.ndarray:
+        """T_iter from the formula alone (no extrapolation floor)."""
         return predict_iteration_time(self.features(configs), self.params)
+
+    def _floored(self, configs: Sequence[Config], t: np.ndarray) -> np.ndarray:
+        """v2's extrapolation floor: a DP-family plan on several nodes takes at least
+        ``b / (g x best single-node rate per GPU)`` (class docstring)."""
+        spans = [i for i, (plan, gpn, _) in enumerate(configs) if len(gpn) > 1 and not plan.is_3d]
+        if not spans:
+            return t
+        rates = np.array([single_node_rate(self, configs[i][2]) for i in spans])
+        gpus = np.array([configs[i][0].num_gpus for i in spans], dtype=float)
+        floor = np.where(rates > 0, self.model.global_batch / (gpus * np.where(rates > 0, rates, 1.0)), 0.0)
+        out = t.copy()
+        out[spans] = np.maximum(t[spans], floor)
+        return out
 
     def throughputs(self, configs: Sequence[Config]) -> np.ndarray:
         """Samples per second, b / T_iter."""
@@ -69,7 +101,8 @@ class PerformanceModel:
     def with_params(self, params: PerfParams, **meta: Any) -> "PerformanceModel":
         return PerformanceModel(self.model, self.gpu_type, self.bandwidths, params,
                                 meta.get("rmsle", self.rmsle), meta.get("n_samples", self.n_samples),
-                                tuple(meta.get("identified", self.identified)), self.peak_tflops)
+                                tuple(meta.get("identified", self.identified)), self.peak_tflops,
+                                meta.get("form", self.form))
 
     # -- JSON -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -77,13 +110,15 @@ class PerformanceModel:
         return {"format": "optsched.perf-params/1", "model": self.model.to_dict(), "gpu_type": self.gpu_type,
                 "peak_tflops": self.peak_tflops, "bandwidths": {"intra_gbps": bw.intra_gbps, "inter_gbps": bw.inter_gbps,
                                "pcie_gbps": bw.pcie_gbps, "gpus_per_node": bw.gpus_per_node},
-                "params": self.params.to_dict(),
-                "fit": {"rmsle": self.rmsle, "n_samples": self.n_samples, "identified": list(self.identified)}}
+                "form": self.form, "params": self.params.to_dict(),
+                "fit": {"rmsle": self.rmsle, "n_samples": self.n_samples, "identified": list(self.identified),
+                        "held": [n for n in self.params.names() if n not in self.identified
+                                 and (self.form == "v2" or n in PerfParams.EQ1)]}}
 
     @classmethod
     def from_dict(cls, data: Any) -> "PerformanceModel":
         require_keys("perf params file", data, ("format", "model", "gpu_type", "bandwidths", "params"),
-                     ("fit", "peak_tflops"))
+                     ("fit", "peak_tflops", "form"))
         if data["format"] != "optsched.perf-params/1":
             raise ValidationError(f"perf params file: unsupported format {data['format']!r}")
         bw = data["bandwidths"]
@@ -93,4 +128,4 @@ class PerformanceModel:
                    Bandwidths(float(bw["intra_gbps"]), float(bw["inter_gbps"]), float(bw["pcie_gbps"]),
                               int(bw["gpus_per_node"])),
                    PerfParams.from_dict(data["params"]), fit.get("rmsle"), int(fit.get("n_samples", 0)),
-                   tuple(fit.get("identified", ())), data.get("peak_tflops"))
+                   tuple(fit.get("identified", ())), data.get("peak_tflops"), str(data.get("form", "eq1")))

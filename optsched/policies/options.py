@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from optsched.core.errors import ValidationError
 from optsched.formulations.milp import BACKENDS as MILP_BACKENDS
-from optsched.perf.lookup import FittedModels, PerfSource
+from optsched.perf.lookup import ConfigFilter, FittedModels, PerfSource
 
 #: what may solve an exact formulation: CP-SAT, or a MILP through pulp
 BACKENDS: tuple[str, ...] = ("cpsat", *MILP_BACKENDS)
@@ -34,7 +34,9 @@ class PolicyOptions:
     * ``backend``: what solves the exact formulations: ``"cpsat"`` (default), ``"cbc"`` or ``"highs"``
       (a MILP through pulp, :mod:`optsched.formulations.milp`; HiGHS when ``highspy`` is installed);
     * ``clock_start``: the ``time.perf_counter()`` reading the time limit counts from (e.g. when a
-      command started, so that parsing counts); None: each ``decide`` call starts its own clock.
+      command started, so that parsing counts); None: each ``decide`` call starts its own clock;
+    * ``allowed_configs``: which configurations the policy may offer a job
+      (:data:`~optsched.perf.lookup.ConfigFilter`, e.g. only measured ones); None: every one.
     """
 
     time_limit: float = DEFAULT_TIME_LIMIT
@@ -44,6 +46,7 @@ class PolicyOptions:
     extras: Mapping[str, Any] = field(default_factory=dict)
     clock_start: float | None = None
     backend: str = "cpsat"
+    allowed_configs: ConfigFilter | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         tl = self.time_limit
@@ -68,7 +71,7 @@ class PolicyOptions:
 
     def perf_source(self) -> PerfSource:
         """A fresh :class:`~optsched.perf.lookup.PerfSource` over ``perf_models`` (one per policy)."""
-        return PerfSource(self.perf_models)
+        return PerfSource(self.perf_models, self.allowed_configs)
 
 
 __all__ = ["BACKENDS", "DEFAULT_TIME_LIMIT", "PolicyOptions"]

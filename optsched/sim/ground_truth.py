@@ -14,7 +14,8 @@ seconds of one iteration of the model's global batch and raises
 
 Two sources:
 
-:class:`AnalyticalGroundTruth` evaluates Morphling Appendix A, Eq. 1 with its *own* parameters: a given
+:class:`AnalyticalGroundTruth` evaluates the performance model (Morphling Appendix A, Eq. 1, or model v2,
+:mod:`optsched.perf.model_v2`, whichever form the model has) with its *own* parameters: a given
 :class:`~optsched.perf.performance_model.PerformanceModel` per model (or per (model, GPU type)), else the
 built-in :func:`~optsched.perf.defaults.default_performance_model`. Choices where the papers are silent:
 
@@ -299,7 +300,7 @@ class AnalyticalGroundTruth:
                  pm.gpu_type, model, gpu_type, src_peak / target.peak_tflops)
         params = pm.params.replace(fwd_s=pm.params.fwd_s * src_peak / target.peak_tflops)
         return PerformanceModel(pm.model, gpu_type, Bandwidths.of(self.cluster, gpu_type), params,
-                                peak_tflops=target.peak_tflops)
+                                peak_tflops=target.peak_tflops, form=pm.form)
 
     # -- prediction --------------------------------------------------------------------------------
     def iteration_time(self, model: str, gpu_type: str, plan: ExecutionPlan,
@@ -358,9 +359,9 @@ class AnalyticalGroundTruth:
     def describe(self) -> str:
         given = sorted(set(self._by_name) | {f"{m}@{g}" for m, g in self._by_pair})
         if not given:
-            return "analytical (Eq. 1, built-in parameters)"
+            return "analytical (built-in models)"
         where = f" from {self.origin}" if self.origin else ""
-        return f"analytical (Eq. 1; given parameters for {', '.join(given)}{where}; built-in otherwise)"
+        return f"analytical (given models for {', '.join(given)}{where}; built-in otherwise)"
 
 
 def read_params_json(path: str | Path) -> dict[str, PerformanceModel]:

@@ -150,9 +150,9 @@ def test_malformed_csv_exits_2_naming_row(tmp_path, capsys):
 
 def test_fit_too_few_rows_and_bad_samples_exit_2(tmp_path, truth, capsys):
     data = tmp_path / "few.csv"
-    synthetic_csv(data, truth, ROWS[:5])
+    synthetic_csv(data, truth, ROWS[:3])  # ga rows identify k_opt, k_const, fwd_s (+ k_sync): 4 rows needed
     assert main(["fit", "--placements", str(data), "--model", "bert", "--out", str(tmp_path / "p.json")]) == 2
-    assert "at least 7 samples" in capsys.readouterr().err
+    assert "at least 4 rows are needed" in capsys.readouterr().err
     synthetic_csv(data, truth)
     assert main(["fit", "--placements", str(data), "--model", "bert", "--samples", "99",
                  "--out", str(tmp_path / "p.json")]) == 2
@@ -233,7 +233,9 @@ def test_fit_samples_on_shared_bert(tmp_path, capsys, shared_data):
     assert rc == 0, capsys.readouterr().err
     perf = PerformanceModel.from_dict(read_json(out))
     assert perf.model.name == "bert" and perf.n_samples == 7
-    assert {"k_opt_off", "k_off", "k_swap"} <= set(perf.identified)  # >= 3 ZeRO-Offload rows drawn
+    # >= 3 ZeRO-Offload rows drawn identify the offload parameters, but 7 rows for 8 parameters (fwd_s
+    # fitted) hold the overlap exponents k_swap and k_off
+    assert "k_opt_off" in perf.identified and not {"k_off", "k_swap"} & set(perf.identified)
 
 
 def test_fit_with_fixed_forward_time_keeps_it(tmp_path, truth, capsys):

@@ -56,12 +56,21 @@ def test_fit_is_deterministic() -> None:
     assert fit(base, cfg, y, seed=3, starts=3).params == fit(base, cfg, y, seed=3, starts=3).params
 
 
-def test_fit_needs_seven_samples_and_three_offload_rows() -> None:
+def test_fit_needs_identified_parameters_plus_one_rows_and_three_offload_rows() -> None:
     base = prior_performance_model(get_model("bert"), CLUSTER, "A800")
     cfg = [c for c in configs() if c[0].zero is not ZeroMode.OFFLOAD]
     y = truth().iteration_times(cfg)
-    with pytest.raises(ValidationError, match="at least 7 samples"):
-        fit(base, cfg[:6], y[:6])
+    # dp, gc, zero-dp on 1 GPU identify k_bwd, k_opt, k_const, fwd_s: 5 rows needed
+    with pytest.raises(ValidationError, match="at least 5 rows are needed") as err:
+        fit(base, cfg[:3], y[:3])
+    assert "k_off (needs 3 zero-offload rows)" in str(err.value)
+    # with dp on 2 GPUs k_sync joins; 5 rows hold it (an overlap exponent) and fit the other four, 6 fit all
+    five = fit(base, cfg[:5], y[:5], starts=2)
+    assert "k_sync" not in five.identified and five.params.k_sync == base.params.k_sync
+    assert "k_sync" in fit(base, cfg[:6], y[:6], starts=2).identified
+    with pytest.raises(ValidationError, match="at least 7 rows"):
+        fit(base, cfg[:6], y[:6], min_samples=7)
+    assert fit(base, cfg[:6], y[:6], starts=2).n_samples == 6
     fitted = fit(base, cfg[:10], y[:10], starts=2)
     assert not {"k_opt_off", "k_off", "k_swap"} & set(fitted.identified)
     assert fitted.params.k_opt_off == base.params.k_opt_off  # kept at the prior

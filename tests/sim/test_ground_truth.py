@@ -25,6 +25,8 @@ from optsched.perf.plans import enumerate_plans
 from optsched.sim.ground_truth import (AnalyticalGroundTruth, Coverage, GroundTruth, MeasuredGroundTruth, Source,
                                        read_params_json)
 
+from helpers import fixed_perf
+
 CLUSTER = get_cluster("a800-8x8")
 MIXED = Cluster("mixed", (Node("a0", "A800", 8, 96, 1600.0), Node("b0", "A40", 8, 96, 1600.0)),
                 (GPU_TYPES["A800"], GPU_TYPES["A40"]), intra_node_gbps=150.0, inter_node_gbps=80.0, pcie_gbps=20.0)
@@ -112,7 +114,8 @@ def test_analytical_uses_given_models_by_name_and_by_pair():
     assert gt.iteration_time("gpt2", "A800", dp8, (8,), 8) == default("gpt2", dp8, (8,), cluster=MIXED)
     # rule A1: a name-keyed A800 model is transferred to the A40 (forward time x peak ratio, A40 bandwidths)
     moved = PerformanceModel(slow.model, "A40", Bandwidths.of(MIXED, "A40"),
-                             slow.params.replace(fwd_s=slow.params.fwd_s * 312.0 / 149.7), peak_tflops=149.7)
+                             slow.params.replace(fwd_s=slow.params.fwd_s * 312.0 / 149.7), peak_tflops=149.7,
+                             form=slow.form)
     assert gt.iteration_time("bert", "A40", plan, gpn, 8) == pytest.approx(moved.iteration_time(plan, gpn, 8), rel=1e-12)
     assert "bert" in gt.describe() and "gpt2@A40" in gt.describe()
 
@@ -286,9 +289,13 @@ def test_calibration_is_computed_once_per_model_and_family(tmp_path):
 
 
 def test_cpu_share_scales_an_offload_row_and_nothing_else(tmp_path):
-    gt = MeasuredGroundTruth.from_directory(tiny_dir(tmp_path), CLUSTER)
+    # a CPU-sensitive fallback with fixed parameters (the public rows all run 8 CPUs per GPU, so the
+    # fitted defaults need not be CPU-sensitive)
+    pm = fixed_perf("bert", CLUSTER)
+    gt = MeasuredGroundTruth.from_directory(tiny_dir(tmp_path), CLUSTER,
+                                            fallback=AnalyticalGroundTruth(CLUSTER, {"bert": pm}))
     plan, gpn = OFF_1
-    ratio = default("bert", plan, gpn, 4) / default("bert", plan, gpn, 8)
+    ratio = pm.iteration_time(plan, gpn, 4) / pm.iteration_time(plan, gpn, 8)
     assert ratio > 1.01  # fewer CPU cores, slower CPU optimizer
     assert gt.iteration_time("bert", "A800", plan, gpn, 4) == pytest.approx(2.0 * ratio, rel=1e-12)
     assert gt.source("bert", "A800", plan, gpn, 4) is Source.CPU_SCALED

@@ -160,11 +160,16 @@ class BaselineState(RoundState):
 
 
 def check_request_rows(problem: RubickRound, table: CoefficientTable, who: str) -> None:
-    """FIFO and AntMan run the request only: every row of a queued job must be its request."""
+    """FIFO and AntMan run the request only: every row of a queued job must be its request, or its
+    stand-in request, one per GPU type (a table restricted to allowed configurations,
+    :mod:`optsched.rounds.rubick.table`)."""
     for j, job in enumerate(problem.jobs):
         if table.current_row[j] >= 0:
             continue
-        for r in table.rows_of(j):
+        rows = table.rows_of(j)
+        if len({table.gpu_type[r] for r in rows}) == len(rows):
+            continue
+        for r in rows:
             if table.gpus[r] != job.requested_gpus or (job.requested_plan is not None
                                                        and table.plans[r] != job.requested_plan):
                 raise ValidationError(

@@ -29,6 +29,10 @@ A job with its own coefficient rows (``RubickRound.coefficients``) gets, instead
 performance model, the given rows each baseline's rule picks (:func:`~optsched.rounds.rubick.own_rows.synergy_rows`,
 :func:`~optsched.rounds.rubick.own_rows.sia_rows`); its request-only rows come from the round table.
 
+With allowed configurations (a :class:`~optsched.perf.lookup.RestrictedLookup`) every extra row is
+filtered like the round table's, and the request rows are the round table's (a stand-in request where
+the request is not allowed; a Synergy ladder then climbs the stand-in's own placement).
+
 The baseline policies keep a :class:`BaselineCache` (the round table's cache plus the extra rows per job), so a
 simulator's rounds cost list work once the performance models are warm; the tables are the same with
 or without it.
@@ -48,14 +52,14 @@ from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan, offload_runs_with_gc, parse_plan_code
 from optsched.core.pool import GpuPool, gpu_pool, usable_gpu_types
 from optsched.perf.coefficients import CoefficientTable, candidate_gpu_counts
-from optsched.perf.lookup import PerfLookup
+from optsched.perf.lookup import PerfLookup, allowed_configs
 from optsched.perf.memory import config_host_gib
 from optsched.perf.performance_model import PerformanceModel
 from optsched.perf.plans import plan_violation
 from optsched.rounds.rubick import own_rows
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import (DEFAULT_GROWTH, CandidateRow, RoundTableCache, build_round_table,
-                                          host_memory_rows, job_gpu_cap, request_plan, round_lookup)
+                                          host_memory_rows, job_gpu_cap, request_plan, restrict_rows, round_lookup)
 
 #: CPUs per GPU a Synergy ladder offers (capped by one node's CPUs over the job's largest part)
 SYNERGY_CPUS_PER_GPU: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 10, 12, 16, 24, 32, 48, 64, 96)
@@ -210,8 +214,7 @@ def _synergy_rows(problem: RubickRound, job: Job, perf: PerfLookup, grid: tuple[
         if plan is None:
             plan = _request_plan(job, pm, pool)
         if plan is not None:
-            rows.extend(_cpu_ladder(plan, pool.shape(job.requested_gpus), config_host_gib(pm.model, plan), pm, pool,
-                                    grid))
+            rows.extend(_cpu_ladder(plan, pool.shape(plan.num_gpus), config_host_gib(pm.model, plan), pm, pool, grid))
     return rows
 
 
@@ -283,6 +286,12 @@ def _expired(deadline: Deadline | None) -> bool:
     return deadline is not None and deadline.expired()
 
 
+def _allowed(job: Job, lookup: PerfLookup, rows: list[CandidateRow]) -> list[CandidateRow]:
+    """``rows`` restricted to the lookup's allowed configurations, when it has any (module docstring)."""
+    allowed = allowed_configs(lookup)
+    return rows if allowed is None else restrict_rows(job, rows, allowed)
+
+
 def _base_table(problem: RubickRound, lookup: PerfLookup, cache: BaselineCache | None, deadline: Deadline | None,
                 left_out: list[str] | None) -> tuple[CoefficientTable, set[int]]:
     """The request-only table and the indices of the jobs it left out for the ``deadline`` (they get no
@@ -322,8 +331,8 @@ def synergy_table(problem: RubickRound, perf: PerfLookup | None = None, *,
             continue
         key = _job_key(problem, job, ("synergy", tuple(cpus_per_gpu)))
         if key not in memo and not _expired(deadline):
-            memo[key] = host_memory_rows(_synergy_rows(problem, job, lookup, tuple(cpus_per_gpu),
-                                                       _base_request_plans(base, j)), job)
+            memo[key] = host_memory_rows(_allowed(job, lookup, _synergy_rows(problem, job, lookup, tuple(cpus_per_gpu),
+                                                                             _base_request_plans(base, j))), job)
         extra.append(memo.get(key, []))
         cur = int(base.current_row[j])
         include.append([cur] if cur >= 0 else base.rows_of(j).tolist())
@@ -346,7 +355,8 @@ def sia_table(problem: RubickRound, perf: PerfLookup | None = None, *, growth: i
             continue
         key = _job_key(problem, job, ("sia", growth))
         if key not in memo and not _expired(deadline):
-            memo[key] = host_memory_rows(_sia_rows(problem, job, lookup, growth, _base_request_plans(base, j)), job)
+            memo[key] = host_memory_rows(_allowed(job, lookup, _sia_rows(problem, job, lookup, growth,
+                                                                         _base_request_plans(base, j))), job)
         rows = memo.get(key, [])
         extra.append(rows)
         own = [r for r in base.rows_of(j).tolist() if r != base.current_row[j]]

@@ -29,6 +29,14 @@ Choices where the paper is silent:
   way Sia and Rubick-R scale 3D jobs ("changes the DP size when scaling GPUs"); ``fixed_resources``
   offers only the requested GPUs (packed) and CPUs, with every enumerated plan. Both together leave
   the request alone (Rubick-N). The running configuration is offered in every variant.
+* **Allowed configurations** (a :class:`~optsched.perf.lookup.RestrictedLookup`, e.g. ``optsched
+  simulate --configs measured``): only rows the filter accepts stay (the running configuration always
+  does). A job whose request is not allowed gets a *stand-in* request: the fastest allowed plan (by
+  the policy's model, at the requested CPUs per GPU) on the packed placement of the requested GPUs, or
+  of the nearest GPU count that has one (the smallest above, else the largest below), so that every
+  policy, request-only baselines too, has an allowed row for it when one exists at all. The
+  stand-in replaces the request: its throughput is the job's reference throughput (the
+  normalisation, and a guaranteed job's performance guarantee).
 * **Dominance.** A row is dropped when another row of the same job and GPU type needs no more GPUs,
   CPUs or memory and is at least as fast (ties: the earlier row stays); the current row is never
   dropped. This leaves roughly 10-25 rows per job on the 8x8 cluster.
@@ -63,7 +71,7 @@ from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan
 from optsched.core.pool import GpuPool, gpu_pool, usable_gpu_types
 from optsched.perf.coefficients import CoefficientTable, build_coefficient_table, candidate_gpu_counts
-from optsched.perf.lookup import PerfLookup, default_perf_lookup, round_perf_lookup
+from optsched.perf.lookup import ConfigFilter, PerfLookup, allowed_configs, default_perf_lookup, round_perf_lookup
 from optsched.perf.memory import config_host_gib, host_room
 from optsched.perf.performance_model import PerformanceModel
 from optsched.perf.plans import enumerate_plans, plan_violation
@@ -279,7 +287,45 @@ def _candidate_rows(problem: RubickRound, job: Job, perf: PerfLookup, growth: in
         raise PlanInfeasibleError(
             f"job {job.name!r}: no GPU type of cluster {problem.cluster.name!r} can run its request of "
             f"{job.requested_gpus} GPUs with any plan of model {job.model!r}")
+    allowed = allowed_configs(perf)
+    if allowed is not None:
+        kept = restrict_rows(job, rows, allowed)
+        requests = [r for r in rows if r.gpus == job.requested_gpus and (job.requested_plan is None
+                                                                         or r.plan == job.requested_plan)]
+        if not any(r in kept for r in requests):  # the request is not allowed: a stand-in replaces it
+            stand_ins = [r for gpu_type in usable_gpu_types(problem.cluster, job)
+                         if (r := stand_in_row(job, perf(job.model, gpu_type), gpu_pool(problem.cluster, gpu_type),
+                                               allowed)) is not None]
+            kept += stand_ins
+            ref = max((r.throughput for r in stand_ins), default=ref)
+        rows = kept
     return rows, ref
+
+
+def restrict_rows(job: Job, rows: list[CandidateRow], allowed: ConfigFilter) -> list[CandidateRow]:
+    """The rows of ``job`` the filter accepts (module docstring, "Allowed configurations")."""
+    return [r for r in rows if allowed(job.model, r.gpu_type, r.plan, tuple(sorted(r.gpus_per_node, reverse=True)))]
+
+
+def stand_in_row(job: Job, pm: PerformanceModel, pool: GpuPool, allowed: ConfigFilter) -> CandidateRow | None:
+    """The stand-in request of ``job`` on ``pool`` (module docstring, "Allowed configurations"); None
+    when no GPU count of the pool has an allowed plan."""
+    g0 = job.requested_gpus
+    counts = [g0] + list(range(g0 + 1, pool.total + 1)) + list(range(min(g0, pool.total + 1) - 1, 0, -1))
+    cpus_per_gpu = job.cpus_or_default(pool.cpus_per_gpu) / g0
+    for g in counts:
+        shape = pool.shape(g)
+        room = host_room(pool.host_gib, shape)
+        if min(room) < 0:
+            continue
+        plans = [p for p in enumerate_plans(pm.model, shape, pool.gpu_type, room)
+                 if allowed(job.model, pool.gpu_type.name, p, shape)]
+        if plans:
+            t = pm.throughputs([(p, shape, cpus_per_gpu) for p in plans])
+            k = int(np.argmax(t))
+            return CandidateRow(plans[k], shape, pool.gpu_type.name, g, max(g, int(round(cpus_per_gpu * g))),
+                                config_host_gib(pm.model, plans[k]), float(t[k]))
+    return None
 
 
 def _job_block(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
@@ -497,4 +543,4 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
 
 
 __all__ = ["CandidateRow", "DEFAULT_GROWTH", "MEM_GRANULARITY_GIB", "RoundTableCache", "host_memory_rows", "build_round_table", "job_gpu_cap", "request_plan",
-           "round_lookup"]
+           "round_lookup", "restrict_rows", "stand_in_row"]

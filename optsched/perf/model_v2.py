@@ -1,0 +1,145 @@
+"""Performance model v2: Morphling's Eq. 1 (Appendix A) as the backbone, plus the terms the public
+measurements (``../shared/data/morphling/placements``) show and Eq. 1 cannot express. Every term has
+a *neutral* value at which the model is exactly Eq. 1 (:data:`NEUTRAL`); the fit
+(:mod:`optsched.perf.fitting`) frees a term only when the fitted rows can identify it
+(:mod:`optsched.perf.identifiability`) and holds it neutral otherwise, so a fit on few rows is
+Eq. 1's fit.
+
+Terms (parameters of :class:`~optsched.perf.iteration_time.PerfParams`):
+
+* **Odd GPU counts on spanning jobs** (``k_odd`` >= 0, ``k_odd_node`` >= 0; neutral 0). A job that
+  spans nodes with an *odd* number of its GPUs on some node is systematically slower outside
+  ZeRO-Offload: ViT GA on 8 GPUs takes 0.27-0.45 s with an odd node against 0.066-0.083 s on ``44``,
+  ``26``, ``2222``; T5 GA 0.895 s on ``233`` against 0.685 s on ``224``. The extra time grows with
+  the DP size (ViT ZeRO-DP, one GPU per node: +0.03 s on 2 GPUs, +0.09 s on 4, +0.17 s on 8, about
+  d - 1) and with the GPUs of the largest node (ViT GC on 8 GPUs: 0.22 s on ``11111111``, 0.35 s on
+  ``1133``, 0.53 s on ``17``), and not with the thinnest node (``35`` is as slow as ``17``). Reading:
+  with an odd count the node's GPUs cannot be paired with its NICs, and the gradient traffic of the
+  whole ring funnels through one GPU's share of the node's RDMA bandwidth. So
+  ``T_odd = k_odd x F x (1 + k_odd_node (n_max - 1))`` with the *funnel time*
+  ``F = d x V_dp / (B_inter / G)`` (all d ranks' all-reduce volume through one GPU's share) and
+  ``n_max`` the largest node's GPUs. ZeRO-Offload rows show no such effect (ViT ZeRO-Offload: 0.098-
+  0.133 s on every 8-GPU placement), nor do 3D plans without data parallelism (GPT-2 ``251``-``651``
+  on nodes of 5: 1.05-1.07 s), for which F = 0.
+* **NIC pairs** (``k_nic`` in [0, 1]; neutral 0). Eq. 1 as implemented gives a collective whose
+  thinnest node holds k of its members k GPU-shares of that node's RDMA bandwidth. The measurements
+  move in pairs: T5's sync time is about 550 ms with 1-2 GPUs on the thinnest node and 310-330 ms
+  with 3-4, RoBERTa GA on 8 GPUs costs the same 0.07-0.08 s over one node with k = 1 and k = 2, and
+  0.02 s with k = 3 and 4, as if one NIC served two GPUs. The DP and TP bandwidth uses
+  ``k_eff = (1 - k_nic) k + k_nic 2 ceil(k/2)`` shares (k_nic = 1: whole NIC pairs).
+* **Micro-batch efficiency** (``k_mb`` in [0.3, 1]; neutral 1: a larger micro-batch is never less
+  efficient per sample). Appendix A scales the forward time linearly
+  with the per-GPU micro-batch; GPUs are more efficient on larger ones (RoBERTa ZeRO-DP: 0.684 s for
+  64 samples on one GPU, 0.698 s for 32 samples per GPU on two). T_fwd is multiplied by
+  ``(mb / mb0)^(k_mb - 1)`` with mb0 = global batch / GPUs per node (one node's data-parallel
+  micro-batch, where profiles are taken).
+* **Per-family multipliers** (``m_dp``, ``m_ga``, ``m_gc``, ``m_zero_dp``, ``m_zero_offload``,
+  ``m_3d`` > 0; neutral 1) on the whole iteration time of a plan family, for the efficiency of each
+  implementation that Eq. 1's shared constants miss (T5 ZeRO-DP on ``11`` needs 320 ms of optimizer
+  step against GA's 83 ms; LLaMA-7B ZeRO-Offload against its 3D plans). Only freed for a family with
+  at least three fitted rows; the other families get the geometric mean of the fitted factors
+  (:func:`optsched.perf.fitting.fit`), since part of every factor is shared.
+
+**Extrapolation** stays sane (:meth:`optsched.perf.performance_model.PerformanceModel.iteration_times`
+with ``form="v2"``): every term is positive or a positive factor, so predictions are positive; and a
+DP-family plan spanning nodes is never predicted faster per GPU than the best single-node rate of the
+model's DP-family plans (:func:`single_node_rate`) scaled by its GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from optsched.core.errors import ValidationError
+from optsched.core.plan import PLAN_FAMILIES, ExecutionPlan, ZeroMode, offload_runs_with_gc, parse_plan_code
+
+if TYPE_CHECKING:
+    from optsched.perf.performance_model import PerformanceModel
+
+#: the forms of the model a fit may produce: plain Appendix A, or with the terms above
+MODEL_FORMS = ("eq1", "v2")
+#: the form ``optsched fit`` and the built-in defaults use
+DEFAULT_FORM = "v2"
+#: the v2 shape and efficiency terms (not the family multipliers)
+SHAPE_TERMS = ("k_odd", "k_odd_node", "k_nic", "k_mb")
+#: the multiplier parameter of each plan family (:data:`optsched.core.plan.PLAN_FAMILIES`)
+FAMILY_MULTIPLIERS: dict[str, str] = {"dp": "m_dp", "ga": "m_ga", "gc": "m_gc", "zero-dp": "m_zero_dp",
+                                      "zero-offload": "m_zero_offload", "3d": "m_3d"}
+#: every v2 parameter and its neutral value (at which the model is Eq. 1)
+NEUTRAL: dict[str, float] = {"k_odd": 0.0, "k_odd_node": 0.0, "k_nic": 0.0, "k_mb": 1.0,
+                             **{m: 1.0 for m in FAMILY_MULTIPLIERS.values()}}
+#: the DP-family plan codes the extrapolation floor compares with
+DP_FAMILY_CODES = ("dp", "ga", "gc", "zero-dp", "zero-offload")
+
+
+def check_form(form: str) -> str:
+    """``form`` if it is one of :data:`MODEL_FORMS`, else ``ValidationError``."""
+    if form not in MODEL_FORMS:
+        raise ValidationError(f"unknown model form {form!r}; known: {', '.join(MODEL_FORMS)}")
+    return form
+
+
+def shape_values(plan: ExecutionPlan, gpus_per_node: tuple[int, ...], v_dp: float, share_bps: float,
+                 dp_k: int, tp_k: int, t_dp: float, t_tp: float, micro_batch: float, mb0: float
+                 ) -> tuple[float, float, float, float, float, float, float]:
+    """The v2 features of one sample (:class:`~optsched.perf.iteration_time.PlanFeatures` fields
+    ``odd_span, funnel, largest_node, t_dp_pair, t_tp_pair, mb_rel, family``): the odd-node flag, the
+    funnel time F (seconds), the largest node's GPUs, the DP and TP times with NIC-pair shares, the
+    micro-batch relative to mb0, and the family's index in ``PLAN_FAMILIES``."""
+    spans = len(gpus_per_node) > 1
+    odd = spans and any(g % 2 for g in gpus_per_node) and plan.zero is not ZeroMode.OFFLOAD
+    funnel = plan.dp * v_dp / share_bps if spans else 0.0
+    return (1.0 if odd else 0.0, float(funnel), float(max(gpus_per_node)), _pair_time(t_dp, dp_k),
+            _pair_time(t_tp, tp_k), float(micro_batch / mb0), float(PLAN_FAMILIES.index(plan.family)))
+
+
+def _pair_time(t: float, k: int) -> float:
+    """A collective's time with 2 ceil(k/2) GPU-shares instead of k (k = 0: inside one node)."""
+    return t if k <= 0 else t * k / (2 * math.ceil(k / 2))
+
+
+def blend_pairs(t: np.ndarray, t_pair: np.ndarray, w: float) -> np.ndarray:
+    """The collective time with ``(1 - w) k + w 2 ceil(k/2)`` shares: the bandwidths blend linearly,
+    so the times blend harmonically (equal inputs give themselves back)."""
+    if w == 0.0:
+        return t
+    safe = np.where(t > 0, t, 1.0)
+    safe_pair = np.where(t_pair > 0, t_pair, 1.0)
+    return np.where(t > 0, 1.0 / ((1.0 - w) / safe + w / safe_pair), 0.0)
+
+
+def family_factor(family: np.ndarray, multipliers: Sequence[float]) -> np.ndarray:
+    """The multiplier of each sample's plan family (``multipliers`` in ``PLAN_FAMILIES`` order)."""
+    return np.asarray(multipliers, dtype=float)[family.astype(np.int64)]
+
+
+def single_node_rate(pm: "PerformanceModel", cpus_per_gpu: float) -> float:
+    """The best samples per second per GPU of ``pm``'s DP-family plans on one node (1 to G GPUs),
+    as ``pm`` predicts them without the floor; 0 when none parses (cached)."""
+    return _single_node_rate(pm, float(cpus_per_gpu))
+
+
+@lru_cache(maxsize=4096)
+def _single_node_rate(pm: "PerformanceModel", cpus_per_gpu: float) -> float:
+    model = pm.model
+    configs = []
+    for g in range(1, pm.bandwidths.gpus_per_node + 1):
+        for code in DP_FAMILY_CODES:
+            try:
+                plan = parse_plan_code(code, g, model.global_batch, offload_gc=offload_runs_with_gc(model))
+            except ValidationError:
+                continue
+            configs.append((plan, (g,), cpus_per_gpu))
+    if not configs:
+        return 0.0
+    times = pm.raw_iteration_times(configs)
+    gpus = np.array([p.num_gpus for p, _, _ in configs], dtype=float)
+    return float(np.max(model.global_batch / (times * gpus)))
+
+
+__all__ = ["DEFAULT_FORM", "DP_FAMILY_CODES", "FAMILY_MULTIPLIERS", "MODEL_FORMS", "NEUTRAL", "SHAPE_TERMS", "blend_pairs",
+           "check_form", "family_factor", "shape_values", "single_node_rate"]
