@@ -97,12 +97,13 @@ import numpy as np
 
 from optsched.core.deadline import Deadline
 from optsched.core.errors import InfeasibleError
+from optsched.heuristics.placement import MEM_TOL
 from optsched.heuristics.round_state import EPS, Config, JobRows, RoundState
 from optsched.heuristics.rubick_walk import GPU as _GPU
 from optsched.heuristics.rubick_walk import NodeWalk, _Parts
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit
-from optsched.rounds.rubick.choice import Choice
+from optsched.rounds.rubick.choice import Choice, is_kept
 from optsched.rounds.rubick.decision import Schedule
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -133,6 +134,9 @@ class DeferralResult:
     deferred: Mapping[str, str]
 
 
+_MISSING = object()
+
+
 @dataclass(frozen=True)
 class _Shrink:
     """Shrinking a job by one unit of a resource on a node: its re-fitted configuration ``new`` (None:
@@ -147,21 +151,21 @@ class _Shrink:
 
 def _slope_gpu(rows: JobRows, v: float, g: int) -> float:
     """Growth slope of a job with ``rows`` along its GPU curve from ``(g, v)`` (module docstring)."""
-    m = (rows.value > v + EPS) & (rows.gpus > g)
-    if not m.any():
+    py = rows.py
+    g2 = min((gg for vv, gg in zip(py.value, py.gpus) if vv > v + EPS and gg > g), default=None)
+    if g2 is None:
         return 0.0
-    g2 = int(rows.gpus[m].min())
-    return (float(rows.value[rows.gpus <= g2].max()) - v) / (g2 - g)
+    return (max(vv for vv, gg in zip(py.value, py.gpus) if gg <= g2) - v) / (g2 - g)
 
 
 def _slope_cpu(rows: JobRows, v: float, c: int, g_cap: int) -> float:
     """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs."""
-    within = rows.gpus <= g_cap
-    m = within & (rows.value > v + EPS) & (rows.cpus > c)
-    if not m.any():
+    py = rows.py
+    c2 = min((cc for vv, gg, cc in zip(py.value, py.gpus, py.cpus) if gg <= g_cap and vv > v + EPS and cc > c),
+             default=None)
+    if c2 is None:
         return 0.0
-    c2 = int(rows.cpus[m].min())
-    return (float(rows.value[within & (rows.cpus <= c2)].max()) - v) / (c2 - c)
+    return (max(vv for vv, gg, cc in zip(py.value, py.gpus, py.cpus) if gg <= g_cap and cc <= c2) - v) / (c2 - c)
 
 
 class Algorithm1(RoundState):
@@ -174,12 +178,20 @@ class Algorithm1(RoundState):
         #: scratch amounts per node (a job's shares while it is re-fitted in :meth:`shrink`)
         self.scratch = (np.zeros(n_nodes, dtype=np.int64), np.zeros(n_nodes, dtype=np.int64),
                         np.zeros(n_nodes, dtype=float))
-        self.name_rank = {j: r for r, j in enumerate(sorted(range(len(self.names)), key=lambda j: self.names[j]))}
-        self.shrink_cache: dict[tuple[int, Config, int, int], _Shrink | None] = {}
+        #: per job index: its rank by name (ties of shrink slopes)
+        self.name_rank = [0] * len(self.names)
+        for r, j in enumerate(sorted(range(len(self.names)), key=lambda j: self.names[j])):
+            self.name_rank[j] = r
+        #: (configuration, node, resource) -> :meth:`shrink` (a configuration's row names its job)
+        self.shrink_cache: dict[tuple[Config, int, int], _Shrink | None] = {}
         self._parts: dict[int, _Parts] = {}
-        self._slope_memo: dict[tuple, float] = {}
-        self._min_slope = np.full((2, n_nodes), math.inf)
-        self._slope_valid = np.zeros((2, n_nodes), dtype=bool)
+        self._keepable: dict[int, list[bool]] = {}
+        self._slope_memo: dict[tuple[int, float, int], float] = {}
+        self._slope_cpu_memo: dict[tuple[int, float, int, int], float] = {}
+        #: per resource and node: the lowest shrink (:meth:`lowest` of every job there) and whether it is
+        #: still valid (the node's holders have not changed since)
+        self.low: tuple[list[tuple[int, _Shrink] | None], ...] = ([None] * n_nodes, [None] * n_nodes)
+        self.low_ok: tuple[list[bool], ...] = ([False] * n_nodes, [False] * n_nodes)
 
     # -- slopes ---------------------------------------------------------------------------------
     def slope_gpu(self, j: int, v: float, g: int) -> float:
@@ -192,54 +204,91 @@ class Algorithm1(RoundState):
         return out
 
     def slope_cpu(self, j: int, v: float, c: int, g_cap: int) -> float:
-        """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs (not memoised:
-        ``g_cap`` changes with every node a walk visits, so a memo costs more than it saves)."""
-        return _slope_cpu(self.rows[j], v, c, g_cap)
+        """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs; memoised with
+        ``g_cap`` capped at the job's largest row (beyond it every row is within the cap)."""
+        rows = self.rows[j]
+        key = (j, v, c, min(g_cap, rows.py.max_gpus))
+        out = self._slope_cpu_memo.get(key)
+        if out is None:
+            out = self._slope_cpu_memo[key] = _slope_cpu(rows, v, c, g_cap)
+        return out
 
     # -- GetLowestSlopeOverMinJob -----------------------------------------------------------------
     def shrink(self, v: int, n: int, res: int) -> _Shrink | None:
         """Shrinking job ``v`` by one unit of ``res`` on node ``n`` (None: not allowed, i.e. not over
-        its minimum)."""
-        cfg = self.config(v)
+        its minimum); cached per (configuration, node, resource)."""
+        cfg = self.ledger.holding[v]
         assert cfg is not None
-        key = (v, cfg, n, res)
-        if key in self.shrink_cache:
-            return self.shrink_cache[key]
+        key = (cfg, n, res)
+        out = self.shrink_cache.get(key, _MISSING)
+        if out is _MISSING:
+            out = self.shrink_cache[key] = self._shrink_of(v, cfg, n, res)  # type: ignore[assignment]
+        return out  # type: ignore[return-value]
+
+    def _shrink_of(self, v: int, cfg: Config, n: int, res: int) -> _Shrink | None:
         g, c, _ = cfg.share_on(n)
-        out: _Shrink | None = None
-        if (g if res == _GPU else c) > 0:
-            sg, sc, sm = self.scratch
-            cand = np.array([s[0] for s in cfg.shares], dtype=np.int64)
-            for nn, gg, cc, mm in cfg.shares:
-                sg[nn], sc[nn], sm[nn] = gg, cc, mm
-            if res == _GPU:
-                sg[n] -= 1
-            else:
-                sc[n] -= 1
-            new = self.best(v, cand, self.scratch, guarantee=bool(self.protected[v]), keep=False)
-            sg[cand] = 0
-            sc[cand] = 0
-            sm[cand] = 0.0
-            if new is not None or not self.protected[v]:
-                ng, nc, _ = new.share_on(n) if new is not None else (0, 0, 0.0)
-                released = (g - ng) if res == _GPU else (c - nc)
-                if released > 0:
-                    loss = self.contrib(v, cfg) - self.contrib(v, new)
-                    out = _Shrink(new, loss, released, loss / released)
-        self.shrink_cache[key] = out
-        return out
+        if (g if res == _GPU else c) <= 0:
+            return None
+        sg, sc, sm = self.scratch
+        cand = np.array([s[0] for s in cfg.shares], dtype=np.int64)
+        for nn, gg, cc, mm in cfg.shares:
+            sg[nn], sc[nn], sm[nn] = gg, cc, mm
+        if res == _GPU:
+            sg[n] -= 1
+        else:
+            sc[n] -= 1
+        new = self.best(v, cand, self.scratch, guarantee=bool(self.protected[v]), keep=False)
+        sg[cand] = 0
+        sc[cand] = 0
+        sm[cand] = 0.0
+        if new is None and self.protected[v]:
+            return None
+        ng, nc, _ = new.share_on(n) if new is not None else (0, 0, 0.0)
+        released = (g - ng) if res == _GPU else (c - nc)
+        if released <= 0:
+            return None
+        loss = self.contrib(v, cfg) - self.contrib(v, new)
+        return _Shrink(new, loss, released, loss / released)
 
     def lowest(self, n: int, res: int, exclude: int) -> tuple[int, _Shrink] | None:
+        """GetLowestSlopeOverMinJob [line 10]: the job on node ``n`` (not ``exclude``) with the lowest
+        shrink slope for ``res`` (ties: job name) and its shrink; None when no job there can be shrunk.
+        Kept per node and resource until the node's holders change (``ledger.touched``)."""
+        if exclude in self.ledger.holders_on[n]:
+            return self._lowest(n, res, exclude)
+        if self.ledger.touched:
+            self.flush_touched()
+        if self.low_ok[res][n]:
+            return self.low[res][n]
+        out = self.low[res][n] = self._lowest(n, res, -1)
+        self.low_ok[res][n] = True
+        return out
+
+    def _lowest(self, n: int, res: int, exclude: int) -> tuple[int, _Shrink] | None:
         best: tuple[int, _Shrink] | None = None
+        b_key: tuple[float, int] | None = None
+        rank, holding, cache = self.name_rank, self.ledger.holding, self.shrink_cache
         for v in self.ledger.holders_on[n]:
             if v == exclude:
                 continue
-            ev = self.shrink(v, n, res)
+            ev = cache.get((holding[v], n, res), _MISSING)
+            if ev is _MISSING:
+                ev = self.shrink(v, n, res)
             if ev is None:
                 continue
-            if best is None or (ev.slope, self.name_rank[v]) < (best[1].slope, self.name_rank[best[0]]):
-                best = (v, ev)
+            key = (ev.slope, rank[v])  # type: ignore[union-attr]
+            if b_key is None or key < b_key:
+                best, b_key = (v, ev), key  # type: ignore[assignment]
         return best
+
+    def flush_touched(self) -> None:
+        """Forget the lowest shrinks (:attr:`low`) of the nodes whose holders changed."""
+        touched = self.ledger.touched
+        if touched:
+            ok0, ok1 = self.low_ok
+            for m in touched:
+                ok0[m] = ok1[m] = False
+            touched.clear()
 
     # -- ScheduleJob ----------------------------------------------------------------------------
     def held_by_best_effort(self) -> np.ndarray:
@@ -256,27 +305,30 @@ class Algorithm1(RoundState):
         rest = rest[np.lexsort((rest, -score))]
         return np.concatenate([np.array(first, dtype=np.int64), rest]).astype(np.int64)
 
+    def keepable(self, j: int) -> list[bool]:
+        """Per row of job ``j`` (in :class:`~optsched.heuristics.round_state.JobRows` order): whether a
+        mapping of it onto the job's current placement keeps the job as it runs
+        (:func:`~optsched.rounds.rubick.choice.is_kept`: same plan, the shape of the current placement,
+        its CPUs and memory); all False for a queued job. Made once per job."""
+        out = self._keepable.get(j)
+        if out is None:
+            parts = self.current_parts[j]
+            py = self.rows[j].py
+            if parts is None:
+                out = [False] * len(py.rows)
+            else:
+                shape = sorted(g for _, g in parts)
+                out = [sorted(s for s, _, _ in py.parts[i]) == shape
+                       and is_kept(self.problem, self.table, j, Choice(row, parts)) for i, row in enumerate(py.rows)]
+            self._keepable[j] = out
+        return out
+
     def walk_parts(self, j: int) -> _Parts:
         """Job ``j``'s rows as part demands (:class:`~optsched.heuristics.rubick_walk.NodeWalk`)."""
         parts = self._parts.get(j)
         if parts is None:
             parts = self._parts[j] = _Parts(self, j)
         return parts
-
-    def node_min_slopes(self, nodes: np.ndarray, res: int) -> np.ndarray:
-        """Per node of ``nodes``, the lowest shrink slope (:meth:`shrink`) for ``res`` of a job on it
-        (inf when no job there can be shrunk); kept per node and recomputed where holdings changed."""
-        if self.ledger.touched:
-            stale = np.fromiter(self.ledger.touched, dtype=np.int64)
-            self._slope_valid[:, stale] = False
-            self.ledger.touched.clear()
-        valid, slopes = self._slope_valid[res], self._min_slope[res]
-        for n in nodes[~valid[nodes]]:
-            n = int(n)
-            low = self.lowest(n, res, -1)
-            slopes[n] = math.inf if low is None else low[1].slope
-            valid[n] = True
-        return slopes[nodes]
 
     def schedule_job(self, j: int, forced: bool) -> bool:
         """ScheduleJob [Algorithm 1, lines 6-25] for job index ``j``; True when committed. ``forced``:
@@ -315,16 +367,27 @@ class Algorithm1(RoundState):
             orig, cur = before[v], self.config(v)
             if cur is orig or orig is None:
                 continue
-            self.set(v, None)
-            if self.fits(orig):  # type: ignore[arg-type]
-                self.set(v, orig)  # type: ignore[arg-type]
+            if self._fits_instead(orig, cur):
+                self.set(v, orig)  # releases ``cur``, then reserves ``orig``: as two steps would
                 continue
+            self.set(v, None)
             cand = np.array([s[0] for s in orig.shares], dtype=np.int64)
             new = self.best(v, cand, free, guarantee=bool(self.protected[v]), keep=False)
             if new is not None and self.contrib(v, new) > self.contrib(v, cur) + EPS:
                 self.set(v, new)
             else:
                 self.set(v, cur)
+
+    def _fits_instead(self, new: Config, old: Config | None) -> bool:
+        """Whether ``new`` fits the free resources once ``old`` (held by the same job) is released: the
+        amounts are those :meth:`set` would leave, the same sums in the same order."""
+        held = {} if old is None else {n: (g, c, m) for n, g, c, m in old.shares}
+        fg, fc, fm = self.free_views
+        for n, g, c, m in new.shares:
+            hg, hc, hm = held.get(n, (0, 0, 0.0))
+            if not (fg[n] + hg >= g and fc[n] + hc >= c and fm[n] + hm >= m - MEM_TOL):
+                return False
+        return True
 
     def fill(self, j: int) -> None:
         """A job without resources tries the free resources only ("returns to the queue")."""
