@@ -62,12 +62,12 @@ class Config:
         return 0, 0, 0.0
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)
 class JobRows:
     """A job's rows sorted by normalised throughput descending (then fewer GPUs, CPUs, memory, row):
     table ``rows`` and, aligned with them, their normalised ``value``, ``gpus``, ``cpus``, ``mem``,
     largest part (``max_part``), whether they reach the guarantee (``reaches``), GPU type id
-    (``type_id``) and shape; ``best_value`` is the first value (0 without rows).
+    (``type_id``) and shape; ``best_value`` is the first value (0 without rows). Read-only.
 
     The same columns as plain Python lists (``py``: :class:`RowLists`) serve the loops over a few rows
     and nodes, where numpy's per-call cost would dominate."""
@@ -85,33 +85,36 @@ class JobRows:
     py: "RowLists"
 
 
-@dataclass(frozen=True, eq=False)
 class RowLists:
-    """:class:`JobRows`' columns as Python lists (same order), plus each row's ``parts``: ``(gpus,
-    cpus, mem)`` per part of its shape, largest first, by :func:`~optsched.rounds.rubick.choice.part_share`'s
-    rule (``ceil(C s / G)`` CPUs and ``M s / G`` GiB for a part of ``s`` of the row's G GPUs, C CPUs
-    and M GiB), and the most GPUs of a row (``max_gpus``, 0 without rows)."""
+    """:class:`JobRows`' columns as Python lists (same order; read-only), the most GPUs of a row
+    (``max_gpus``, 0 without rows) and each row's parts (:meth:`part`)."""
 
-    rows: list[int]
-    value: list[float]
-    gpus: list[int]
-    cpus: list[int]
-    mem: list[float]
-    max_part: list[int]
-    reaches: list[bool]
-    type_id: list[int]
-    parts: list[list[tuple[int, int, float]]]
-    max_gpus: int
+    __slots__ = ("rows", "value", "gpus", "cpus", "mem", "max_part", "reaches", "type_id", "shapes", "max_gpus",
+                 "_parts")
 
-    @staticmethod
-    def of(rows: np.ndarray, value: np.ndarray, gpus: np.ndarray, cpus: np.ndarray, mem: np.ndarray,
-           max_part: np.ndarray, reaches: np.ndarray, type_id: np.ndarray,
-           shapes: tuple[tuple[int, ...], ...]) -> "RowLists":
-        g_l, c_l, m_l = gpus.tolist(), cpus.tolist(), mem.tolist()
-        parts = [[(s, math.ceil(C * s / G - 1e-9), M * s / G) for s in shape]
-                 for G, C, M, shape in zip(g_l, c_l, m_l, shapes)]
-        return RowLists(rows.tolist(), value.tolist(), g_l, c_l, m_l, max_part.tolist(), reaches.tolist(),
-                        type_id.tolist(), parts, max(g_l, default=0))
+    def __init__(self, rows: list[int], value: list[float], gpus: list[int], cpus: list[int], mem: list[float],
+                 max_part: list[int], reaches: list[bool], type_id: list[int],
+                 shapes: tuple[tuple[int, ...], ...]) -> None:
+        self.rows, self.value, self.gpus, self.cpus, self.mem = rows, value, gpus, cpus, mem
+        self.max_part, self.reaches, self.type_id, self.shapes = max_part, reaches, type_id, shapes
+        self.max_gpus = max(gpus, default=0)
+        self._parts: list[list[tuple[int, int, float]] | None] = [None] * len(rows)
+
+    def part(self, i: int) -> list[tuple[int, int, float]]:
+        """Row ``i``'s parts: ``(gpus, cpus, mem)`` per part of its shape, largest first, by
+        :func:`~optsched.rounds.rubick.choice.part_share`'s rule (``ceil(C s / G)`` CPUs and ``M s / G``
+        GiB for a part of ``s`` of the row's G GPUs, C CPUs and M GiB); made on first use (a round
+        looks at few rows of most jobs)."""
+        out = self._parts[i]
+        if out is None:
+            G, C, M = self.gpus[i], self.cpus[i], self.mem[i]
+            out = self._parts[i] = [(s, math.ceil(C * s / G - 1e-9), M * s / G) for s in self.shapes[i]]
+        return out
+
+    @property
+    def parts(self) -> list[list[tuple[int, int, float]]]:
+        """:meth:`part` of every row."""
+        return [self.part(i) for i in range(len(self.rows))]
 
 
 class _RowsOfJobs(dict[int, JobRows]):
@@ -124,7 +127,7 @@ class _RowsOfJobs(dict[int, JobRows]):
         k_all = np.arange(len(table))
         self._table = table
         self._order = order = np.lexsort((k_all, table.mem_gib, table.cpus, table.gpus, -value, table.job_index))
-        self._bounds = np.searchsorted(table.job_index[order], np.arange(len(table.jobs) + 1))
+        self._bounds: list[int] = np.searchsorted(table.job_index[order], np.arange(len(table.jobs) + 1)).tolist()
         reaches_all = reaches_guarantee(table, k_all) if len(table) else np.zeros(0, dtype=bool)
         max_part = np.fromiter((max(s) for s in table.gpus_per_node), dtype=np.int64, count=len(table))
         #: per table row: whether it reaches its job's guarantee (Python list: read one at a time)
@@ -137,11 +140,13 @@ class _RowsOfJobs(dict[int, JobRows]):
             raise IndexError(f"job index {j} out of range")
         a, b = self._bounds[j], self._bounds[j + 1]
         rows = self._order[a:b]
-        val, g, c, m, mp, ok, tid = (x[a:b] for x in self._cols)
-        shapes = tuple(self._table.gpus_per_node[k] for k in rows)
-        out = self[j] = JobRows(rows=rows, value=val, gpus=g, cpus=c, mem=m, max_part=mp, reaches=ok, type_id=tid,
-                                shapes=shapes, best_value=float(val[0]) if rows.size else 0.0,
-                                py=RowLists.of(rows, val, g, c, m, mp, ok, tid, shapes))
+        cols = [x[a:b] for x in self._cols]
+        val = cols[0]
+        rows_l = rows.tolist()
+        gpn = self._table.gpus_per_node
+        shapes = tuple([gpn[k] for k in rows_l])
+        out = self[j] = JobRows(rows, *cols, shapes, float(val[0]) if b > a else 0.0,  # type: ignore[call-arg]
+                                RowLists(rows_l, *(x.tolist() for x in cols), shapes))  # type: ignore[arg-type]
         return out
 
 
@@ -289,21 +294,34 @@ class RoundState:
         docstring): best fit, the job's current nodes first, then nodes where the part fits in ``base``
         (free before a walk), then the fewest free GPUs, then ``cand`` order."""
         rows = self.rows[j]
-        shares = self.ledger.best_fit(rows.py.parts[i], cand, amounts=amounts,
+        shares = self.ledger.best_fit(rows.py.part(i), cand, amounts=amounts,
                                       allowed=self.node_type[cand] == rows.type_id[i],
                                       prefer=self.on_current_node[j, cand], base=base)
         return None if shares is None else self._config(j, rows.py.rows[i], shares, amounts)
 
-    def _config(self, j: int, row: int, shares: list[Share], amounts: Amounts) -> Config | None:
+    def _config(self, j: int, row: int, shares: list[Share], amounts: Amounts | None,
+                lists: tuple[list[int], list[int], list[int], list[float]] | None = None) -> Config | None:
         """Job ``j`` on ``row`` with ``shares``: its exact current shares when the mapping is its current
-        placement and the row keeps it (None if those do not fit ``amounts``), else a new configuration."""
+        placement and the row keeps it (None if those do not fit), else a new configuration. What is
+        available is ``amounts`` (indexed by node) or, when None, ``lists``: (nodes, GPUs, CPUs, GiB)
+        with nothing elsewhere (:meth:`best_on`)."""
         if self.current_parts[j] is not None:
             placed = tuple(sorted((self.node_names[n], g) for n, g, _, _ in shares))
             if placed == self.current_parts[j] and is_kept(self.problem, self.table, j, Choice(row, placed)):
                 cur = self.current[j]
                 assert cur is not None
                 cfg = Config(row, cur.shares, True)
-                return cfg if self.fits(cfg, amounts) else None
+                if amounts is not None:
+                    return cfg if self.fits(cfg, amounts) else None
+                assert lists is not None
+                nodes, ag, ac, am = lists
+                at = {n: p for p, n in enumerate(nodes)}
+                for n, g, c, m in cfg.shares:
+                    p = at.get(n)
+                    have = (0, 0, 0.0) if p is None else (ag[p], ac[p], am[p])
+                    if not (have[0] >= g and have[1] >= c and have[2] >= m - MEM_TOL):
+                        return None
+                return cfg
         return Config(row, tuple(sorted(shares)), False)
 
     def best(self, j: int, cand: np.ndarray, amounts: Amounts, *, guarantee: bool, keep: bool,
@@ -344,11 +362,12 @@ class RoundState:
         return chosen
 
     def best_on(self, j: int, nodes: list[int], ag: list[int], ac: list[int], am: list[float],
-                base: list[int] | None, amounts: Amounts, *, guarantee: bool, chosen: Config | None = None,
+                base: list[int] | None, amounts: Amounts | None, *, guarantee: bool, chosen: Config | None = None,
                 score: float = -math.inf) -> Config | None:
         """:meth:`best` on a few ``nodes`` given as lists: their amounts ``ag``, ``ac``, ``am`` (aligned
-        with ``nodes``; ``amounts`` indexed by node, for the kept check of :meth:`_config`) and
-        ``base`` GPUs; ``chosen`` and ``score`` are the running configuration's, when allowed. The
+        with ``nodes``; ``amounts`` indexed by node for the kept check of :meth:`_config`, or None when
+        nothing is available elsewhere) and ``base`` GPUs; ``chosen`` and ``score`` are the running
+        configuration's, when allowed. The
         same rows are tried in the same order as :meth:`best`: a row below ``score`` ends the search
         whether or not it passes the totals filter, since every later row is lower still."""
         py = self.rows[j].py
@@ -363,10 +382,10 @@ class RoundState:
                 break
             if (gpus[i] > tg or max_part[i] > mg or cpus[i] > tc or mem[i] > tm) or (guarantee and not reaches[i]):
                 continue
-            shares = self._best_fit_on(j, py.type_id[i], py.parts[i], nodes, ag, ac, am, base)
+            shares = self._best_fit_on(j, py.type_id[i], py.part(i), nodes, ag, ac, am, base)
             if shares is None:
                 continue
-            cfg = self._config(j, py.rows[i], shares, amounts)
+            cfg = self._config(j, py.rows[i], shares, amounts, (nodes, ag, ac, am))
             if cfg is None:
                 continue
             s = val - (0.0 if cfg.kept else pen)

@@ -98,6 +98,7 @@ import numpy as np
 from optsched.core.deadline import Deadline
 from optsched.core.errors import InfeasibleError
 from optsched.heuristics.placement import MEM_TOL
+from optsched.heuristics import round_state
 from optsched.heuristics.round_state import EPS, Config, JobRows, RoundState
 from optsched.heuristics.rubick_walk import GPU as _GPU
 from optsched.heuristics.rubick_walk import NodeWalk, _Parts
@@ -229,18 +230,30 @@ class Algorithm1(RoundState):
         g, c, _ = cfg.share_on(n)
         if (g if res == _GPU else c) <= 0:
             return None
-        sg, sc, sm = self.scratch
-        cand = np.array([s[0] for s in cfg.shares], dtype=np.int64)
-        for nn, gg, cc, mm in cfg.shares:
-            sg[nn], sc[nn], sm[nn] = gg, cc, mm
-        if res == _GPU:
-            sg[n] -= 1
+        # GetBestPlan on the job's own shares, one unit less on ``n`` (nothing elsewhere)
+        shares = cfg.shares
+        if len(shares) <= round_state.SMALL_CANDIDATES:
+            nodes = [s[0] for s in shares]
+            ag, ac, am = [s[1] for s in shares], [s[2] for s in shares], [s[3] for s in shares]
+            at = nodes.index(n)
+            if res == _GPU:
+                ag[at] -= 1
+            else:
+                ac[at] -= 1
+            new = self.best_on(v, nodes, ag, ac, am, None, None, guarantee=bool(self.protected[v]))
         else:
-            sc[n] -= 1
-        new = self.best(v, cand, self.scratch, guarantee=bool(self.protected[v]), keep=False)
-        sg[cand] = 0
-        sc[cand] = 0
-        sm[cand] = 0.0
+            sg, sc, sm = self.scratch
+            cand = np.array([s[0] for s in shares], dtype=np.int64)
+            for nn, gg, cc, mm in shares:
+                sg[nn], sc[nn], sm[nn] = gg, cc, mm
+            if res == _GPU:
+                sg[n] -= 1
+            else:
+                sc[n] -= 1
+            new = self.best(v, cand, self.scratch, guarantee=bool(self.protected[v]), keep=False)
+            sg[cand] = 0
+            sc[cand] = 0
+            sm[cand] = 0.0
         if new is None and self.protected[v]:
             return None
         ng, nc, _ = new.share_on(n) if new is not None else (0, 0, 0.0)
@@ -299,11 +312,12 @@ class Algorithm1(RoundState):
         cur = self.current[j]
         first = [n for n, *_ in cur.shares if self.eligible[j, n]] if cur is not None else []
         rest = np.flatnonzero(self.eligible[j] & ~self.on_current_node[j])
-        score = self.free_gpus[rest].astype(float)
+        score = self.free_gpus[rest]
         if privileged:
             score = score + self.held_by_best_effort()[rest]
-        rest = rest[np.lexsort((rest, -score))]
-        return np.concatenate([np.array(first, dtype=np.int64), rest]).astype(np.int64)
+        # by score descending, then node index (``rest`` is ascending and the sort stable)
+        rest = rest[np.argsort(-score, kind="stable")]
+        return np.concatenate([np.array(first, dtype=np.int64), rest]) if first else rest
 
     def keepable(self, j: int) -> list[bool]:
         """Per row of job ``j`` (in :class:`~optsched.heuristics.round_state.JobRows` order): whether a
@@ -318,7 +332,7 @@ class Algorithm1(RoundState):
                 out = [False] * len(py.rows)
             else:
                 shape = sorted(g for _, g in parts)
-                out = [sorted(s for s, _, _ in py.parts[i]) == shape
+                out = [sorted(py.shapes[i]) == shape
                        and is_kept(self.problem, self.table, j, Choice(row, parts)) for i, row in enumerate(py.rows)]
             self._keepable[j] = out
         return out
@@ -333,7 +347,10 @@ class Algorithm1(RoundState):
     def schedule_job(self, j: int, forced: bool) -> bool:
         """ScheduleJob [Algorithm 1, lines 6-25] for job index ``j``; True when committed. ``forced``:
         a privileged job below its minimum (committed whenever it reaches its guarantee). The node walk
-        is :class:`~optsched.heuristics.rubick_walk.NodeWalk`."""
+        is :class:`~optsched.heuristics.rubick_walk.NodeWalk`. A job running its best row as it runs is
+        answered without the walk (:meth:`_runs_best`)."""
+        if not forced and self._runs_best(j):
+            return False
         self.ledger.begin()
         prot = bool(self.protected[j])
         self.set(j, None)
@@ -356,6 +373,31 @@ class Algorithm1(RoundState):
             return True
         self.ledger.rollback()
         return False
+
+    def _runs_best(self, j: int) -> bool:
+        """Whether ScheduleJob of job ``j`` (not forced) is known to change nothing, and if so its effect
+        on the free memory. That is the case when ``j`` holds its running configuration, which is as
+        good as its best row, reaches its guarantee if it is protected and fits again once released:
+        the walk then ends at its first node with the running configuration (GetBestPlan keeps it and
+        no row beats it), the final GetBestPlan keeps it too, the objective does not change and the
+        transaction is rolled back. What remains of all that is the rounding of the free memory on its
+        nodes (released, reserved, then both undone), which is replayed: same sums, same order."""
+        cur = self.current[j]
+        if cur is None or self.ledger.holding[j] is not cur:
+            return False
+        v = float(self.value[cur.row])
+        rows = self.rows[j]
+        if not (rows.py.value[0] <= v + EPS and v >= rows.best_value - EPS):
+            return False
+        if self.protected[j] and not self.reaches(cur.row):
+            return False
+        fg, fc, fm = self.free_views
+        for n, g, c, m in cur.shares:
+            if not (fg[n] + g >= g and fc[n] + c >= c and fm[n] + m >= m - MEM_TOL):
+                return False
+        for n, _, _, m in cur.shares:
+            fm[n] = (((fm[n] + m) - m) + m) - m
+        return True
 
     def give_back(self, shrunk: list[int]) -> None:
         """Return what the chosen row does not use: restore shrunk jobs, most recently shrunk first, to
@@ -402,7 +444,7 @@ class Algorithm1(RoundState):
         cfg = self.config(j)
         v, g, c = self.position(cfg)
         rows = self.rows[j]
-        g_cap = g if cfg is not None else (int(rows.gpus.min()) if rows.rows.size else 0)
+        g_cap = g if cfg is not None else min(rows.py.gpus, default=0)
         # asked once per job: computed directly, the memo would cost more than it saves
         return -_slope_gpu(rows, v, g), -_slope_cpu(rows, v, c, g_cap), self.names[j]
 

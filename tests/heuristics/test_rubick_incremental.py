@@ -1,8 +1,9 @@
 """The incremental structures that make Rubick's Algorithm 1 fast give the answers of the direct
 computations they replace (optsched.heuristics.rubick, rubick_walk, round_state): GetBestPlan in plain
 Python on a few nodes against its numpy form, the round ledger against the shared node ledger, the node
-walk's counts, deficits and cached lowest shrinks against GetBestPlan and a fresh search (``CHECK``), and
-give-back's one-step restore against releasing first."""
+walk's counts, deficits and cached lowest shrinks against GetBestPlan and a fresh search (``CHECK``),
+give-back's one-step restore against releasing first, and the answer for a job running its best row
+against the full ScheduleJob."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import random
 import numpy as np
 import pytest
 
+from optsched.core import Allocation
 from optsched.heuristics import round_state, rubick_walk
 from optsched.heuristics.placement import NodeLedger
 from optsched.heuristics.round_state import Config, RoundLedger
 from optsched.heuristics.rubick import Algorithm1, algorithm1
 from optsched.rounds.rubick.admission import admit
-from optsched.rounds.rubick.choice import Choice, is_kept
+from optsched.rounds.rubick.choice import Choice, is_kept, placement_of
 from optsched.rounds.rubick.generate import generate_rubick_round
+from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
 
 
@@ -200,3 +203,49 @@ def test_one_step_restore_fits_as_release_then_fit() -> None:
         assert quick == direct
         answers.add(quick)
     assert answers == {True, False}
+
+
+def _next_round(nodes: int, jobs: int, seed: int) -> RubickRound:
+    """The round after a generated one, as a simulator makes it: every job Algorithm 1 placed runs what
+    it chose (so many run their best row), the others wait."""
+    first = generate_rubick_round(nodes, 8, jobs, seed)
+    table = build_round_table(first)
+    choices = algorithm1(first, table, admit(first, table), defer=True).choices
+    running = tuple(Allocation(name, table.plans[c.row], placement_of(first, table, table.index_of(name), c))
+                    for name, c in choices.items())
+    return RubickRound(first.cluster, first.jobs, running=running, occupied=first.occupied, quotas=first.quotas)
+
+
+@pytest.mark.parametrize("size", [(24, 40, 0), (48, 80, 4)])
+def test_running_best_row_shortcut_leaves_what_schedule_job_leaves(size: tuple[int, int, int]) -> None:
+    """For every job :meth:`Algorithm1._runs_best` answers, the full ScheduleJob (walk, GetBestPlan,
+    rollback) returns False too and leaves bit-identical free amounts and the same holdings (on a round
+    after a round, where jobs run their best rows)."""
+    problem = _next_round(*size)
+    table = build_round_table(problem)
+    admission = admit(problem, table)
+    quick, full = Algorithm1(problem, table, admission), Algorithm1(problem, table, admission)
+    for eng in (quick, full):
+        eng.hold_running(skip_waiting=True)
+    full._runs_best = lambda j: False  # type: ignore[method-assign]
+    taken = 0
+    for j in range(len(quick.names)):
+        if not quick._runs_best(j):
+            continue
+        taken += 1
+        assert full.schedule_job(j, forced=False) is False
+        for a, b in zip((quick.free_gpus, quick.free_cpus, quick.free_mem), (full.free_gpus, full.free_cpus,
+                                                                            full.free_mem)):
+            assert a.tobytes() == b.tobytes()
+        assert quick.ledger.holding == full.ledger.holding
+    assert taken >= 5, taken
+
+
+def test_decisions_with_and_without_the_running_best_row_shortcut(monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = _next_round(40, 60, 2)
+    table = build_round_table(problem)
+    admission = admit(problem, table)
+    fast = algorithm1(problem, table, admission, defer=True)
+    monkeypatch.setattr(Algorithm1, "_runs_best", lambda eng, j: False)
+    slow = algorithm1(problem, table, admission, defer=True)
+    assert fast.choices == slow.choices and fast.message == slow.message
