@@ -87,10 +87,11 @@ class JobRows:
 
 class RowLists:
     """:class:`JobRows`' columns as Python lists (same order; read-only), the most GPUs of a row
-    (``max_gpus``, 0 without rows) and each row's parts (:meth:`part`)."""
+    (``max_gpus``, 0 without rows), the distinct GPU counts ascending (``gpu_steps``) and each row's
+    parts (:meth:`part`)."""
 
     __slots__ = ("rows", "value", "gpus", "cpus", "mem", "max_part", "reaches", "type_id", "shapes", "max_gpus",
-                 "_parts")
+                 "gpu_steps", "_parts")
 
     def __init__(self, rows: list[int], value: list[float], gpus: list[int], cpus: list[int], mem: list[float],
                  max_part: list[int], reaches: list[bool], type_id: list[int],
@@ -98,6 +99,8 @@ class RowLists:
         self.rows, self.value, self.gpus, self.cpus, self.mem = rows, value, gpus, cpus, mem
         self.max_part, self.reaches, self.type_id, self.shapes = max_part, reaches, type_id, shapes
         self.max_gpus = max(gpus, default=0)
+        #: the distinct GPU counts of the rows, ascending
+        self.gpu_steps = sorted(set(gpus))
         self._parts: list[list[tuple[int, int, float]] | None] = [None] * len(rows)
 
     def part(self, i: int) -> list[tuple[int, int, float]]:
@@ -127,13 +130,28 @@ class _RowsOfJobs(dict[int, JobRows]):
         k_all = np.arange(len(table))
         self._table = table
         self._order = order = np.lexsort((k_all, table.mem_gib, table.cpus, table.gpus, -value, table.job_index))
-        self._bounds: list[int] = np.searchsorted(table.job_index[order], np.arange(len(table.jobs) + 1)).tolist()
+        #: job j's rows are positions ``bounds[j]:bounds[j + 1]`` of the sorted columns (``cols``)
+        self.bounds_array = np.searchsorted(table.job_index[order], np.arange(len(table.jobs) + 1))
+        self._bounds: list[int] = self.bounds_array.tolist()
         reaches_all = reaches_guarantee(table, k_all) if len(table) else np.zeros(0, dtype=bool)
         max_part = np.fromiter((max(s) for s in table.gpus_per_node), dtype=np.int64, count=len(table))
         #: per table row: whether it reaches its job's guarantee (Python list: read one at a time)
         self.reaches_row: list[bool] = reaches_all.tolist()
-        self._cols = tuple(x[order] for x in (value, table.gpus, table.cpus, table.mem_gib, max_part, reaches_all,
-                                              row_type))
+        #: every row's value, GPUs, CPUs, GiB, largest part, whether it reaches the guarantee and GPU type,
+        #: sorted by job, then as :class:`JobRows`
+        self.cols = self._cols = tuple(x[order] for x in (value, table.gpus, table.cpus, table.mem_gib, max_part,
+                                                          reaches_all, row_type))
+        self._best: list[float] | None = None
+
+    def best_value(self, j: int) -> float:
+        """The best normalised throughput of job ``j`` (:attr:`JobRows.best_value`, without making its
+        :class:`JobRows`)."""
+        if j in self:
+            return self[j].best_value
+        if self._best is None:
+            self._best = self._cols[0].tolist()
+        a, b = self._bounds[j], self._bounds[j + 1]
+        return self._best[a] if b > a else 0.0
 
     def __missing__(self, j: int) -> JobRows:
         if not 0 <= j < len(self._bounds) - 1:

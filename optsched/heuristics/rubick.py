@@ -90,6 +90,7 @@ from __future__ import annotations
 
 import logging
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -205,10 +206,10 @@ class Algorithm1(RoundState):
         return out
 
     def slope_cpu(self, j: int, v: float, c: int, g_cap: int) -> float:
-        """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs; memoised with
-        ``g_cap`` capped at the job's largest row (beyond it every row is within the cap)."""
+        """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs; memoised by the
+        rows within the cap (how many distinct GPU counts of rows ``g_cap`` reaches)."""
         rows = self.rows[j]
-        key = (j, v, c, min(g_cap, rows.py.max_gpus))
+        key = (j, v, c, bisect_right(rows.py.gpu_steps, g_cap))
         out = self._slope_cpu_memo.get(key)
         if out is None:
             out = self._slope_cpu_memo[key] = _slope_cpu(rows, v, c, g_cap)
@@ -278,8 +279,7 @@ class Algorithm1(RoundState):
         return out
 
     def _lowest(self, n: int, res: int, exclude: int) -> tuple[int, _Shrink] | None:
-        best: tuple[int, _Shrink] | None = None
-        b_key: tuple[float, int] | None = None
+        best_v, best_ev, best_slope = -1, None, math.inf
         rank, holding, cache = self.name_rank, self.ledger.holding, self.shrink_cache
         for v in self.ledger.holders_on[n]:
             if v == exclude:
@@ -289,10 +289,11 @@ class Algorithm1(RoundState):
                 ev = self.shrink(v, n, res)
             if ev is None:
                 continue
-            key = (ev.slope, rank[v])  # type: ignore[union-attr]
-            if b_key is None or key < b_key:
-                best, b_key = (v, ev), key  # type: ignore[assignment]
-        return best
+            slope = ev.slope  # type: ignore[union-attr]
+            # lowest (slope, name rank); the first candidate is taken whatever its slope
+            if best_v < 0 or slope < best_slope or (slope == best_slope and rank[v] < rank[best_v]):
+                best_v, best_ev, best_slope = v, ev, slope
+        return None if best_v < 0 else (best_v, best_ev)  # type: ignore[return-value]
 
     def flush_touched(self) -> None:
         """Forget the lowest shrinks (:attr:`low`) of the nodes whose holders changed."""
@@ -386,8 +387,8 @@ class Algorithm1(RoundState):
         if cur is None or self.ledger.holding[j] is not cur:
             return False
         v = float(self.value[cur.row])
-        rows = self.rows[j]
-        if not (rows.py.value[0] <= v + EPS and v >= rows.best_value - EPS):
+        top = self.rows.best_value(j)
+        if not (top <= v + EPS and v >= top - EPS):
             return False
         if self.protected[j] and not self.reaches(cur.row):
             return False
@@ -439,6 +440,43 @@ class Algorithm1(RoundState):
         if new is not None and self.contrib(j, new) > self.contrib(j, None) + EPS:
             self.set(j, new)
 
+    def sort_keys(self, jobs: list[int]) -> list[tuple[float, float, str]]:
+        """:meth:`sort_key` of each of ``jobs`` (which have rows), computed over all their rows at once:
+        per job the first GPU count above its position with a better row, the best value up to it, and
+        the same along CPUs; the same floats as :meth:`sort_key` (the same operations on the same
+        numbers, minima and maxima exact)."""
+        if not jobs:
+            return []
+        rows = self.rows
+        js = np.asarray(jobs, dtype=np.int64)
+        lo, hi = rows.bounds_array[js], rows.bounds_array[js + 1]
+        count = hi - lo
+        first = np.concatenate(([0], np.cumsum(count)[:-1]))  # each job's first position in the gathered rows
+        seg = np.repeat(np.arange(js.size), count)
+        at = np.arange(int(count.sum())) - first[seg] + lo[seg]
+        val, gpus, cpus = (c[at] for c in rows.cols[:3])
+        cur = np.array([-1 if (cfg := self.ledger.holding[j]) is None else cfg.row for j in jobs],  # type: ignore[attr-defined]
+                       dtype=np.int64)
+        held = cur >= 0
+        v = np.where(held, self.value[cur], 0.0)
+        g = np.where(held, self.table.gpus[cur], 0)
+        c = np.where(held, self.table.cpus[cur], 0)
+        g_cap = np.where(held, g, np.minimum.reduceat(gpus, first))
+        big = np.iinfo(np.int64).max
+        out = []
+        for up, amount, mine, within in ((gpus > g[seg], gpus, g, None), (None, cpus, c, gpus <= g_cap[seg])):
+            better = val > (v + EPS)[seg]
+            better &= up if within is None else (within & (cpus > c[seg]))
+            nxt = np.minimum.reduceat(np.where(better, amount, big), first)  # the next better point
+            found = nxt < big
+            upto = amount <= nxt[seg] if within is None else within & (amount <= nxt[seg])
+            top = np.maximum.reduceat(np.where(upto, val, -math.inf), first)
+            slope = np.zeros(js.size)
+            slope[found] = (top[found] - v[found]) / (nxt[found] - mine[found])
+            out.append((-slope).tolist())
+        names = self.names
+        return [(a, b, names[j]) for a, b, j in zip(out[0], out[1], jobs)]
+
     def sort_key(self, j: int) -> tuple[float, float, str]:
         """SortBySlope key: GPU slope, then CPU slope (descending), then name."""
         cfg = self.config(j)
@@ -477,18 +515,19 @@ class _Outcome:
     cut: bool
 
 
-#: jobs between two looks at the clock while sort keys are computed
-_SORT_CHECK_EVERY = 256
+#: jobs between two looks at the clock while sort keys are computed (each batch at once)
+_SORT_CHECK_EVERY = 4096
 
 
 def _by_slope(eng: Algorithm1, jobs: list[int], deadline: Deadline | None) -> list[int] | None:
     """``jobs`` in SortBySlope order (:meth:`Algorithm1.sort_key`); None when the ``deadline`` passes
     while the keys are computed."""
     keys = []
-    for at, j in enumerate(jobs):
-        if deadline is not None and at % _SORT_CHECK_EVERY == 0 and deadline.expired():
+    for at in range(0, len(jobs), _SORT_CHECK_EVERY):
+        if deadline is not None and deadline.expired():
             return None
-        keys.append((eng.sort_key(j), j))
+        part = jobs[at:at + _SORT_CHECK_EVERY]
+        keys.extend(zip(eng.sort_keys(part), part))
     keys.sort()
     return [j for _, j in keys]
 

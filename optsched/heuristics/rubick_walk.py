@@ -43,6 +43,7 @@ shrink read from the cache with its direct computation (tests only).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from typing import TYPE_CHECKING
 
 from optsched.heuristics.placement import MEM_TOL
@@ -68,7 +69,7 @@ class _Parts:
     """A job's rows as part demands (made once per job and round): the distinct demands ``classes``
     ``(type id, gpus, cpus, mem - MEM_TOL)`` of their parts; ``rows_at[d][r]``: the rows whose ``r``-th
     largest part has demand ``d``; ``n_parts``: the parts of each row; the fits of each free amount seen
-    are memoised (the tuples are shared, so an unchanged fit is found by identity)."""
+    are memoised."""
 
     def __init__(self, eng: "Algorithm1", j: int) -> None:
         py = eng.rows[j].py
@@ -84,13 +85,24 @@ class _Parts:
                 self.rows_at[d].setdefault(r, []).append(i)
         self.classes: list[tuple[int, int, int, float]] = [(t, s, c, m - MEM_TOL) for t, s, c, m in index]
         self.n_parts: list[int] = [len(parts) for parts in py.parts]
-
-        #: (type id, GPUs, CPUs, GiB) free on a node -> :meth:`fits` (free amounts repeat across nodes)
-        self.fit_memo: dict[tuple[int, int, int, float], tuple[bool, ...]] = {}
+        #: the distinct GPU, CPU and memory needs, ascending: which of them ``x`` meets is
+        #: ``bisect_right(steps, x)``, and the answer of :meth:`fits` depends on nothing else
+        self.steps: tuple[list[int], list[int], list[float]] = (
+            sorted({cg for _, cg, _, _ in self.classes}), sorted({cc for _, _, cc, _ in self.classes}),
+            sorted({cm for _, _, _, cm in self.classes}))
+        #: (type id, GPU, CPU and memory needs met) -> :meth:`fits`
+        self.fit_memo: dict[tuple[int, int, int, int], tuple[bool, ...]] = {}
 
     def fits(self, t: int, g: int, c: int, m: float) -> tuple[bool, ...]:
-        """Per demand: whether it fits a node of type ``t`` with ``g`` GPUs, ``c`` CPUs, ``m`` GiB free."""
-        return tuple([ct == t and cg <= g and cc <= c and cm <= m for ct, cg, cc, cm in self.classes])
+        """Per demand: whether it fits a node of type ``t`` with ``g`` GPUs, ``c`` CPUs, ``m`` GiB free
+        (memoised by the needs met)."""
+        sg, sc, sm = self.steps
+        key = (t, bisect_right(sg, g), bisect_right(sc, c), bisect_right(sm, m))
+        out = self.fit_memo.get(key)
+        if out is None:
+            out = self.fit_memo[key] = tuple([ct == t and cg <= g and cc <= c and cm <= m
+                                              for ct, cg, cc, cm in self.classes])
+        return out
 
 
 class NodeWalk:
@@ -153,12 +165,9 @@ class NodeWalk:
         """Count visited node ``n`` (again) with its free resources now."""
         eng = self.eng
         free_g, free_c, free_m = eng.free_views
-        key = (eng.node_type_list[n], free_g[n], free_c[n], free_m[n])
         parts = self.parts
         assert parts is not None
-        row = parts.fit_memo.get(key)
-        if row is None:
-            row = parts.fit_memo[key] = parts.fits(*key)
+        row = parts.fits(eng.node_type_list[n], free_g[n], free_c[n], free_m[n])
         old = self.node_fit.get(n)
         if old == row:
             return

@@ -16,7 +16,7 @@ from optsched.core import Allocation
 from optsched.heuristics import round_state, rubick_walk
 from optsched.heuristics.placement import NodeLedger
 from optsched.heuristics.round_state import Config, RoundLedger
-from optsched.heuristics.rubick import Algorithm1, algorithm1
+from optsched.heuristics.rubick import Algorithm1, _slope_cpu, algorithm1
 from optsched.rounds.rubick.admission import admit
 from optsched.rounds.rubick.choice import Choice, is_kept, placement_of
 from optsched.rounds.rubick.generate import generate_rubick_round
@@ -249,3 +249,43 @@ def test_decisions_with_and_without_the_running_best_row_shortcut(monkeypatch: p
     monkeypatch.setattr(Algorithm1, "_runs_best", lambda eng, j: False)
     slow = algorithm1(problem, table, admission, defer=True)
     assert fast.choices == slow.choices and fast.message == slow.message
+
+
+@pytest.mark.parametrize("nodes, jobs, seed, after", [(24, 100, 0, False), (40, 160, 1, True), (24, 40, 0, True)])
+def test_sort_keys_at_once_equal_one_at_a_time(nodes: int, jobs: int, seed: int, after: bool) -> None:
+    """SortBySlope keys computed over all jobs' rows at once (:meth:`Algorithm1.sort_keys`) are the
+    floats :meth:`Algorithm1.sort_key` computes job by job, for queued and running jobs, also once
+    jobs hold other configurations (after scheduling a few)."""
+    problem = _next_round(nodes, jobs, seed) if after else generate_rubick_round(nodes, 8, jobs, seed)
+    table = build_round_table(problem)
+    eng = Algorithm1(problem, table, admit(problem, table))
+    eng.hold_running(skip_waiting=True)
+    with_rows = [j for j in range(len(eng.names)) if table.configs_of(eng.names[j]).size]
+    for j in with_rows[: len(with_rows) // 3]:
+        if not eng.waiting[j]:
+            eng.schedule_job(j, forced=False)
+    keys = eng.sort_keys(with_rows)
+    assert keys == [eng.sort_key(j) for j in with_rows]
+    assert any(k[0] != 0.0 for k in keys) and any(k[1] != 0.0 for k in keys)
+
+
+def test_memoised_cpu_slopes_and_fits_equal_direct_ones() -> None:
+    """The memos keyed by the needs an amount meets (CPU slopes by the GPU counts a cap reaches, part
+    demand fits by the GPU, CPU and memory needs met) answer as the direct computations."""
+    eng = _engine(24, 100, 0)
+    rng = random.Random(11)
+    jobs = [j for j in range(len(eng.names)) if eng.rows[j].py.rows]
+    for _ in range(3000):
+        j = rng.choice(jobs)
+        py = eng.rows[j].py
+        v = rng.choice([0.0, *py.value])
+        c = rng.choice([0, *py.cpus])
+        g_cap = rng.randint(0, py.max_gpus + 3)
+        assert eng.slope_cpu(j, v, c, g_cap) == _slope_cpu(eng.rows[j], v, c, g_cap)
+    for j in rng.sample(jobs, 30):
+        parts = eng.walk_parts(j)
+        for _ in range(200):
+            t, g, c = rng.choice([0, 1]), rng.randint(0, 9), rng.randint(0, 100)
+            m = rng.choice([rng.uniform(0, 300), *(cm + d for *_, cm in parts.classes for d in (-1e-9, 0.0, 1e-9))])
+            direct = tuple(ct == t and cg <= g and cc <= c and cm <= m for ct, cg, cc, cm in parts.classes)
+            assert parts.fits(t, g, c, m) == direct
