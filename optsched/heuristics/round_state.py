@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,22 +39,15 @@ EPS = 1e-9
 Amounts = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """A job's configuration: table ``row`` and its shares ``((node index, gpus, cpus, mem_gib), ...)``
     sorted by node index; ``kept`` when it is exactly the job's running configuration (no
-    reconfiguration penalty)."""
+    reconfiguration penalty). A named tuple (immutable; hashing, comparison and field access in C:
+    configurations key Algorithm 1's shrink cache, looked up millions of times)."""
 
     row: int
     shares: tuple[Share, ...]
     kept: bool
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.row, self.shares, self.kept)))
-
-    def __hash__(self) -> int:
-        # computed once: configurations key Algorithm 1's shrink cache, looked up millions of times
-        return self._hash  # type: ignore[attr-defined, no-any-return]
 
     def share_on(self, node: int) -> tuple[int, int, float]:
         for n, g, c, m in self.shares:
@@ -190,6 +184,23 @@ class RoundLedger(NodeLedger):
             return
         fg, fc, fm = self.views
         held, on, touched = self._held[self._group[holder]], self.holders_on, self.touched
+        if old is not None and new is not None and len(old.shares) == 1 == len(new.shares) \
+                and old.shares[0][0] == new.shares[0][0]:
+            # one node before and after (a shrink, a restore): the same arithmetic, no set changes
+            (n, g, c, m), (_, g2, c2, m2) = old.shares[0], new.shares[0]
+            fg[n] += g
+            fc[n] += c
+            fm[n] += m
+            held[n] -= g
+            fg[n] -= g2
+            fc[n] -= c2
+            fm[n] -= m2
+            held[n] += g2
+            touched.add(n)
+            self.holding[holder] = new
+            if self.log is not None:
+                self.log.append((holder, old))
+            return
         if old is not None:
             for n, g, c, m in old.shares:
                 fg[n] += g

@@ -186,6 +186,9 @@ class Algorithm1(RoundState):
             self.name_rank[j] = r
         #: (configuration, node, resource) -> :meth:`shrink` (a configuration's row names its job)
         self.shrink_cache: dict[tuple[Config, int, int], _Shrink | None] = {}
+        #: the same by the configuration's identity, read first (hashing a configuration costs more; the
+        #: entry holds the configuration, so its id is not reused while the entry lives)
+        self._shrink_by_id: dict[tuple[int, int, int], tuple[Config, _Shrink | None]] = {}
         self._parts: dict[int, _Parts] = {}
         self._keepable: dict[int, list[bool]] = {}
         self._slope_memo: dict[tuple[int, float, int], float] = {}
@@ -280,13 +283,17 @@ class Algorithm1(RoundState):
 
     def _lowest(self, n: int, res: int, exclude: int) -> tuple[int, _Shrink] | None:
         best_v, best_ev, best_slope = -1, None, math.inf
-        rank, holding, cache = self.name_rank, self.ledger.holding, self.shrink_cache
+        rank, holding, by_id = self.name_rank, self.ledger.holding, self._shrink_by_id
         for v in self.ledger.holders_on[n]:
             if v == exclude:
                 continue
-            ev = cache.get((holding[v], n, res), _MISSING)
-            if ev is _MISSING:
+            cfg = holding[v]
+            hit = by_id.get((id(cfg), n, res))
+            if hit is not None and hit[0] is cfg:
+                ev = hit[1]
+            else:
                 ev = self.shrink(v, n, res)
+                by_id[(id(cfg), n, res)] = (cfg, ev)
             if ev is None:
                 continue
             slope = ev.slope  # type: ignore[union-attr]

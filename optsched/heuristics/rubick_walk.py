@@ -130,9 +130,11 @@ class NodeWalk:
         #: per demand: visited nodes it fits; per row: its deficit (module docstring), then a sentinel 0
         self.counts: list[int] = []
         self.deficit: list[int] = []
-        #: whether the counts (or whether the running configuration fits) changed since the position
-        #: was last read off them
+        #: whether the position read off the counts may have changed since it was last read: a row
+        #: before the first mapping one (:attr:`first`) maps now, or that one does not, or the running
+        #: configuration fits now
         self.dirty = True
+        self.first = 0
         #: visited node -> which demands fit it, as counted
         self.node_fit: dict[int, tuple[bool, ...]] = {}
         self.gpus_visited = 0
@@ -172,8 +174,10 @@ class NodeWalk:
         if old == row:
             return
         self.node_fit[n] = row
-        self.dirty = True
         counts, deficit, rows_at = self.counts, self.deficit, parts.rows_at
+        # the position changes only when a row before the first mapping one starts to map, or that
+        # one stops (a protected job also looks further, at the rows reaching its guarantee)
+        watch = len(deficit) if self.prot else self.first
         for d, ok in enumerate(row):
             if old is None:
                 if not ok:
@@ -184,9 +188,13 @@ class NodeWalk:
                 c = counts[d] = counts[d] + 1
                 for i in rows_at[d].get(c, ()):
                     deficit[i] -= 1
+                    if i < watch and not deficit[i]:
+                        self.dirty = True
             else:  # from c to c - 1
                 c = counts[d]
                 for i in rows_at[d].get(c, ()):
+                    if i <= watch and not deficit[i]:
+                        self.dirty = True
                     deficit[i] += 1
                 counts[d] = c - 1
 
@@ -297,7 +305,7 @@ class NodeWalk:
             reach = py.reaches
             i = next((i for i in range(len(reach)) if reach[i] and not deficit[i]), len(reach))
         else:
-            i = deficit.index(0)
+            i = self.first = deficit.index(0)
         if i < len(py.value):
             if not self.cur_fits and self.eng.keepable(self.j)[i]:
                 return _EXACT
