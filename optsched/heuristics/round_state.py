@@ -16,6 +16,13 @@ round objective (:func:`~optsched.rounds.rubick.objective.objective`).
 * **GetBestPlan** (:meth:`RoundState.best`): the row of highest normalised throughput that maps onto
   the given amounts (optionally only rows reaching the job's guarantee), or the job's running
   configuration when it fits and the reconfiguration penalty makes it the better choice.
+
+Speed (same results): GetBestPlan on at most :data:`SMALL_CANDIDATES` nodes runs in plain Python on
+lists (:meth:`RoundState.best_on`; numpy's per-call cost dominates on a few nodes); memory totals of 8
+or more nodes are still summed by numpy, whose pairwise sum rounds differently from a running sum. The
+ledger (:class:`RoundLedger`) reads and writes the free amounts through memoryviews of the same arrays.
+A job's rows (:class:`JobRows`, with :class:`RowLists`) are made on first use and their parts per row
+on first use.
 """
 
 from __future__ import annotations

@@ -84,6 +84,25 @@ is deferred only when Algorithm 1 must move it (its current row does not reach i
 fits nowhere; it is then *preempted* this round, since it cannot be given its guarantee. Each pass
 defers at least one protected job, so there are at most (protected jobs + 1) passes; the deferred
 jobs' quota is not handed to other guaranteed jobs (they keep their place in line for the next round).
+
+**Doing less for the same decisions** (measured in ``docs/rounds.md``, "Speed of Algorithm 1"). The
+node walk keeps its position incrementally (:mod:`optsched.heuristics.rubick_walk`); besides:
+
+* GetLowestSlopeOverMinJob is kept per node and resource (:meth:`Algorithm1.lowest`) until a holder
+  on the node changes; a shrink is evaluated once per (configuration, node, resource).
+* SortBySlope's keys are computed for all jobs at once (:meth:`Algorithm1.sort_keys`: segment minima
+  and maxima over the rows, the same floats as :meth:`Algorithm1.sort_key`).
+* A job that runs its best row as it runs (not forced) is answered without a walk
+  (:meth:`Algorithm1._runs_best`): its ScheduleJob provably ends at its first node with its running
+  configuration and is rolled back; only the rounding of the free memory on its nodes (released,
+  reserved, both undone) is replayed, so the state stays bit-identical. In a simulator most jobs of a
+  round are such jobs.
+* Give-back restores a job in one ledger step when its configuration fits once the shrunk one is
+  released (the same sums in the same order as releasing first).
+
+Every shortcut keeps the ledger's arithmetic (same float operations in the same order), so the free
+amounts stay bit-identical to the direct computation; ``tests/heuristics/test_rubick_incremental.py``
+compares each one with it.
 """
 
 from __future__ import annotations
