@@ -391,8 +391,10 @@ class Algorithm1(RoundState):
             self.ledger.rollback()
             return False
         self.set(j, final)
-        self.give_back(walk.shrunk)
+        # what every changed job held when this ScheduleJob began (give-back changes only jobs the walk
+        # shrank, which are in it already)
         first = self.ledger.first_holdings()
+        self.give_back(walk.shrunk, first)
         delta = sum(self.contrib(job, self.config(job)) - self.contrib(job, old)  # type: ignore[arg-type]
                     for job, old in first.items())
         if forced or delta > EPS:
@@ -426,11 +428,11 @@ class Algorithm1(RoundState):
             fm[n] = (((fm[n] + m) - m) + m) - m
         return True
 
-    def give_back(self, shrunk: list[int]) -> None:
+    def give_back(self, shrunk: list[int], before: Mapping[int, Config | None] | None = None) -> None:
         """Return what the chosen row does not use: restore shrunk jobs, most recently shrunk first, to
         their configuration before this ScheduleJob when it fits again, else to the best row on their
         previous nodes when that beats their shrunk state."""
-        before = self.ledger.first_holdings()
+        before = self.ledger.first_holdings() if before is None else before  # type: ignore[assignment]
         free = (self.free_gpus, self.free_cpus, self.free_mem)
         for v in reversed(shrunk):
             orig, cur = before[v], self.config(v)
@@ -450,8 +452,15 @@ class Algorithm1(RoundState):
     def _fits_instead(self, new: Config, old: Config | None) -> bool:
         """Whether ``new`` fits the free resources once ``old`` (held by the same job) is released: the
         amounts are those :meth:`set` would leave, the same sums in the same order."""
-        held = {} if old is None else {n: (g, c, m) for n, g, c, m in old.shares}
         fg, fc, fm = self.free_views
+        if old is not None and len(old.shares) == 1:  # the common case, without a look-up table
+            on, hg1, hc1, hm1 = old.shares[0]
+            for n, g, c, m in new.shares:
+                hg, hc, hm = (hg1, hc1, hm1) if n == on else (0, 0, 0.0)
+                if not (fg[n] + hg >= g and fc[n] + hc >= c and fm[n] + hm >= m - MEM_TOL):
+                    return False
+            return True
+        held = {} if old is None else {n: (g, c, m) for n, g, c, m in old.shares}
         for n, g, c, m in new.shares:
             hg, hc, hm = held.get(n, (0, 0, 0.0))
             if not (fg[n] + hg >= g and fc[n] + hc >= c and fm[n] + hm >= m - MEM_TOL):

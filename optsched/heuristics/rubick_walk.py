@@ -366,18 +366,22 @@ class NodeWalk:
         below, sg = self.below, self.sg
         look = below or sg > 0
         bar = _INF if below else sg - EPS
+        if not look:
+            for k in range(k0, len(order)):
+                if free_g[order[k]] > 0:
+                    return k
+            return len(order)
         eng.flush_touched()
-        ok, low = eng.low_ok[GPU], eng.low[GPU]
+        ok, low, check = eng.low_ok[GPU], eng.low[GPU], CHECK
         for k in range(k0, len(order)):
             n = order[k]
             if free_g[n] > 0:
                 return k
-            if look:
-                best = low[n] if ok[n] else eng.lowest(n, GPU, -1)
-                if CHECK:
-                    assert best == eng._lowest(n, GPU, -1), (self.j, n)
-                if best is not None and best[1].slope < bar:
-                    return k
+            best = low[n] if ok[n] else eng.lowest(n, GPU, -1)
+            if check:
+                assert best == eng._lowest(n, GPU, -1), (self.j, n)
+            if best is not None and best[1].slope < bar:
+                return k
         return len(order)
 
     def run(self) -> int:
