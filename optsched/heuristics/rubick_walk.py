@@ -217,9 +217,19 @@ class NodeWalk:
         ledger = eng.ledger
         if self.parts is None:
             ledger.assign(v, new)
+        elif len(shares := ledger.holding[v].shares) == 1:  # type: ignore[union-attr]  # the common case
+            n = shares[0][0]
+            if n in self.visited:
+                free_g = eng.free_views[0]
+                before = free_g[n]
+                ledger.assign(v, new)
+                self.gpus_visited += free_g[n] - before
+                self._recount(n)
+            else:
+                ledger.assign(v, new)
         else:
             visited, free_g = self.visited, eng.free_views[0]
-            nodes = [s[0] for s in ledger.holding[v].shares if s[0] in visited]  # type: ignore[union-attr]
+            nodes = [s[0] for s in shares if s[0] in visited]
             before = 0
             for n in nodes:
                 before += free_g[n]
@@ -353,7 +363,10 @@ class NodeWalk:
                 if not (below or ev.slope < s_j - EPS):
                     break
                 self._shrink(v, ev.new)
-                self.refresh()
+                if self.dirty or self.exact_left > 0 or CHECK:
+                    self.refresh()
+                else:  # :meth:`refresh` when no count moved the position: only the CPU slope can change
+                    self.sc = eng.slope_cpu(self.j, self.v, self.c, self.gpus_visited)
                 if self.has_u and not self.below and self.v >= self.top:
                     return True
         return self.done()
