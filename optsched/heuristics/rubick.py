@@ -395,7 +395,8 @@ class Algorithm1(RoundState):
         # shrank, which are in it already)
         first = self.ledger.first_holdings()
         self.give_back(walk.shrunk, first)
-        delta = sum(self.contrib(job, self.config(job)) - self.contrib(job, old)  # type: ignore[arg-type]
+        holding = self.ledger.holding
+        delta = sum(self.contrib(job, holding[job]) - self.contrib(job, old)  # type: ignore[arg-type]
                     for job, old in first.items())
         if forced or delta > EPS:
             self.ledger.commit()
@@ -434,12 +435,13 @@ class Algorithm1(RoundState):
         previous nodes when that beats their shrunk state."""
         before = self.ledger.first_holdings() if before is None else before  # type: ignore[assignment]
         free = (self.free_gpus, self.free_cpus, self.free_mem)
+        holding, assign = self.ledger.holding, self.ledger.assign
         for v in reversed(shrunk):
-            orig, cur = before[v], self.config(v)
+            orig, cur = before[v], holding[v]
             if cur is orig or orig is None:
                 continue
-            if self._fits_instead(orig, cur):
-                self.set(v, orig)  # releases ``cur``, then reserves ``orig``: as two steps would
+            if self._fits_instead(orig, cur):  # type: ignore[arg-type]
+                assign(v, orig)  # releases ``cur``, then reserves ``orig``: as two steps would
                 continue
             self.set(v, None)
             cand = np.array([s[0] for s in orig.shares], dtype=np.int64)

@@ -354,7 +354,11 @@ class NodeWalk:
                     break
                 if touched:
                     eng.flush_touched()
-                found = low_r[n] if ok_r[n] else eng.lowest(n, res, -1)
+                if ok_r[n]:
+                    found = low_r[n]
+                else:  # :meth:`~optsched.heuristics.rubick.Algorithm1.lowest`, whose look-ups were just made
+                    found = low_r[n] = eng._lowest(n, res, -1)
+                    ok_r[n] = True
                 if CHECK:
                     assert found == eng.lowest(n, res, self.j) == eng._lowest(n, res, -1), (self.j, n, res)
                 if found is None:
@@ -390,7 +394,11 @@ class NodeWalk:
             n = order[k]
             if free_g[n] > 0:
                 return k
-            best = low[n] if ok[n] else eng.lowest(n, GPU, -1)
+            if ok[n]:
+                best = low[n]
+            else:  # as in :meth:`_visit` (nothing changed since the flush above)
+                best = low[n] = eng._lowest(n, GPU, -1)
+                ok[n] = True
             if check:
                 assert best == eng._lowest(n, GPU, -1), (self.j, n)
             if best is not None and best[1].slope < bar:
