@@ -39,12 +39,11 @@ class Schedule:
 def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[str, Choice], *, method: str,
                 status: str, bound: float | None = None, solve_seconds: float = 0.0,
                 heuristic_objective: float | None = None, warm_start: bool = False, message: str = "",
-                admission: Admission | None = None, objective_value: float | None = None) -> Decision:
+                admission: Admission | None = None) -> Decision:
     """A :class:`Decision` from ``choices`` (module docstring); ``admission`` defaults to
-    :func:`~optsched.rounds.rubick.admission.admit`; ``objective_value``, when given, is
-    :func:`~optsched.rounds.rubick.objective.objective` of ``choices``, already computed."""
+    :func:`~optsched.rounds.rubick.admission.admit`."""
     admission = admission or admit(problem, table)
-    obj = objective(problem, table, choices) if objective_value is None else objective_value
+    obj = objective(problem, table, choices)
     jobs: list[JobDecision] = []
     for j, name in enumerate(table.jobs):
         choice = choices.get(name)
@@ -66,12 +65,11 @@ def heuristic_decision(problem: RubickRound, table: CoefficientTable, schedule: 
     """The :class:`Decision` of a heuristic's ``schedule`` (status ``heuristic``, or ``partial`` when the
     schedule is incomplete; its own objective as ``heuristic_objective``), timed from ``started`` (a
     ``time.perf_counter()`` reading)."""
-    obj = objective(problem, table, schedule.choices)
     return to_decision(problem, table, schedule.choices, method=method,
                        status="heuristic" if schedule.complete else "partial",
                        solve_seconds=time.perf_counter() - started,
-                       heuristic_objective=obj, message=schedule.message,
-                       admission=schedule.admission, objective_value=obj)
+                       heuristic_objective=objective(problem, table, schedule.choices), message=schedule.message,
+                       admission=schedule.admission)
 
 
 def choices_of(decision: Decision, table: CoefficientTable, problem: RubickRound) -> dict[str, Choice]:
