@@ -1,6 +1,6 @@
 """Simulator speed (issue "Trace-driven cluster simulator", Must show): the 406-job Rubick trace with the
 Rubick heuristic (target < 60 s) and the 3,234-job busiest-12h Philly window on 1,280 GPUs (target
-< 5 min), on 2 cores.
+<= 90 s since issue "Scale and optimality gap", item 2; it was < 5 min), on 2 cores.
 
     python benchmarks/sim_speed.py [--data ../shared/data] [--policy rubick] [--philly-jobs N]
                                    [--min-round-gap S] [--skip-philly]
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         analytical = AnalyticalGroundTruth(big)
         trace = load_philly_csv(philly, big, seed=0, iteration_time=analytical.iteration_time,
                                 max_jobs=args.philly_jobs)
-        cases.append(("philly-busiest-12h", big, analytical, trace, 300.0))
+        cases.append(("philly-busiest-12h", big, analytical, trace, 90.0))
     header = ("trace", "gpus", "jobs", "policy", "wall_s", "target_s", "met", "rounds", "policy_s", "ms_per_round",
               "avg_jct_h", "makespan_h", "reconfigs", "unfinished")
     rows = []
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - t0
         s = res.summary()
         rows.append((name, cluster.total_gpus, len(trace), args.policy, round(wall, 1), target,
-                     "yes" if wall < target else "NO", s["rounds"], round(s["policy_seconds"], 1),
+                     "yes" if wall <= target else "NO", s["rounds"], round(s["policy_seconds"], 1),
                      round(1000 * s["policy_seconds"] / max(1, s["rounds"]), 1),
                      None if s["avg_jct_s"] is None else round(s["avg_jct_s"] / 3600, 3),
                      None if s["makespan_s"] is None else round(s["makespan_s"] / 3600, 2), s["reconfigurations"],

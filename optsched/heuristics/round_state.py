@@ -16,17 +16,25 @@ round objective (:func:`~optsched.rounds.rubick.objective.objective`).
 * **GetBestPlan** (:meth:`RoundState.best`): the row of highest normalised throughput that maps onto
   the given amounts (optionally only rows reaching the job's guarantee), or the job's running
   configuration when it fits and the reconfiguration penalty makes it the better choice.
+
+Speed (same results): GetBestPlan on at most :data:`SMALL_CANDIDATES` nodes runs in plain Python on
+lists (:meth:`RoundState.best_on`; numpy's per-call cost dominates on a few nodes); memory totals of 8
+or more nodes are still summed by numpy, whose pairwise sum rounds differently from a running sum. The
+ledger (:class:`RoundLedger`) reads and writes the free amounts through memoryviews of the same arrays.
+A job's rows (:class:`JobRows`, with :class:`RowLists`) are made on first use and their parts per row
+on first use.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from optsched.perf.coefficients import CoefficientTable
-from optsched.heuristics.placement import MEM_TOL, NodeLedger, Share
+from optsched.heuristics.placement import MEM_TOL, Holding, NodeLedger, Share
 from optsched.rounds.rubick.admission import Admission, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, is_kept
 from optsched.rounds.rubick.problem import RubickRound
@@ -38,11 +46,11 @@ EPS = 1e-9
 Amounts = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """A job's configuration: table ``row`` and its shares ``((node index, gpus, cpus, mem_gib), ...)``
     sorted by node index; ``kept`` when it is exactly the job's running configuration (no
-    reconfiguration penalty)."""
+    reconfiguration penalty). A named tuple (immutable; hashing, comparison and field access in C:
+    configurations key Algorithm 1's shrink cache, looked up millions of times)."""
 
     row: int
     shares: tuple[Share, ...]
@@ -55,12 +63,15 @@ class Config:
         return 0, 0, 0.0
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)
 class JobRows:
     """A job's rows sorted by normalised throughput descending (then fewer GPUs, CPUs, memory, row):
     table ``rows`` and, aligned with them, their normalised ``value``, ``gpus``, ``cpus``, ``mem``,
     largest part (``max_part``), whether they reach the guarantee (``reaches``), GPU type id
-    (``type_id``) and shape; ``best_value`` is the first value (0 without rows)."""
+    (``type_id``) and shape; ``best_value`` is the first value (0 without rows). Read-only.
+
+    The same columns as plain Python lists (``py``: :class:`RowLists`) serve the loops over a few rows
+    and nodes, where numpy's per-call cost would dominate."""
 
     rows: np.ndarray
     value: np.ndarray
@@ -72,6 +83,42 @@ class JobRows:
     type_id: np.ndarray
     shapes: tuple[tuple[int, ...], ...]
     best_value: float
+    py: "RowLists"
+
+
+class RowLists:
+    """:class:`JobRows`' columns as Python lists (same order; read-only), the most GPUs of a row
+    (``max_gpus``, 0 without rows), the distinct GPU counts ascending (``gpu_steps``) and each row's
+    parts (:meth:`part`)."""
+
+    __slots__ = ("rows", "value", "gpus", "cpus", "mem", "max_part", "reaches", "type_id", "shapes", "max_gpus",
+                 "gpu_steps", "_parts")
+
+    def __init__(self, rows: list[int], value: list[float], gpus: list[int], cpus: list[int], mem: list[float],
+                 max_part: list[int], reaches: list[bool], type_id: list[int],
+                 shapes: tuple[tuple[int, ...], ...]) -> None:
+        self.rows, self.value, self.gpus, self.cpus, self.mem = rows, value, gpus, cpus, mem
+        self.max_part, self.reaches, self.type_id, self.shapes = max_part, reaches, type_id, shapes
+        self.max_gpus = max(gpus, default=0)
+        #: the distinct GPU counts of the rows, ascending
+        self.gpu_steps = sorted(set(gpus))
+        self._parts: list[list[tuple[int, int, float]] | None] = [None] * len(rows)
+
+    def part(self, i: int) -> list[tuple[int, int, float]]:
+        """Row ``i``'s parts: ``(gpus, cpus, mem)`` per part of its shape, largest first, by
+        :func:`~optsched.rounds.rubick.choice.part_share`'s rule (``ceil(C s / G)`` CPUs and ``M s / G``
+        GiB for a part of ``s`` of the row's G GPUs, C CPUs and M GiB); made on first use (a round
+        looks at few rows of most jobs)."""
+        out = self._parts[i]
+        if out is None:
+            G, C, M = self.gpus[i], self.cpus[i], self.mem[i]
+            out = self._parts[i] = [(s, math.ceil(C * s / G - 1e-9), M * s / G) for s in self.shapes[i]]
+        return out
+
+    @property
+    def parts(self) -> list[list[tuple[int, int, float]]]:
+        """:meth:`part` of every row."""
+        return [self.part(i) for i in range(len(self.rows))]
 
 
 class _RowsOfJobs(dict[int, JobRows]):
@@ -84,22 +131,102 @@ class _RowsOfJobs(dict[int, JobRows]):
         k_all = np.arange(len(table))
         self._table = table
         self._order = order = np.lexsort((k_all, table.mem_gib, table.cpus, table.gpus, -value, table.job_index))
-        self._bounds = np.searchsorted(table.job_index[order], np.arange(len(table.jobs) + 1))
+        #: job j's rows are positions ``bounds[j]:bounds[j + 1]`` of the sorted columns (``cols``)
+        self.bounds_array = np.searchsorted(table.job_index[order], np.arange(len(table.jobs) + 1))
+        self._bounds: list[int] = self.bounds_array.tolist()
         reaches_all = reaches_guarantee(table, k_all) if len(table) else np.zeros(0, dtype=bool)
         max_part = np.fromiter((max(s) for s in table.gpus_per_node), dtype=np.int64, count=len(table))
-        self._cols = tuple(x[order] for x in (value, table.gpus, table.cpus, table.mem_gib, max_part, reaches_all,
-                                              row_type))
+        #: per table row: whether it reaches its job's guarantee (Python list: read one at a time)
+        self.reaches_row: list[bool] = reaches_all.tolist()
+        #: every row's value, GPUs, CPUs, GiB, largest part, whether it reaches the guarantee and GPU type,
+        #: sorted by job, then as :class:`JobRows`
+        self.cols = self._cols = tuple(x[order] for x in (value, table.gpus, table.cpus, table.mem_gib, max_part,
+                                                          reaches_all, row_type))
+        self._best: list[float] | None = None
+
+    def best_value(self, j: int) -> float:
+        """The best normalised throughput of job ``j`` (:attr:`JobRows.best_value`, without making its
+        :class:`JobRows`)."""
+        if j in self:
+            return self[j].best_value
+        if self._best is None:
+            self._best = self._cols[0].tolist()
+        a, b = self._bounds[j], self._bounds[j + 1]
+        return self._best[a] if b > a else 0.0
 
     def __missing__(self, j: int) -> JobRows:
         if not 0 <= j < len(self._bounds) - 1:
             raise IndexError(f"job index {j} out of range")
         a, b = self._bounds[j], self._bounds[j + 1]
         rows = self._order[a:b]
-        val, g, c, m, mp, ok, tid = (x[a:b] for x in self._cols)
-        out = self[j] = JobRows(rows=rows, value=val, gpus=g, cpus=c, mem=m, max_part=mp, reaches=ok, type_id=tid,
-                                shapes=tuple(self._table.gpus_per_node[k] for k in rows),
-                                best_value=float(val[0]) if rows.size else 0.0)
+        cols = [x[a:b] for x in self._cols]
+        val = cols[0]
+        rows_l = rows.tolist()
+        gpn = self._table.gpus_per_node
+        shapes = tuple([gpn[k] for k in rows_l])
+        out = self[j] = JobRows(rows, *cols, shapes, float(val[0]) if b > a else 0.0,  # type: ignore[call-arg]
+                                RowLists(rows_l, *(x.tolist() for x in cols), shapes))  # type: ignore[arg-type]
         return out
+
+
+class RoundLedger(NodeLedger):
+    """The node ledger of a Rubick round: free GPUs and CPUs as int64 and GiB as float64 arrays (as
+    :meth:`~optsched.core.round.RoundProblem.free_arrays` makes them), read and written one node at a
+    time through memoryviews of the same arrays (``views``: GPUs, CPUs, GiB), which cost a fraction of
+    numpy's scalar indexing and give Python numbers. :meth:`assign` is :meth:`NodeLedger.assign`
+    through them: the same arithmetic, in the same order, on the same arrays."""
+
+    def __init__(self, node_names: list[str], node_types: np.ndarray, free_gpus: np.ndarray, free_cpus: np.ndarray,
+                 free_mem: np.ndarray, holders: int, groups: np.ndarray) -> None:
+        super().__init__(node_names, node_types, free_gpus, free_cpus, free_mem, holders, groups=groups)
+        for a, kind in ((free_gpus, "i"), (free_cpus, "i"), (free_mem, "f")):
+            assert a.dtype.kind == kind and a.dtype.itemsize == 8 and a.ndim == 1, a.dtype
+        self.views = (memoryview(free_gpus), memoryview(free_cpus), memoryview(free_mem))
+        self._held = [memoryview(row) for row in self.group_gpus]
+        self._group: list[int] = self.groups.tolist()
+
+    def assign(self, holder: int, new: Holding | None) -> None:
+        old = self.holding[holder]
+        if old is new:
+            return
+        fg, fc, fm = self.views
+        held, on, touched = self._held[self._group[holder]], self.holders_on, self.touched
+        if old is not None and new is not None and len(old.shares) == 1 == len(new.shares) \
+                and old.shares[0][0] == new.shares[0][0]:
+            # one node before and after (a shrink, a restore): the same arithmetic, no set changes
+            (n, g, c, m), (_, g2, c2, m2) = old.shares[0], new.shares[0]
+            fg[n] += g
+            fc[n] += c
+            fm[n] += m
+            held[n] -= g
+            fg[n] -= g2
+            fc[n] -= c2
+            fm[n] -= m2
+            held[n] += g2
+            touched.add(n)
+            self.holding[holder] = new
+            if self.log is not None:
+                self.log.append((holder, old))
+            return
+        if old is not None:
+            for n, g, c, m in old.shares:
+                fg[n] += g
+                fc[n] += c
+                fm[n] += m
+                held[n] -= g
+                on[n].discard(holder)
+                touched.add(n)
+        if new is not None:
+            for n, g, c, m in new.shares:
+                fg[n] -= g
+                fc[n] -= c
+                fm[n] -= m
+                held[n] += g
+                on[n].add(holder)
+                touched.add(n)
+        self.holding[holder] = new
+        if self.log is not None:
+            self.log.append((holder, old))
 
 
 class RoundState:
@@ -116,10 +243,13 @@ class RoundState:
         self.names = table.jobs
         self.protected = np.array([name in admission.protected for name in self.names], dtype=bool)
         #: ledger groups: 1 = protected jobs, 0 = the others
-        self.ledger = ledger = NodeLedger(node_names, node_type, *problem.free_arrays(node_names), n_jobs,
-                                          groups=self.protected.astype(np.int64))
+        self.ledger = ledger = RoundLedger(node_names, node_type, *problem.free_arrays(node_names), n_jobs,
+                                           groups=self.protected.astype(np.int64))
+        #: memoryviews of the free amounts (GPUs, CPUs, GiB): one node at a time, as Python numbers
+        self.free_views = ledger.views
         self.node_names = ledger.names
         self.node_type = node_type
+        self.node_type_list: list[int] = node_type.tolist()
         self.free_gpus, self.free_cpus, self.free_mem = ledger.free_gpus, ledger.free_cpus, ledger.free_mem
         self.value = table.throughput / table.reference_throughput[table.job_index]
         self.waiting = np.array([name in admission.waiting for name in self.names], dtype=bool)
@@ -129,6 +259,8 @@ class RoundState:
         self.on_current_node = np.zeros((n_jobs, n_nodes), dtype=bool)
         self.current: list[Config | None] = [None] * n_jobs
         self.current_parts: list[tuple[tuple[str, int], ...] | None] = [None] * n_jobs
+        #: the nodes of each job's current shares (empty for a queued job)
+        self.current_nodes: list[frozenset[int]] = [frozenset()] * n_jobs
         row_type = np.array([self.type_id[x] for x in table.gpu_type], dtype=np.int64)
         job_types = np.zeros((n_jobs, len(types)), dtype=bool)
         job_types[table.job_index, row_type] = True
@@ -146,6 +278,7 @@ class RoundState:
                 self.current_parts[j] = tuple(sorted((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0))
                 for n, *_ in shares:
                     self.on_current_node[j, n] = True
+                self.current_nodes[j] = frozenset(n for n, *_ in shares)
 
     # -- state ----------------------------------------------------------------------------------
     def config(self, j: int) -> Config | None:
@@ -169,11 +302,11 @@ class RoundState:
         return float(self.value[cfg.row]) - pen
 
     def fits(self, cfg: Config, amounts: Amounts | None = None) -> bool:
-        return self.ledger.fits(cfg.shares, *(amounts or (None, None, None)))
+        return self.ledger.fits(cfg.shares, *(amounts or self.free_views))
 
     def reaches(self, row: int) -> bool:
         """Whether ``row`` reaches its job's guarantee."""
-        return bool(reaches_guarantee(self.table, row)[0])
+        return self.rows.reaches_row[row]
 
     def position(self, cfg: Config | None) -> tuple[float, int, int]:
         """(normalised throughput, GPUs, CPUs) of ``cfg`` (zeros for none)."""
@@ -197,27 +330,42 @@ class RoundState:
         docstring): best fit, the job's current nodes first, then nodes where the part fits in ``base``
         (free before a walk), then the fewest free GPUs, then ``cand`` order."""
         rows = self.rows[j]
-        row = int(rows.rows[i])
-        G, C, M = int(rows.gpus[i]), int(rows.cpus[i]), float(rows.mem[i])
-        parts = [(s, math.ceil(C * s / G - 1e-9), M * s / G) for s in rows.shapes[i]]
-        shares = self.ledger.best_fit(parts, cand, amounts=amounts, allowed=self.node_type[cand] == rows.type_id[i],
+        shares = self.ledger.best_fit(rows.py.part(i), cand, amounts=amounts,
+                                      allowed=self.node_type[cand] == rows.type_id[i],
                                       prefer=self.on_current_node[j, cand], base=base)
-        if shares is None:
-            return None
+        return None if shares is None else self._config(j, rows.py.rows[i], shares, amounts)
+
+    def _config(self, j: int, row: int, shares: list[Share], amounts: Amounts | None,
+                lists: tuple[list[int], list[int], list[int], list[float]] | None = None) -> Config | None:
+        """Job ``j`` on ``row`` with ``shares``: its exact current shares when the mapping is its current
+        placement and the row keeps it (None if those do not fit), else a new configuration. What is
+        available is ``amounts`` (indexed by node) or, when None, ``lists``: (nodes, GPUs, CPUs, GiB)
+        with nothing elsewhere (:meth:`best_on`)."""
         if self.current_parts[j] is not None:
             placed = tuple(sorted((self.node_names[n], g) for n, g, _, _ in shares))
             if placed == self.current_parts[j] and is_kept(self.problem, self.table, j, Choice(row, placed)):
                 cur = self.current[j]
                 assert cur is not None
                 cfg = Config(row, cur.shares, True)
-                return cfg if self.fits(cfg, amounts) else None
+                if amounts is not None:
+                    return cfg if self.fits(cfg, amounts) else None
+                assert lists is not None
+                nodes, ag, ac, am = lists
+                at = {n: p for p, n in enumerate(nodes)}
+                for n, g, c, m in cfg.shares:
+                    p = at.get(n)
+                    have = (0, 0, 0.0) if p is None else (ag[p], ac[p], am[p])
+                    if not (have[0] >= g and have[1] >= c and have[2] >= m - MEM_TOL):
+                        return None
+                return cfg
         return Config(row, tuple(sorted(shares)), False)
 
     def best(self, j: int, cand: np.ndarray, amounts: Amounts, *, guarantee: bool, keep: bool,
              base: np.ndarray | None = None) -> Config | None:
         """GetBestPlan (module docstring): the best configuration of job ``j`` on ``amounts`` of the
         nodes ``cand``; ``keep`` allows its running configuration, ``guarantee`` restricts to rows
-        reaching the job's reference throughput."""
+        reaching the job's reference throughput. Up to :data:`SMALL_CANDIDATES` nodes are handled by
+        :meth:`best_on` in plain Python (same result, without numpy's per-call cost)."""
         rows = self.rows[j]
         chosen: Config | None = None
         score = -math.inf
@@ -228,6 +376,10 @@ class RoundState:
                 chosen, score = cur, float(self.value[cur.row])
         if cand.size == 0 or rows.rows.size == 0:
             return chosen
+        if cand.size <= SMALL_CANDIDATES:
+            return self.best_on(j, cand.tolist(), amounts[0][cand].tolist(), amounts[1][cand].tolist(),
+                                amounts[2][cand].tolist(), None if base is None else base[cand].tolist(), amounts,
+                                guarantee=guarantee, chosen=chosen, score=score)
         ag, ac, am = amounts[0][cand], amounts[1][cand], amounts[2][cand]
         mask = ((rows.gpus <= ag.sum()) & (rows.max_part <= ag.max()) & (rows.cpus <= ac.sum())
                 & (rows.mem <= am.sum() + MEM_TOL))
@@ -245,5 +397,63 @@ class RoundState:
             break
         return chosen
 
+    def best_on(self, j: int, nodes: list[int], ag: list[int], ac: list[int], am: list[float],
+                base: list[int] | None, amounts: Amounts | None, *, guarantee: bool, chosen: Config | None = None,
+                score: float = -math.inf) -> Config | None:
+        """:meth:`best` on a few ``nodes`` given as lists: their amounts ``ag``, ``ac``, ``am`` (aligned
+        with ``nodes``; ``amounts`` indexed by node for the kept check of :meth:`_config`, or None when
+        nothing is available elsewhere) and ``base`` GPUs; ``chosen`` and ``score`` are the running
+        configuration's, when allowed. The
+        same rows are tried in the same order as :meth:`best`: a row below ``score`` ends the search
+        whether or not it passes the totals filter, since every later row is lower still."""
+        py = self.rows[j].py
+        tg, mg, tc = sum(ag), max(ag), sum(ac)
+        # numpy sums 8 or more floats pairwise: the same total as the table's filter in :meth:`best`
+        tm = (sum(am) if len(am) < 8 else float(np.array(am).sum())) + MEM_TOL
+        value, gpus, max_part, cpus, mem, reaches = py.value, py.gpus, py.max_part, py.cpus, py.mem, py.reaches
+        pen = self.reconfig_penalty if self.running[j] else 0.0
+        for i in range(len(value)):
+            val = value[i]
+            if val <= score + EPS:
+                break
+            if (gpus[i] > tg or max_part[i] > mg or cpus[i] > tc or mem[i] > tm) or (guarantee and not reaches[i]):
+                continue
+            shares = self._best_fit_on(j, py.type_id[i], py.part(i), nodes, ag, ac, am, base)
+            if shares is None:
+                continue
+            cfg = self._config(j, py.rows[i], shares, amounts, (nodes, ag, ac, am))
+            if cfg is None:
+                continue
+            s = val - (0.0 if cfg.kept else pen)
+            if s > score + EPS:
+                chosen, score = cfg, s
+            break
+        return chosen
 
-__all__ = ["Amounts", "Config", "EPS", "JobRows", "RoundState"]
+    def _best_fit_on(self, j: int, type_id: int, parts: list[tuple[int, int, float]], nodes: list[int],
+                     ag: list[int], ac: list[int], am: list[float], base: list[int] | None) -> list[Share] | None:
+        """:meth:`~optsched.heuristics.placement.NodeLedger.best_fit` of ``parts`` on a few ``nodes`` (of
+        ``type_id``), with the job's current nodes preferred: the same ranking as :meth:`map_row`'s."""
+        types, mine = self.node_type_list, self.current_nodes[j]
+        open_ = [types[n] == type_id for n in nodes]
+        shares: list[Share] = []
+        for g, c, m in parts:
+            m_tol = m - MEM_TOL
+            at, key = -1, None
+            for p, n in enumerate(nodes):
+                if open_[p] and ag[p] >= g and ac[p] >= c and am[p] >= m_tol:
+                    k = ((0 if n in mine else 2) + (1 if base is not None and base[p] < g else 0), ag[p], p)
+                    if at < 0 or k < key:  # type: ignore[operator]
+                        at, key = p, k
+            if at < 0:
+                return None
+            open_[at] = False
+            shares.append((nodes[at], g, c, m))
+        return shares
+
+
+#: GetBestPlan on at most this many nodes runs in plain Python (:meth:`RoundState.best_on`)
+SMALL_CANDIDATES = 24
+
+
+__all__ = ["Amounts", "Config", "EPS", "JobRows", "RoundLedger", "RoundState", "RowLists", "SMALL_CANDIDATES"]

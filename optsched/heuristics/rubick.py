@@ -84,12 +84,32 @@ is deferred only when Algorithm 1 must move it (its current row does not reach i
 fits nowhere; it is then *preempted* this round, since it cannot be given its guarantee. Each pass
 defers at least one protected job, so there are at most (protected jobs + 1) passes; the deferred
 jobs' quota is not handed to other guaranteed jobs (they keep their place in line for the next round).
+
+**Doing less for the same decisions** (measured in ``docs/rounds.md``, "Speed of Algorithm 1"). The
+node walk keeps its position incrementally (:mod:`optsched.heuristics.rubick_walk`); besides:
+
+* GetLowestSlopeOverMinJob is kept per node and resource (:meth:`Algorithm1.lowest`) until a holder
+  on the node changes; a shrink is evaluated once per (configuration, node, resource).
+* SortBySlope's keys are computed for all jobs at once (:meth:`Algorithm1.sort_keys`: segment minima
+  and maxima over the rows, the same floats as :meth:`Algorithm1.sort_key`).
+* A job that runs its best row as it runs (not forced) is answered without a walk
+  (:meth:`Algorithm1._runs_best`): its ScheduleJob provably ends at its first node with its running
+  configuration and is rolled back; only the rounding of the free memory on its nodes (released,
+  reserved, both undone) is replayed, so the state stays bit-identical. In a simulator most jobs of a
+  round are such jobs.
+* Give-back restores a job in one ledger step when its configuration fits once the shrunk one is
+  released (the same sums in the same order as releasing first).
+
+Every shortcut keeps the ledger's arithmetic (same float operations in the same order), so the free
+amounts stay bit-identical to the direct computation; ``tests/heuristics/test_rubick_incremental.py``
+compares each one with it.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -97,12 +117,14 @@ import numpy as np
 
 from optsched.core.deadline import Deadline
 from optsched.core.errors import InfeasibleError
+from optsched.heuristics.placement import MEM_TOL
+from optsched.heuristics import round_state
 from optsched.heuristics.round_state import EPS, Config, JobRows, RoundState
 from optsched.heuristics.rubick_walk import GPU as _GPU
 from optsched.heuristics.rubick_walk import NodeWalk, _Parts
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit
-from optsched.rounds.rubick.choice import Choice
+from optsched.rounds.rubick.choice import Choice, is_kept
 from optsched.rounds.rubick.decision import Schedule
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -133,6 +155,9 @@ class DeferralResult:
     deferred: Mapping[str, str]
 
 
+_MISSING = object()
+
+
 @dataclass(frozen=True)
 class _Shrink:
     """Shrinking a job by one unit of a resource on a node: its re-fitted configuration ``new`` (None:
@@ -147,21 +172,21 @@ class _Shrink:
 
 def _slope_gpu(rows: JobRows, v: float, g: int) -> float:
     """Growth slope of a job with ``rows`` along its GPU curve from ``(g, v)`` (module docstring)."""
-    m = (rows.value > v + EPS) & (rows.gpus > g)
-    if not m.any():
+    py = rows.py
+    g2 = min((gg for vv, gg in zip(py.value, py.gpus) if vv > v + EPS and gg > g), default=None)
+    if g2 is None:
         return 0.0
-    g2 = int(rows.gpus[m].min())
-    return (float(rows.value[rows.gpus <= g2].max()) - v) / (g2 - g)
+    return (max(vv for vv, gg in zip(py.value, py.gpus) if gg <= g2) - v) / (g2 - g)
 
 
 def _slope_cpu(rows: JobRows, v: float, c: int, g_cap: int) -> float:
     """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs."""
-    within = rows.gpus <= g_cap
-    m = within & (rows.value > v + EPS) & (rows.cpus > c)
-    if not m.any():
+    py = rows.py
+    c2 = min((cc for vv, gg, cc in zip(py.value, py.gpus, py.cpus) if gg <= g_cap and vv > v + EPS and cc > c),
+             default=None)
+    if c2 is None:
         return 0.0
-    c2 = int(rows.cpus[m].min())
-    return (float(rows.value[within & (rows.cpus <= c2)].max()) - v) / (c2 - c)
+    return (max(vv for vv, gg, cc in zip(py.value, py.gpus, py.cpus) if gg <= g_cap and cc <= c2) - v) / (c2 - c)
 
 
 class Algorithm1(RoundState):
@@ -174,12 +199,23 @@ class Algorithm1(RoundState):
         #: scratch amounts per node (a job's shares while it is re-fitted in :meth:`shrink`)
         self.scratch = (np.zeros(n_nodes, dtype=np.int64), np.zeros(n_nodes, dtype=np.int64),
                         np.zeros(n_nodes, dtype=float))
-        self.name_rank = {j: r for r, j in enumerate(sorted(range(len(self.names)), key=lambda j: self.names[j]))}
-        self.shrink_cache: dict[tuple[int, Config, int, int], _Shrink | None] = {}
+        #: per job index: its rank by name (ties of shrink slopes)
+        self.name_rank = [0] * len(self.names)
+        for r, j in enumerate(sorted(range(len(self.names)), key=lambda j: self.names[j])):
+            self.name_rank[j] = r
+        #: (configuration, node, resource) -> :meth:`shrink` (a configuration's row names its job)
+        self.shrink_cache: dict[tuple[Config, int, int], _Shrink | None] = {}
+        #: the same by the configuration's identity, read first (hashing a configuration costs more; the
+        #: entry holds the configuration, so its id is not reused while the entry lives)
+        self._shrink_by_id: dict[tuple[int, int, int], tuple[Config, _Shrink | None]] = {}
         self._parts: dict[int, _Parts] = {}
-        self._slope_memo: dict[tuple, float] = {}
-        self._min_slope = np.full((2, n_nodes), math.inf)
-        self._slope_valid = np.zeros((2, n_nodes), dtype=bool)
+        self._keepable: dict[int, list[bool]] = {}
+        self._slope_memo: dict[tuple[int, float, int], float] = {}
+        self._slope_cpu_memo: dict[tuple[int, float, int, int], float] = {}
+        #: per resource and node: the lowest shrink (:meth:`lowest` of every job there) and whether it is
+        #: still valid (the node's holders have not changed since)
+        self.low: tuple[list[tuple[int, _Shrink] | None], ...] = ([None] * n_nodes, [None] * n_nodes)
+        self.low_ok: tuple[list[bool], ...] = ([False] * n_nodes, [False] * n_nodes)
 
     # -- slopes ---------------------------------------------------------------------------------
     def slope_gpu(self, j: int, v: float, g: int) -> float:
@@ -192,25 +228,46 @@ class Algorithm1(RoundState):
         return out
 
     def slope_cpu(self, j: int, v: float, c: int, g_cap: int) -> float:
-        """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs (not memoised:
-        ``g_cap`` changes with every node a walk visits, so a memo costs more than it saves)."""
-        return _slope_cpu(self.rows[j], v, c, g_cap)
+        """Growth slope along the CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs; memoised by the
+        rows within the cap (how many distinct GPU counts of rows ``g_cap`` reaches)."""
+        rows = self.rows[j]
+        key = (j, v, c, bisect_right(rows.py.gpu_steps, g_cap))
+        out = self._slope_cpu_memo.get(key)
+        if out is None:
+            out = self._slope_cpu_memo[key] = _slope_cpu(rows, v, c, g_cap)
+        return out
 
     # -- GetLowestSlopeOverMinJob -----------------------------------------------------------------
     def shrink(self, v: int, n: int, res: int) -> _Shrink | None:
         """Shrinking job ``v`` by one unit of ``res`` on node ``n`` (None: not allowed, i.e. not over
-        its minimum)."""
-        cfg = self.config(v)
+        its minimum); cached per (configuration, node, resource)."""
+        cfg = self.ledger.holding[v]
         assert cfg is not None
-        key = (v, cfg, n, res)
-        if key in self.shrink_cache:
-            return self.shrink_cache[key]
+        key = (cfg, n, res)
+        out = self.shrink_cache.get(key, _MISSING)
+        if out is _MISSING:
+            out = self.shrink_cache[key] = self._shrink_of(v, cfg, n, res)  # type: ignore[assignment]
+        return out  # type: ignore[return-value]
+
+    def _shrink_of(self, v: int, cfg: Config, n: int, res: int) -> _Shrink | None:
         g, c, _ = cfg.share_on(n)
-        out: _Shrink | None = None
-        if (g if res == _GPU else c) > 0:
+        if (g if res == _GPU else c) <= 0:
+            return None
+        # GetBestPlan on the job's own shares, one unit less on ``n`` (nothing elsewhere)
+        shares = cfg.shares
+        if len(shares) <= round_state.SMALL_CANDIDATES:
+            nodes = [s[0] for s in shares]
+            ag, ac, am = [s[1] for s in shares], [s[2] for s in shares], [s[3] for s in shares]
+            at = nodes.index(n)
+            if res == _GPU:
+                ag[at] -= 1
+            else:
+                ac[at] -= 1
+            new = self.best_on(v, nodes, ag, ac, am, None, None, guarantee=bool(self.protected[v]))
+        else:
             sg, sc, sm = self.scratch
-            cand = np.array([s[0] for s in cfg.shares], dtype=np.int64)
-            for nn, gg, cc, mm in cfg.shares:
+            cand = np.array([s[0] for s in shares], dtype=np.int64)
+            for nn, gg, cc, mm in shares:
                 sg[nn], sc[nn], sm[nn] = gg, cc, mm
             if res == _GPU:
                 sg[n] -= 1
@@ -220,26 +277,58 @@ class Algorithm1(RoundState):
             sg[cand] = 0
             sc[cand] = 0
             sm[cand] = 0.0
-            if new is not None or not self.protected[v]:
-                ng, nc, _ = new.share_on(n) if new is not None else (0, 0, 0.0)
-                released = (g - ng) if res == _GPU else (c - nc)
-                if released > 0:
-                    loss = self.contrib(v, cfg) - self.contrib(v, new)
-                    out = _Shrink(new, loss, released, loss / released)
-        self.shrink_cache[key] = out
-        return out
+        if new is None and self.protected[v]:
+            return None
+        ng, nc, _ = new.share_on(n) if new is not None else (0, 0, 0.0)
+        released = (g - ng) if res == _GPU else (c - nc)
+        if released <= 0:
+            return None
+        loss = self.contrib(v, cfg) - self.contrib(v, new)
+        return _Shrink(new, loss, released, loss / released)
 
     def lowest(self, n: int, res: int, exclude: int) -> tuple[int, _Shrink] | None:
-        best: tuple[int, _Shrink] | None = None
+        """GetLowestSlopeOverMinJob [line 10]: the job on node ``n`` (not ``exclude``) with the lowest
+        shrink slope for ``res`` (ties: job name) and its shrink; None when no job there can be shrunk.
+        Kept per node and resource until the node's holders change (``ledger.touched``)."""
+        if exclude in self.ledger.holders_on[n]:
+            return self._lowest(n, res, exclude)
+        if self.ledger.touched:
+            self.flush_touched()
+        if self.low_ok[res][n]:
+            return self.low[res][n]
+        out = self.low[res][n] = self._lowest(n, res, -1)
+        self.low_ok[res][n] = True
+        return out
+
+    def _lowest(self, n: int, res: int, exclude: int) -> tuple[int, _Shrink] | None:
+        best_v, best_ev, best_slope = -1, None, math.inf
+        rank, holding, by_id = self.name_rank, self.ledger.holding, self._shrink_by_id
         for v in self.ledger.holders_on[n]:
             if v == exclude:
                 continue
-            ev = self.shrink(v, n, res)
+            cfg = holding[v]
+            hit = by_id.get((id(cfg), n, res))
+            if hit is not None and hit[0] is cfg:
+                ev = hit[1]
+            else:
+                ev = self.shrink(v, n, res)
+                by_id[(id(cfg), n, res)] = (cfg, ev)
             if ev is None:
                 continue
-            if best is None or (ev.slope, self.name_rank[v]) < (best[1].slope, self.name_rank[best[0]]):
-                best = (v, ev)
-        return best
+            slope = ev.slope  # type: ignore[union-attr]
+            # lowest (slope, name rank); the first candidate is taken whatever its slope
+            if best_v < 0 or slope < best_slope or (slope == best_slope and rank[v] < rank[best_v]):
+                best_v, best_ev, best_slope = v, ev, slope
+        return None if best_v < 0 else (best_v, best_ev)  # type: ignore[return-value]
+
+    def flush_touched(self) -> None:
+        """Forget the lowest shrinks (:attr:`low`) of the nodes whose holders changed."""
+        touched = self.ledger.touched
+        if touched:
+            ok0, ok1 = self.low_ok
+            for m in touched:
+                ok0[m] = ok1[m] = False
+            touched.clear()
 
     # -- ScheduleJob ----------------------------------------------------------------------------
     def held_by_best_effort(self) -> np.ndarray:
@@ -250,11 +339,30 @@ class Algorithm1(RoundState):
         cur = self.current[j]
         first = [n for n, *_ in cur.shares if self.eligible[j, n]] if cur is not None else []
         rest = np.flatnonzero(self.eligible[j] & ~self.on_current_node[j])
-        score = self.free_gpus[rest].astype(float)
+        score = self.free_gpus[rest]
         if privileged:
             score = score + self.held_by_best_effort()[rest]
-        rest = rest[np.lexsort((rest, -score))]
-        return np.concatenate([np.array(first, dtype=np.int64), rest]).astype(np.int64)
+        # by score descending, then node index (``rest`` is ascending and the sort stable)
+        rest = rest[np.argsort(-score, kind="stable")]
+        return np.concatenate([np.array(first, dtype=np.int64), rest]) if first else rest
+
+    def keepable(self, j: int) -> list[bool]:
+        """Per row of job ``j`` (in :class:`~optsched.heuristics.round_state.JobRows` order): whether a
+        mapping of it onto the job's current placement keeps the job as it runs
+        (:func:`~optsched.rounds.rubick.choice.is_kept`: same plan, the shape of the current placement,
+        its CPUs and memory); all False for a queued job. Made once per job."""
+        out = self._keepable.get(j)
+        if out is None:
+            parts = self.current_parts[j]
+            py = self.rows[j].py
+            if parts is None:
+                out = [False] * len(py.rows)
+            else:
+                shape = sorted(g for _, g in parts)
+                out = [sorted(py.shapes[i]) == shape
+                       and is_kept(self.problem, self.table, j, Choice(row, parts)) for i, row in enumerate(py.rows)]
+            self._keepable[j] = out
+        return out
 
     def walk_parts(self, j: int) -> _Parts:
         """Job ``j``'s rows as part demands (:class:`~optsched.heuristics.rubick_walk.NodeWalk`)."""
@@ -263,25 +371,13 @@ class Algorithm1(RoundState):
             parts = self._parts[j] = _Parts(self, j)
         return parts
 
-    def node_min_slopes(self, nodes: np.ndarray, res: int) -> np.ndarray:
-        """Per node of ``nodes``, the lowest shrink slope (:meth:`shrink`) for ``res`` of a job on it
-        (inf when no job there can be shrunk); kept per node and recomputed where holdings changed."""
-        if self.ledger.touched:
-            stale = np.fromiter(self.ledger.touched, dtype=np.int64)
-            self._slope_valid[:, stale] = False
-            self.ledger.touched.clear()
-        valid, slopes = self._slope_valid[res], self._min_slope[res]
-        for n in nodes[~valid[nodes]]:
-            n = int(n)
-            low = self.lowest(n, res, -1)
-            slopes[n] = math.inf if low is None else low[1].slope
-            valid[n] = True
-        return slopes[nodes]
-
     def schedule_job(self, j: int, forced: bool) -> bool:
         """ScheduleJob [Algorithm 1, lines 6-25] for job index ``j``; True when committed. ``forced``:
         a privileged job below its minimum (committed whenever it reaches its guarantee). The node walk
-        is :class:`~optsched.heuristics.rubick_walk.NodeWalk`."""
+        is :class:`~optsched.heuristics.rubick_walk.NodeWalk`. A job running its best row as it runs is
+        answered without the walk (:meth:`_runs_best`)."""
+        if not forced and self._runs_best(j):
+            return False
         self.ledger.begin()
         prot = bool(self.protected[j])
         self.set(j, None)
@@ -295,9 +391,12 @@ class Algorithm1(RoundState):
             self.ledger.rollback()
             return False
         self.set(j, final)
-        self.give_back(walk.shrunk)
+        # what every changed job held when this ScheduleJob began (give-back changes only jobs the walk
+        # shrank, which are in it already)
         first = self.ledger.first_holdings()
-        delta = sum(self.contrib(job, self.config(job)) - self.contrib(job, old)  # type: ignore[arg-type]
+        self.give_back(walk.shrunk, first)
+        holding = self.ledger.holding
+        delta = sum(self.contrib(job, holding[job]) - self.contrib(job, old)  # type: ignore[arg-type]
                     for job, old in first.items())
         if forced or delta > EPS:
             self.ledger.commit()
@@ -305,26 +404,70 @@ class Algorithm1(RoundState):
         self.ledger.rollback()
         return False
 
-    def give_back(self, shrunk: list[int]) -> None:
+    def _runs_best(self, j: int) -> bool:
+        """Whether ScheduleJob of job ``j`` (not forced) is known to change nothing, and if so its effect
+        on the free memory. That is the case when ``j`` holds its running configuration, which is as
+        good as its best row, reaches its guarantee if it is protected and fits again once released:
+        the walk then ends at its first node with the running configuration (GetBestPlan keeps it and
+        no row beats it), the final GetBestPlan keeps it too, the objective does not change and the
+        transaction is rolled back. What remains of all that is the rounding of the free memory on its
+        nodes (released, reserved, then both undone), which is replayed: same sums, same order."""
+        cur = self.current[j]
+        if cur is None or self.ledger.holding[j] is not cur:
+            return False
+        v = float(self.value[cur.row])
+        top = self.rows.best_value(j)
+        if not (top <= v + EPS and v >= top - EPS):
+            return False
+        if self.protected[j] and not self.reaches(cur.row):
+            return False
+        fg, fc, fm = self.free_views
+        for n, g, c, m in cur.shares:
+            if not (fg[n] + g >= g and fc[n] + c >= c and fm[n] + m >= m - MEM_TOL):
+                return False
+        for n, _, _, m in cur.shares:
+            fm[n] = (((fm[n] + m) - m) + m) - m
+        return True
+
+    def give_back(self, shrunk: list[int], before: Mapping[int, Config | None] | None = None) -> None:
         """Return what the chosen row does not use: restore shrunk jobs, most recently shrunk first, to
         their configuration before this ScheduleJob when it fits again, else to the best row on their
         previous nodes when that beats their shrunk state."""
-        before = self.ledger.first_holdings()
+        before = self.ledger.first_holdings() if before is None else before  # type: ignore[assignment]
         free = (self.free_gpus, self.free_cpus, self.free_mem)
+        holding, assign = self.ledger.holding, self.ledger.assign
         for v in reversed(shrunk):
-            orig, cur = before[v], self.config(v)
+            orig, cur = before[v], holding[v]
             if cur is orig or orig is None:
                 continue
-            self.set(v, None)
-            if self.fits(orig):  # type: ignore[arg-type]
-                self.set(v, orig)  # type: ignore[arg-type]
+            if self._fits_instead(orig, cur):  # type: ignore[arg-type]
+                assign(v, orig)  # releases ``cur``, then reserves ``orig``: as two steps would
                 continue
+            self.set(v, None)
             cand = np.array([s[0] for s in orig.shares], dtype=np.int64)
             new = self.best(v, cand, free, guarantee=bool(self.protected[v]), keep=False)
             if new is not None and self.contrib(v, new) > self.contrib(v, cur) + EPS:
                 self.set(v, new)
             else:
                 self.set(v, cur)
+
+    def _fits_instead(self, new: Config, old: Config | None) -> bool:
+        """Whether ``new`` fits the free resources once ``old`` (held by the same job) is released: the
+        amounts are those :meth:`set` would leave, the same sums in the same order."""
+        fg, fc, fm = self.free_views
+        if old is not None and len(old.shares) == 1:  # the common case, without a look-up table
+            on, hg1, hc1, hm1 = old.shares[0]
+            for n, g, c, m in new.shares:
+                hg, hc, hm = (hg1, hc1, hm1) if n == on else (0, 0, 0.0)
+                if not (fg[n] + hg >= g and fc[n] + hc >= c and fm[n] + hm >= m - MEM_TOL):
+                    return False
+            return True
+        held = {} if old is None else {n: (g, c, m) for n, g, c, m in old.shares}
+        for n, g, c, m in new.shares:
+            hg, hc, hm = held.get(n, (0, 0, 0.0))
+            if not (fg[n] + hg >= g and fc[n] + hc >= c and fm[n] + hm >= m - MEM_TOL):
+                return False
+        return True
 
     def fill(self, j: int) -> None:
         """A job without resources tries the free resources only ("returns to the queue")."""
@@ -334,12 +477,49 @@ class Algorithm1(RoundState):
         if new is not None and self.contrib(j, new) > self.contrib(j, None) + EPS:
             self.set(j, new)
 
+    def sort_keys(self, jobs: list[int]) -> list[tuple[float, float, str]]:
+        """:meth:`sort_key` of each of ``jobs`` (which have rows), computed over all their rows at once:
+        per job the first GPU count above its position with a better row, the best value up to it, and
+        the same along CPUs; the same floats as :meth:`sort_key` (the same operations on the same
+        numbers, minima and maxima exact)."""
+        if not jobs:
+            return []
+        rows = self.rows
+        js = np.asarray(jobs, dtype=np.int64)
+        lo, hi = rows.bounds_array[js], rows.bounds_array[js + 1]
+        count = hi - lo
+        first = np.concatenate(([0], np.cumsum(count)[:-1]))  # each job's first position in the gathered rows
+        seg = np.repeat(np.arange(js.size), count)
+        at = np.arange(int(count.sum())) - first[seg] + lo[seg]
+        val, gpus, cpus = (c[at] for c in rows.cols[:3])
+        cur = np.array([-1 if (cfg := self.ledger.holding[j]) is None else cfg.row for j in jobs],  # type: ignore[attr-defined]
+                       dtype=np.int64)
+        held = cur >= 0
+        v = np.where(held, self.value[cur], 0.0)
+        g = np.where(held, self.table.gpus[cur], 0)
+        c = np.where(held, self.table.cpus[cur], 0)
+        g_cap = np.where(held, g, np.minimum.reduceat(gpus, first))
+        big = np.iinfo(np.int64).max
+        out = []
+        for up, amount, mine, within in ((gpus > g[seg], gpus, g, None), (None, cpus, c, gpus <= g_cap[seg])):
+            better = val > (v + EPS)[seg]
+            better &= up if within is None else (within & (cpus > c[seg]))
+            nxt = np.minimum.reduceat(np.where(better, amount, big), first)  # the next better point
+            found = nxt < big
+            upto = amount <= nxt[seg] if within is None else within & (amount <= nxt[seg])
+            top = np.maximum.reduceat(np.where(upto, val, -math.inf), first)
+            slope = np.zeros(js.size)
+            slope[found] = (top[found] - v[found]) / (nxt[found] - mine[found])
+            out.append((-slope).tolist())
+        names = self.names
+        return [(a, b, names[j]) for a, b, j in zip(out[0], out[1], jobs)]
+
     def sort_key(self, j: int) -> tuple[float, float, str]:
         """SortBySlope key: GPU slope, then CPU slope (descending), then name."""
         cfg = self.config(j)
         v, g, c = self.position(cfg)
         rows = self.rows[j]
-        g_cap = g if cfg is not None else (int(rows.gpus.min()) if rows.rows.size else 0)
+        g_cap = g if cfg is not None else min(rows.py.gpus, default=0)
         # asked once per job: computed directly, the memo would cost more than it saves
         return -_slope_gpu(rows, v, g), -_slope_cpu(rows, v, c, g_cap), self.names[j]
 
@@ -372,18 +552,19 @@ class _Outcome:
     cut: bool
 
 
-#: jobs between two looks at the clock while sort keys are computed
-_SORT_CHECK_EVERY = 256
+#: jobs between two looks at the clock while sort keys are computed (each batch at once)
+_SORT_CHECK_EVERY = 4096
 
 
 def _by_slope(eng: Algorithm1, jobs: list[int], deadline: Deadline | None) -> list[int] | None:
     """``jobs`` in SortBySlope order (:meth:`Algorithm1.sort_key`); None when the ``deadline`` passes
     while the keys are computed."""
     keys = []
-    for at, j in enumerate(jobs):
-        if deadline is not None and at % _SORT_CHECK_EVERY == 0 and deadline.expired():
+    for at in range(0, len(jobs), _SORT_CHECK_EVERY):
+        if deadline is not None and deadline.expired():
             return None
-        keys.append((eng.sort_key(j), j))
+        part = jobs[at:at + _SORT_CHECK_EVERY]
+        keys.extend(zip(eng.sort_keys(part), part))
     keys.sort()
     return [j for _, j in keys]
 

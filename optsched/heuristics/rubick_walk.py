@@ -15,35 +15,43 @@ nodes visited: ``O(nodes^2)`` per job.
   so Hall's condition reduces to this, and the greedy mapping of
   :meth:`~optsched.heuristics.round_state.RoundState.map_row` finds a mapping whenever one exists. The
   walk keeps, per part demand of the job's rows, how many visited nodes fit it (updated when a node
-  is visited and when a shrink frees resources on a visited node), so GetBestPlan's choice of row is
-  read off the counts in ``O(rows)``. A running job whose own configuration does not fit the free
-  resources is the exception (whether its row maps onto its current nodes "kept" is a detail of the
-  mapping): its refreshes call GetBestPlan itself.
+  is visited and when a shrink frees resources on a visited node), and per row its *deficit*: how
+  many of its parts ``r`` have fewer than ``r`` fitting nodes. A count moving from ``c`` to ``c + 1``
+  (or back) changes the deficit of just the rows whose ``(c + 1)``-th part has that demand, so a row
+  maps iff its deficit is 0 and GetBestPlan's choice of row is the first such row (rows are sorted by
+  value), found by one ``list.index``. A running job whose own configuration does not fit the free
+  resources is the exception when the row found could keep it (same plan, the shape of its current
+  placement, its CPUs and memory: :meth:`~optsched.heuristics.rubick.Algorithm1.keepable`): whether
+  the mapping lands exactly on its current nodes (and is then rejected, since its exact current shares
+  do not fit) is a detail of the mapping, so that refresh calls GetBestPlan itself.
 * **Skipping quiet nodes.** A node without free GPUs changes no position, and nothing happens there
   unless a job on it has a GPU shrink slope below the job's own (or, for a protected job below its
-  guarantee, any job there can be shrunk). The lowest shrink slope per node and resource is kept and
-  recomputed only for nodes whose holders changed, so the next node where something happens is found
-  with one array search.
+  guarantee, any job there can be shrunk). The lowest shrink slope per node and resource (and the job
+  it belongs to) is kept by :meth:`~optsched.heuristics.rubick.Algorithm1.lowest` and recomputed only
+  for nodes whose holders changed, so the next node where something happens is found by a scan that
+  reads one cached value per quiet node (each walk scans its order at most once).
 
 * **Counts only for long walks.** Most walks end after a node or two (a simulator's rounds on a
   cluster with room); for those, building the part demands and counts costs more than GetBestPlan.
   The first :data:`EXACT_REFRESHES` refreshes of a walk call GetBestPlan itself; the counts are built
   (over the nodes visited so far) on the next one.
 
-With ``CHECK = True`` every refresh from counts is compared with GetBestPlan itself (tests only).
+With ``CHECK = True`` every refresh from counts is compared with GetBestPlan itself and every lowest
+shrink read from the cache with its direct computation (tests only).
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from optsched.heuristics.placement import MEM_TOL
 from optsched.heuristics.round_state import EPS, Config
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from optsched.heuristics.rubick import Algorithm1
 
 GPU, CPU = 0, 1
@@ -53,47 +61,48 @@ _INF = math.inf
 CHECK = False
 #: refreshes of a walk done by GetBestPlan before the counts are built (module docstring)
 EXACT_REFRESHES = 2
+#: :meth:`NodeWalk._best_row`'s answer when the refresh needs GetBestPlan itself
+_EXACT = object()
 
 
 class _Parts:
-    """A job's rows as part demands: the distinct demands ``(type id, gpus, cpus, mem)`` of their parts
-    and, per (row, r), the demand of the row's ``r``-th largest part."""
+    """A job's rows as part demands (made once per job and round): the distinct demands ``classes``
+    ``(type id, gpus, cpus, mem - MEM_TOL)`` of their parts; ``rows_at[d][r]``: the rows whose ``r``-th
+    largest part has demand ``d``; ``n_parts``: the parts of each row; the fits of each free amount seen
+    are memoised."""
 
     def __init__(self, eng: "Algorithm1", j: int) -> None:
-        rows = eng.rows[j]
-        classes: dict[tuple[int, int, int, float], int] = {}
-        pair_row: list[int] = []
-        pair_need: list[int] = []
-        pair_cls: list[int] = []
-        for i in range(rows.rows.size):
-            G, C, M, t = int(rows.gpus[i]), int(rows.cpus[i]), float(rows.mem[i]), int(rows.type_id[i])
-            for r, s in enumerate(rows.shapes[i], start=1):
-                key = (t, int(s), math.ceil(C * s / G - 1e-9), M * s / G)
-                d = classes.setdefault(key, len(classes))
-                pair_row.append(i)
-                pair_need.append(r)
-                pair_cls.append(d)
-        keys = list(classes)
-        self.type_id = np.array([k[0] for k in keys], dtype=np.int64)
-        self.gpus = np.array([k[1] for k in keys], dtype=np.int64)
-        self.cpus = np.array([k[2] for k in keys], dtype=np.int64)
-        self.mem = np.array([k[3] for k in keys], dtype=float) - MEM_TOL
-        self.pair_row = np.array(pair_row, dtype=np.int64)
-        self.pair_need = np.array(pair_need, dtype=np.int64)
-        self.pair_cls = np.array(pair_cls, dtype=np.int64)
-        self.n_rows = rows.rows.size
+        py = eng.rows[j].py
+        index: dict[tuple[int, int, int, float], int] = {}
+        self.rows_at: list[dict[int, list[int]]] = []
+        for i, parts in enumerate(py.parts):
+            t = py.type_id[i]
+            for r, (s, c, m) in enumerate(parts, start=1):
+                d = index.get((t, s, c, m))
+                if d is None:
+                    d = index[(t, s, c, m)] = len(index)
+                    self.rows_at.append({})
+                self.rows_at[d].setdefault(r, []).append(i)
+        self.classes: list[tuple[int, int, int, float]] = [(t, s, c, m - MEM_TOL) for t, s, c, m in index]
+        self.n_parts: list[int] = [len(parts) for parts in py.parts]
+        #: the distinct GPU, CPU and memory needs, ascending: which of them ``x`` meets is
+        #: ``bisect_right(steps, x)``, and the answer of :meth:`fits` depends on nothing else
+        self.steps: tuple[list[int], list[int], list[float]] = (
+            sorted({cg for _, cg, _, _ in self.classes}), sorted({cc for _, _, cc, _ in self.classes}),
+            sorted({cm for _, _, _, cm in self.classes}))
+        #: (type id, GPU, CPU and memory needs met) -> :meth:`fits`
+        self.fit_memo: dict[tuple[int, int, int, int], tuple[bool, ...]] = {}
 
-    def fits(self, eng: "Algorithm1", nodes: np.ndarray) -> np.ndarray:
-        """Per node of ``nodes`` (rows) and part demand (columns): whether the demand fits what is free."""
-        return ((eng.node_type[nodes][:, None] == self.type_id[None, :])
-                & (eng.free_gpus[nodes][:, None] >= self.gpus[None, :])
-                & (eng.free_cpus[nodes][:, None] >= self.cpus[None, :])
-                & (eng.free_mem[nodes][:, None] >= self.mem[None, :]))
-
-    def mapping_rows(self, counts: np.ndarray) -> np.ndarray:
-        """Which rows map onto nodes whose fitting counts per demand are ``counts``."""
-        short = counts[self.pair_cls] < self.pair_need
-        return np.bincount(self.pair_row[short], minlength=self.n_rows) == 0
+    def fits(self, t: int, g: int, c: int, m: float) -> tuple[bool, ...]:
+        """Per demand: whether it fits a node of type ``t`` with ``g`` GPUs, ``c`` CPUs, ``m`` GiB free
+        (memoised by the needs met)."""
+        sg, sc, sm = self.steps
+        key = (t, bisect_right(sg, g), bisect_right(sc, c), bisect_right(sm, m))
+        out = self.fit_memo.get(key)
+        if out is None:
+            out = self.fit_memo[key] = tuple([ct == t and cg <= g and cc <= c and cm <= m
+                                              for ct, cg, cc, cm in self.classes])
+        return out
 
 
 class NodeWalk:
@@ -101,21 +110,33 @@ class NodeWalk:
     the index in ``order`` of the last node visited (-1 for an empty walk); :attr:`shrunk` lists the
     jobs shrunk, in the order they were first shrunk."""
 
-    def __init__(self, eng: "Algorithm1", j: int, order: np.ndarray, protected: bool, base: np.ndarray) -> None:
+    def __init__(self, eng: "Algorithm1", j: int, order: "np.ndarray", protected: bool, base: "np.ndarray") -> None:
         self.eng, self.j, self.order, self.prot, self.base = eng, j, order, protected, base
+        self.order_list: list[int] = order.tolist()
         self.rows = eng.rows[j]
+        #: the value at which the walk ends (its best row's)
+        self.top = self.rows.best_value - EPS
         self.parts: _Parts | None = None  # made on the first refresh from counts
         self.exact_left = EXACT_REFRESHES
         self.free = (eng.free_gpus, eng.free_cpus, eng.free_mem)
         self.shrunk: list[int] = []
         self.seen: set[int] = set()
+        # the position (refresh): value, GPUs, CPUs of the best row on the visited nodes, whether a
+        # protected job is below its guarantee, growth slopes along GPUs and CPUs
         self.has_u = False
-        self.state: dict[str, float] = {}
+        self.v, self.g, self.c, self.below, self.sg, self.sc = 0.0, 0, 0, False, 0.0, 0.0
         self.k = -1  # last position added to the visited nodes
-        self.visited = np.zeros(len(eng.node_names), dtype=bool)
-        self.counts = np.zeros(0, dtype=np.int64)
-        #: visited node -> its row of demand fits, as counted
-        self.node_fit: dict[int, np.ndarray] = {}
+        self.visited: set[int] = set()
+        #: per demand: visited nodes it fits; per row: its deficit (module docstring), then a sentinel 0
+        self.counts: list[int] = []
+        self.deficit: list[int] = []
+        #: whether the position read off the counts may have changed since it was last read: a row
+        #: before the first mapping one (:attr:`first`) maps now, or that one does not, or the running
+        #: configuration fits now
+        self.dirty = True
+        self.first = 0
+        #: visited node -> which demands fit it, as counted
+        self.node_fit: dict[int, tuple[bool, ...]] = {}
         self.gpus_visited = 0
         cur = eng.current[j]
         self.cur_fits = cur is None or eng.fits(cur)
@@ -127,170 +148,266 @@ class NodeWalk:
         """Add the nodes of positions ``self.k + 1 .. k`` to the visited ones."""
         if k <= self.k:
             return
-        nodes = self.order[self.k + 1:k + 1]
+        nodes = self.order_list[self.k + 1:k + 1]
         self.k = k
-        self.visited[nodes] = True
+        self.visited.update(nodes)
         if self.parts is not None:
             self._count(nodes)
 
-    def _count(self, nodes: np.ndarray) -> None:
-        """Add newly visited ``nodes`` to the counts."""
-        assert self.parts is not None
-        free = nodes[self.eng.free_gpus[nodes] > 0]
-        if free.size:
-            fit = self.parts.fits(self.eng, free)
-            self.counts += fit.sum(axis=0)
-            self.gpus_visited += int(self.eng.free_gpus[free].sum())
-            for node, row in zip(free.tolist(), fit):
-                self.node_fit[node] = row
+    def _count(self, nodes: list[int]) -> None:
+        """Add newly visited ``nodes`` to the counts (those with free GPUs: no part fits the others)."""
+        free_g = self.eng.free_views[0]
+        for n in nodes:
+            g = free_g[n]
+            if g > 0:
+                self.gpus_visited += g
+                self._recount(n)
+
+    def _recount(self, n: int) -> None:
+        """Count visited node ``n`` (again) with its free resources now."""
+        eng = self.eng
+        free_g, free_c, free_m = eng.free_views
+        parts = self.parts
+        assert parts is not None
+        row = parts.fits(eng.node_type_list[n], free_g[n], free_c[n], free_m[n])
+        old = self.node_fit.get(n)
+        if old == row:
+            return
+        self.node_fit[n] = row
+        counts, deficit, rows_at = self.counts, self.deficit, parts.rows_at
+        # the position changes only when a row before the first mapping one starts to map, or that
+        # one stops (a protected job also looks further, at the rows reaching its guarantee)
+        watch = len(deficit) if self.prot else self.first
+        for d, ok in enumerate(row):
+            if old is None:
+                if not ok:
+                    continue
+            elif ok == old[d]:
+                continue
+            if ok:  # a count moves from c - 1 to c: the rows whose c-th part has demand d gain it
+                c = counts[d] = counts[d] + 1
+                for i in rows_at[d].get(c, ()):
+                    deficit[i] -= 1
+                    if i < watch and not deficit[i]:
+                        self.dirty = True
+            else:  # from c to c - 1
+                c = counts[d]
+                for i in rows_at[d].get(c, ()):
+                    if i <= watch and not deficit[i]:
+                        self.dirty = True
+                    deficit[i] += 1
+                counts[d] = c - 1
 
     def _start_counting(self) -> None:
         """Build the part demands and the counts of the nodes visited so far."""
         eng = self.eng
-        self.parts = eng.walk_parts(self.j)
-        self.counts = np.zeros(self.parts.gpus.size, dtype=np.int64)
+        self.parts = parts = eng.walk_parts(self.j)
+        self.counts = [0] * len(parts.classes)
+        self.deficit = [*parts.n_parts, 0]
         cur = eng.current[self.j]
         if cur is not None:
             self.cur_position = (float(eng.value[cur.row]), int(eng.table.gpus[cur.row]), int(eng.table.cpus[cur.row]),
                                  eng.reaches(cur.row))
-        self._count(self.order[:self.k + 1])
+        self._count(self.order_list[:self.k + 1])
 
     def _shrink(self, v: int, new: Config | None) -> None:
-        """Shrink job ``v`` to ``new``, keeping the counts of the visited nodes."""
+        """Shrink job ``v`` to ``new``, keeping the counts of the visited nodes. ``new`` lies on ``v``'s
+        nodes (:meth:`~optsched.heuristics.rubick.Algorithm1.shrink` re-fits it there)."""
         eng = self.eng
-        old = eng.config(v)
-        nodes = np.array(sorted({s[0] for s in (old.shares if old else ())}
-                                | {s[0] for s in (new.shares if new else ())}), dtype=np.int64)
-        nodes = nodes[self.visited[nodes]]
-        gpus_before = int(eng.free_gpus[nodes].sum())
-        eng.set(v, new)
-        if nodes.size and self.parts is not None:
-            self.gpus_visited += int(eng.free_gpus[nodes].sum()) - gpus_before
-            fit = self.parts.fits(eng, nodes)
-            for node, row in zip(nodes.tolist(), fit):
-                old_row = self.node_fit.get(node)
-                if old_row is not None:
-                    self.counts -= old_row
-                self.counts += row
-                self.node_fit[node] = row
+        ledger = eng.ledger
+        if self.parts is None:
+            ledger.assign(v, new)
+        elif len(shares := ledger.holding[v].shares) == 1:  # type: ignore[union-attr]  # the common case
+            n = shares[0][0]
+            if n in self.visited:
+                free_g = eng.free_views[0]
+                before = free_g[n]
+                ledger.assign(v, new)
+                self.gpus_visited += free_g[n] - before
+                self._recount(n)
+            else:
+                ledger.assign(v, new)
+        else:
+            visited, free_g = self.visited, eng.free_views[0]
+            nodes = [s[0] for s in shares if s[0] in visited]
+            before = 0
+            for n in nodes:
+                before += free_g[n]
+            ledger.assign(v, new)
+            for n in nodes:
+                self.gpus_visited += free_g[n]
+                self._recount(n)
+            self.gpus_visited -= before
         if v not in self.seen:
             self.seen.add(v)
             self.shrunk.append(v)
         if not self.cur_fits:
             self.cur_fits = eng.fits(eng.current[self.j])  # type: ignore[arg-type]
+            self.dirty = self.dirty or self.cur_fits
 
     # -- the position ---------------------------------------------------------------------------------
+    def _set_position(self, u: tuple[float, int, int, bool] | None, below: bool) -> None:
+        v, g, c = (0.0, 0, 0) if u is None else u[:3]
+        self.has_u = u is not None
+        self.v, self.g, self.c, self.below = v, g, c, below
+        self.sg = self.eng.slope_gpu(self.j, v, g)
+
+    def _position(self) -> tuple[bool, float, int, int, bool, float, float]:
+        return self.has_u, self.v, self.g, self.c, self.below, self.sg, self.sc
+
     def refresh(self) -> None:
-        """The job's position on the visited nodes."""
-        eng, j = self.eng, self.j
-        if not self.cur_fits or self.exact_left > 0:
+        """The job's position on the visited nodes. From the counts only what changed is recomputed:
+        the row when the counts did, the CPU slope (which depends on the GPUs visited) always."""
+        if self.exact_left > 0:
             self.exact_left -= 1
             return self._refresh_exact()
         if self.parts is None:
             self._start_counting()
-            assert self.parts is not None
-        feas = self.parts.mapping_rows(self.counts)
-        u = self._best_row(feas, guarantee=False)
-        v, g, c, reaches = (0.0, 0, 0, False) if u is None else u
-        below = self.prot and (u is None or not reaches)
-        if below and u is not None:
-            below = self._best_row(feas, guarantee=True) is None
-        self.has_u = u is not None
-        self.state.update(v=v, g=g, c=c, below=float(below), sg=eng.slope_gpu(j, v, g),
-                          sc=eng.slope_cpu(j, v, c, self.gpus_visited))
+        if not self.dirty and not CHECK:  # the common case first: only the CPU slope can change
+            self.sc = self.eng.slope_cpu(self.j, self.v, self.c, self.gpus_visited)
+            return
+        if self.dirty:
+            u = self._best_row(guarantee=False)
+            if u is _EXACT:
+                return self._refresh_exact()
+            below = self.prot and (u is None or not u[3])  # type: ignore[index]
+            if below and u is not None:
+                u2 = self._best_row(guarantee=True)
+                if u2 is _EXACT:
+                    return self._refresh_exact()
+                below = u2 is None
+            self._set_position(u, below)  # type: ignore[arg-type]
+            self.dirty = False
+        self.sc = self.eng.slope_cpu(self.j, self.v, self.c, self.gpus_visited)
         if CHECK:
-            mine = (self.has_u, dict(self.state))
+            mine, dirty = self._position(), self.dirty
             self._refresh_exact()
-            assert mine == (self.has_u, self.state), (j, self.k, mine, self.state)
+            self.dirty = dirty
+            assert mine == self._position(), (self.j, self.k, mine, self._position())
 
     def _refresh_exact(self) -> None:
         """The position by GetBestPlan itself."""
         eng, j = self.eng, self.j
         cand = self.order[:self.k + 1]
         u = eng.best(j, cand, self.free, guarantee=False, keep=True, base=self.base)
-        v, g, c = eng.position(u)
         below = self.prot and (u is None or not eng.reaches(u.row))
         if below and u is not None:
             below = eng.best(j, cand, self.free, guarantee=True, keep=True) is None
-        self.has_u = u is not None
-        self.state.update(v=v, g=g, c=c, below=float(below), sg=eng.slope_gpu(j, v, g),
-                          sc=eng.slope_cpu(j, v, c, int(eng.free_gpus[cand].sum())))
+        self._set_position(None if u is None else (*eng.position(u), True), below)
+        self.sc = eng.slope_cpu(j, self.v, self.c, int(eng.free_gpus[cand].sum()))
+        self.dirty = True  # the next refresh from counts reads the row off them again
 
-    def _best_row(self, feas: np.ndarray, *, guarantee: bool) -> tuple[float, int, int, bool] | None:
-        """GetBestPlan's choice as (value, GPUs, CPUs, reaches the guarantee) when ``feas`` says which
-        rows map and the job's running configuration, if any, fits the free resources."""
-        eng, j, rows = self.eng, self.j, self.rows
+    def _best_row(self, *, guarantee: bool) -> tuple[float, int, int, bool] | None | object:
+        """GetBestPlan's choice as (value, GPUs, CPUs, reaches the guarantee) from the deficits: the
+        first row that maps (the first with ``guarantee`` among those reaching it) unless the running
+        configuration fits the free resources and is as good after the reconfiguration penalty.
+        :data:`_EXACT` when only GetBestPlan itself can tell: the running configuration does not fit
+        and that row could map onto exactly its current placement and keep it
+        (:meth:`~optsched.heuristics.round_state.RoundState.map_row` then rejects the row)."""
+        py = self.rows.py
         score = -_INF
         chosen: tuple[float, int, int, bool] | None = None
         cur = self.cur_position
-        if cur is not None and (not guarantee or cur[3]):
+        if self.cur_fits and cur is not None and (not guarantee or cur[3]):
             score, chosen = cur[0], cur
-        pen = eng.reconfig_penalty if eng.running[j] else 0.0
-        value, reach = rows.value, rows.reaches
-        for i in range(value.size):
-            if guarantee and not reach[i]:
-                continue
-            if value[i] <= score + EPS:
-                break
-            if not feas[i]:
-                continue
+        deficit = self.deficit
+        if guarantee:
+            reach = py.reaches
+            i = next((i for i in range(len(reach)) if reach[i] and not deficit[i]), len(reach))
+        else:
+            i = self.first = deficit.index(0)
+        if i < len(py.value):
+            if not self.cur_fits and self.eng.keepable(self.j)[i]:
+                return _EXACT
             # a row better than the running configuration never keeps it (same plan, shape, CPUs and
             # memory would mean the same throughput), so it pays the reconfiguration penalty
-            if float(value[i]) - pen > score + EPS:
-                chosen = (float(value[i]), int(rows.gpus[i]), int(rows.cpus[i]), bool(reach[i]))
-            break
+            pen = self.eng.reconfig_penalty if self.eng.running[self.j] else 0.0
+            if py.value[i] > score + EPS and py.value[i] - pen > score + EPS:
+                chosen = (py.value[i], py.gpus[i], py.cpus[i], py.reaches[i])
         return chosen
 
     def done(self) -> bool:
-        return self.has_u and not self.state["below"] and self.state["v"] >= self.rows.best_value - EPS
+        """Whether the job can run its best row (the walk ends)."""
+        return self.has_u and not self.below and self.v >= self.top
 
     # -- the walk ----------------------------------------------------------------------------------------
     def _visit(self, k: int) -> bool:
-        """Visit the ``k``-th node of the walk; True when the walk ends there."""
-        eng, j, state = self.eng, self.j, self.state
-        n = int(self.order[k])
+        """Visit the ``k``-th node of the walk; True when the walk ends there. (The job holds nothing
+        during its walk, so GetLowestSlopeOverMinJob need not exclude it.)"""
+        eng = self.eng
+        n = self.order_list[k]
+        free_g = eng.free_views[0]
         self._visit_upto(k)
-        if k == 0 or eng.free_gpus[n] > 0:
+        if k == 0 or free_g[n] > 0:
             self.refresh()
         if self.done():
             return True
+        touched, low_ok, low = eng.ledger.touched, eng.low_ok, eng.low
         for res in (GPU, CPU):
-            if res == CPU and eng.free_gpus[n] <= 0:
+            if res == CPU and free_g[n] <= 0:
                 break
+            ok_r, low_r = low_ok[res], low[res]
             while True:
-                s_j = state["sg"] if res == GPU else state["sc"]
-                below = bool(state["below"])
+                s_j = self.sg if res == GPU else self.sc
+                below = self.below
                 if s_j <= 0 and not below:
                     break
-                low = eng.lowest(n, res, j)
-                if low is None:
+                if touched:
+                    eng.flush_touched()
+                if ok_r[n]:
+                    found = low_r[n]
+                else:  # :meth:`~optsched.heuristics.rubick.Algorithm1.lowest`, whose look-ups were just made
+                    found = low_r[n] = eng._lowest(n, res, -1)
+                    ok_r[n] = True
+                if CHECK:
+                    assert found == eng.lowest(n, res, self.j) == eng._lowest(n, res, -1), (self.j, n, res)
+                if found is None:
                     break
-                v, ev = low
+                v, ev = found
                 if not (below or ev.slope < s_j - EPS):
                     break
                 self._shrink(v, ev.new)
-                self.refresh()
-                if self.done():
+                if self.dirty or self.exact_left > 0 or CHECK:
+                    self.refresh()
+                else:  # :meth:`refresh` when no count moved the position: only the CPU slope can change
+                    self.sc = eng.slope_cpu(self.j, self.v, self.c, self.gpus_visited)
+                if self.has_u and not self.below and self.v >= self.top:
                     return True
         return self.done()
 
     def _next(self, k0: int) -> int:
         """The first position ``>= k0`` whose node has free GPUs or a job to shrink for GPUs under the
         current position (``len(order)`` when none)."""
-        nodes = self.order[k0:]
-        if not nodes.size:
-            return k0
-        mask = self.eng.free_gpus[nodes] > 0
-        below, sg = bool(self.state["below"]), self.state["sg"]
-        if below or sg > 0:
-            slopes = self.eng.node_min_slopes(nodes, GPU)
-            mask |= (slopes < _INF) if below else (slopes < sg - EPS)
-        hit = int(np.argmax(mask))
-        return k0 + hit if mask[hit] else k0 + nodes.size
+        eng, order = self.eng, self.order_list
+        free_g = eng.free_views[0]
+        below, sg = self.below, self.sg
+        look = below or sg > 0
+        bar = _INF if below else sg - EPS
+        if not look:
+            for k in range(k0, len(order)):
+                if free_g[order[k]] > 0:
+                    return k
+            return len(order)
+        eng.flush_touched()
+        ok, low, check = eng.low_ok[GPU], eng.low[GPU], CHECK
+        for k in range(k0, len(order)):
+            n = order[k]
+            if free_g[n] > 0:
+                return k
+            if ok[n]:
+                best = low[n]
+            else:  # as in :meth:`_visit` (nothing changed since the flush above)
+                best = low[n] = eng._lowest(n, GPU, -1)
+                ok[n] = True
+            if check:
+                assert best == eng._lowest(n, GPU, -1), (self.j, n)
+            if best is not None and best[1].slope < bar:
+                return k
+        return len(order)
 
     def run(self) -> int:
         """Walk (module docstring); the index of the last node visited (-1 for an empty walk)."""
-        n = self.order.size
+        n = len(self.order_list)
         if n == 0:
             return -1
         k = 0
