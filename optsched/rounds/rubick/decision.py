@@ -21,7 +21,7 @@ keeps every decision feasible; every method's decision passes through it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from optsched.core.allocation import Allocation
@@ -142,12 +142,11 @@ def heuristic_decision(problem: RubickRound, table: CoefficientTable, schedule: 
     """The :class:`Decision` of a heuristic's ``schedule`` (status ``heuristic``, or ``partial`` when the
     schedule is incomplete; its own objective as ``heuristic_objective``), timed from ``started`` (a
     ``time.perf_counter()`` reading)."""
-    choices = keep_unchanged(problem, table, schedule.choices)
-    return to_decision(problem, table, choices, method=method,
-                       status="heuristic" if schedule.complete else "partial",
-                       solve_seconds=time.perf_counter() - started,
-                       heuristic_objective=objective(problem, table, choices), message=schedule.message,
-                       admission=schedule.admission)
+    decision = to_decision(problem, table, schedule.choices, method=method,
+                           status="heuristic" if schedule.complete else "partial",
+                           solve_seconds=time.perf_counter() - started, message=schedule.message,
+                           admission=schedule.admission)
+    return replace(decision, heuristic_objective=decision.objective)
 
 
 def choices_of(decision: Decision, table: CoefficientTable, problem: RubickRound) -> dict[str, Choice]:
