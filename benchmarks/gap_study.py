@@ -3,14 +3,17 @@
 bound and the gap, solve times, the times to the first solution and to a 1% gap with and without the
 heuristic's warm start, and the pulp LP bound as a second opinion.
 
-    python benchmarks/gap_study.py [--time-limit 20] [--seeds 3] [--sizes 8:40 24:100 64:200 160:400]
-                                   [--plots DIR] [--workers 1] [--runner local|ray|auto]
+    python benchmarks/gap_study.py [--kinds K ...] [--time-limit 20] [--seeds 3]
+                                   [--sizes 8:40 24:100 64:200 160:400] [--plots DIR] [--workers 1]
+                                   [--runner local|ray|auto]
 
-Prints the per-instance table and a summary per size (median heuristic gap to the best bound, median
-exact gap, median warm-start speed-up to 1%), the fitted growth exponents of exact solve time and of
-time to 1% (log-log least squares over GPUs), writes ``benchmarks/out/gap_study.csv`` and
-``gap_study_summary.csv``, and the PNG plots under ``benchmarks/out/`` (``--plots``) when matplotlib is
-installed.
+Prints the per-instance table and, per kind and instance size (the kind's size measure,
+``optsched.experiments.gap.size_of``: GPUs, or jobs for ``crius``, experts x devices for ``experts``,
+operations for ``moe-comm``), the median heuristic gap to the best bound, the median exact gap, the
+median exact time and the median warm-start speed-up to 1%; the fitted growth exponents of exact solve
+time and of time to 1% (log-log least squares over the size); writes ``benchmarks/out/gap_study.csv``
+and ``gap_study_summary.csv``, and per kind the PNG plots under ``benchmarks/out/`` (``--plots``) when
+matplotlib is installed.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ SWEEPS: dict[str, Callable[[Sequence[tuple[int, int]]], list[Options]]] = {
     "experts": lambda _: [(("devices", d), ("experts", e)) for e, d in ((12, 12), (16, 8), (16, 16), (32, 32), (64, 64))],
     "moe-comm": lambda _: [(("moe_layers", k),) for k in (1, 2, 4, 8)],
 }
-COLUMNS = ("kind", "gpus", "jobs", "seed", "heuristic_objective", "heuristic_s", "exact_objective", "bound", "gap",
+COLUMNS = ("kind", "gpus", "jobs", "size", "seed", "heuristic_objective", "heuristic_s", "exact_objective", "bound", "gap",
            "heuristic_gap", "exact_s", "status", "encoding", "first_warm_s", "gap1_warm_s", "first_cold_s",
            "gap1_cold_s", "lp_bound", "table_s")
 
@@ -62,6 +65,7 @@ def _fmt(v: object) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kinds", nargs="+", default=None, metavar="K", help="round kinds (default: every kind with a probe)")
     ap.add_argument("--time-limit", type=float, default=20.0)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--sizes", nargs="+", default=list(SIZES), help="NODES:JOBS on 8-GPU nodes")
@@ -71,10 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runner", choices=("local", "ray", "auto"), default="local")
     args = ap.parse_args(argv)
     sizes = [(int(n), int(j)) for n, j in (s.split(":") for s in args.sizes)]
-    missing = sorted(set(PROBES) - set(SWEEPS))
+    kinds = sorted(PROBES) if args.kinds is None else list(dict.fromkeys(args.kinds))
+    unknown = [k for k in kinds if k not in PROBES]
+    if unknown:
+        ap.error(f"no gap study for kind(s) {', '.join(unknown)} (known: {', '.join(sorted(PROBES))})")
+    missing = sorted(set(kinds) - set(SWEEPS))
     if missing:
         ap.error(f"no sweep for kind(s) {', '.join(missing)}: add them to SWEEPS")
-    points = [GapPoint(kind, opts, seed, args.time_limit) for kind in sorted(PROBES) for opts in SWEEPS[kind](sizes)
+    points = [GapPoint(kind, opts, seed, args.time_limit) for kind in kinds for opts in SWEEPS[kind](sizes)
               for seed in range(args.seeds)]
     rows = run_sweep(points, args.runner, args.workers, progress=True, fn=run_gap_point)
     for row in rows:
@@ -83,19 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     summary = []
     for kind in sorted({r["kind"] for r in rows}):
         mine = [r for r in rows if r["kind"] == kind]
-        h_gap = median_by(mine, "gpus", "heuristic_gap")
-        e_gap = median_by(mine, "gpus", "gap")
-        t_exact = median_by(mine, "gpus", "exact_s")
+        h_gap = median_by(mine, "size", "heuristic_gap")
+        e_gap = median_by(mine, "size", "gap")
+        t_exact = median_by(mine, "size", "exact_s")
         speedups = [dict(r, speedup=r["gap1_cold_s"] / r["gap1_warm_s"]) for r in mine
                     if r.get("gap1_cold_s") and r.get("gap1_warm_s")]
-        speed = median_by(speedups, "gpus", "speedup")
-        for g in sorted({r["gpus"] for r in mine}):
-            summary.append((kind, g, _fmt(100 * h_gap[g]) if g in h_gap else "-",
+        speed = median_by(speedups, "size", "speedup")
+        for g in sorted({r["size"] for r in mine}):
+            summary.append((kind, mine[0]["size_of"], g, _fmt(100 * h_gap[g]) if g in h_gap else "-",
                             _fmt(100 * e_gap[g]) if g in e_gap else "-", _fmt(t_exact.get(g)), _fmt(speed.get(g))))
         for key in ("exact_s", "gap1_warm_s", "gap1_cold_s"):
-            b = growth_exponent([r["gpus"] for r in mine], [r.get(key) for r in mine])
-            sys.stdout.write(f"{kind}: growth exponent of {key} over GPUs: {_fmt(b)}\n")
-    emit(("kind", "gpus", "median_heuristic_gap_%", "median_exact_gap_%", "median_exact_s",
+            b = growth_exponent([r["size"] for r in mine], [r.get(key) for r in mine])
+            sys.stdout.write(f"{kind}: growth exponent of {key} over {mine[0]['size_of']}: {_fmt(b)}\n")
+    emit(("kind", "size_of", "size", "median_heuristic_gap_%", "median_exact_gap_%", "median_exact_s",
           "median_warm_speedup_to_1%"), summary, "gap_study_summary.csv")
     for p in plot_study(rows, args.plots):
         sys.stdout.write(f"wrote {p}\n")

@@ -521,7 +521,7 @@ def _add_gap(sub: Any) -> None:
     p.add_argument("--time-limit", type=float, default=30.0, metavar="S", help="limit of each exact solve (30)")
     p.add_argument("--seed", type=int, default=0, help="solver seed (0)")
     p.add_argument("--out", metavar="CSV", help="also write the table as CSV")
-    p.add_argument("--plots", metavar="DIR", help="write gap_vs_size.png and time_vs_size.png there (matplotlib)")
+    p.add_argument("--plots", metavar="DIR", help="write gap_vs_size_<kind>.png and time_vs_size_<kind>.png there (matplotlib)")
     p.set_defaults(handler=_cmd_gap)
 
 

@@ -182,6 +182,20 @@ PROBES["lyra-reclaim"] = policy_probe("lyra")
 PROBES["lyra-allocate"] = policy_probe("afs")
 PROBES["placement"] = policy_probe("lyra")
 
+#: what measures the size of a round of a kind in a gap study (growth exponents and plots are over it):
+#: kind -> (name of the measure, measure of a problem); kinds not listed are measured in GPUs
+SIZE_MEASURES: dict[str, tuple[str, Callable[[RoundProblem], int]]] = {
+    "crius": ("jobs", lambda p: len(p.jobs)),
+    "experts": ("experts x devices", lambda p: p.num_experts * p.num_devices),  # type: ignore[attr-defined]
+    "moe-comm": ("operations", lambda p: len(p.stream) + len(p.allreduces)),  # type: ignore[attr-defined]
+}
+
+
+def size_of(problem: RoundProblem) -> tuple[str, int]:
+    """(name of the measure, size) of ``problem`` in a gap study (:data:`SIZE_MEASURES`, else GPUs)."""
+    name, measure = SIZE_MEASURES.get(problem.kind, ("GPUs", lambda p: sum(n.num_gpus for n in p.cluster.nodes)))
+    return name, int(measure(problem))
+
 
 def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, label: str = "") -> dict[str, Any]:
     """One row of a gap study for ``problem`` (module docstring); ``label`` names the instance."""
@@ -189,8 +203,10 @@ def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, l
     if probe is None:
         raise ValidationError(f"no gap study for rounds of kind {problem.kind!r} (known: {', '.join(sorted(PROBES))})")
     gpus = sum(n.num_gpus for n in problem.cluster.nodes)
+    size_name, size = size_of(problem)
     row: dict[str, Any] = {"instance": label, "kind": problem.kind, "nodes": len(problem.cluster.nodes),
-                           "gpus": gpus, "jobs": len(problem.jobs), "seed": seed, "time_limit": time_limit}
+                           "gpus": gpus, "jobs": len(problem.jobs), "size": size, "size_of": size_name, "seed": seed,
+                           "time_limit": time_limit}
     row.update(probe(problem, time_limit, seed))
     return row
 
@@ -259,8 +275,9 @@ def median_by(rows: Sequence[Mapping[str, Any]], key: str, value: str) -> dict[A
 
 
 def plot_study(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[Path]:
-    """``gap_vs_size.png`` (heuristic and exact gaps) and ``time_vs_size.png`` (exact time, warm and
-    cold time to 1%, log-log, with the fitted growth exponent) under ``out_dir``; nothing without
+    """Per round kind of ``rows``, ``gap_vs_size_<kind>.png`` (heuristic and exact gaps) and
+    ``time_vs_size_<kind>.png`` (exact time, warm and cold time to 1%, log-log, with the fitted growth
+    exponent) under ``out_dir``, over the kind's size measure (:func:`size_of`); nothing without
     matplotlib."""
     try:
         import matplotlib
@@ -271,38 +288,45 @@ def plot_study(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[P
         return []
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "gap_vs_size.png", out / "time_vs_size.png"]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for key, label in (("heuristic_gap", "heuristic (to the bound)"), ("gap", "exact")):
-        pts = [(r["gpus"], 100 * r[key]) for r in rows if r.get(key) is not None]
-        if pts:
-            ax.scatter(*zip(*pts), label=label, s=18)
-    ax.set_xscale("log")
-    ax.set_xlabel("GPUs")
-    ax.set_ylabel("gap (%)")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(paths[0], dpi=120)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for key, label in (("exact_s", "exact solve"), ("gap1_warm_s", "to 1%, warm start"),
-                       ("gap1_cold_s", "to 1%, no warm start")):
-        pts = [(r["gpus"], r[key]) for r in rows if r.get(key)]
-        if pts:
-            b = growth_exponent(*zip(*pts))
-            ax.scatter(*zip(*pts), s=18, label=f"{label}" + ("" if b is None else f" (~size^{b:.2f})"))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("GPUs")
-    ax.set_ylabel("seconds")
-    ax.legend()
-    ax.grid(alpha=0.3, which="both")
-    fig.tight_layout()
-    fig.savefig(paths[1], dpi=120)
-    plt.close(fig)
+    paths: list[Path] = []
+    for kind in sorted({r["kind"] for r in rows}):
+        mine = [r for r in rows if r["kind"] == kind]
+        xlabel = str(mine[0].get("size_of", "GPUs"))
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for key, label in (("heuristic_gap", "heuristic (to the bound)"), ("gap", "exact")):
+            pts = [(r["size"], 100 * r[key]) for r in mine if r.get(key) is not None]
+            if pts:
+                ax.scatter(*zip(*pts), label=label, s=18)
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("gap (%)")
+        ax.set_title(kind)
+        ax.legend()
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        paths.append(out / f"gap_vs_size_{kind}.png")
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for key, label in (("exact_s", "exact solve"), ("gap1_warm_s", "to 1%, warm start"),
+                           ("gap1_cold_s", "to 1%, no warm start")):
+            pts = [(r["size"], r[key]) for r in mine if r.get(key)]
+            if pts:
+                b = growth_exponent(*zip(*pts))
+                ax.scatter(*zip(*pts), s=18, label=f"{label}" + ("" if b is None else f" (~size^{b:.2f})"))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("seconds")
+        ax.set_title(kind)
+        ax.legend()
+        ax.grid(alpha=0.3, which="both")
+        fig.tight_layout()
+        paths.append(out / f"time_vs_size_{kind}.png")
+        fig.savefig(paths[-1], dpi=120)
+        plt.close(fig)
     return paths
 
 
-__all__ = ["PROBES", "TARGET_GAP", "GapPoint", "gap_row", "growth_exponent", "median_by", "plot_study",
+__all__ = ["PROBES", "SIZE_MEASURES", "TARGET_GAP", "GapPoint", "gap_row", "growth_exponent", "median_by", "plot_study", "size_of",
            "run_gap_point"]

@@ -84,3 +84,18 @@ def test_bad_gap_points_name_the_item(kwargs: dict, words: list[str]) -> None:
         GapPoint(**kwargs)
     for w in words:
         assert w in str(err.value)
+
+
+def test_each_kind_has_its_size_measure() -> None:
+    """Gap studies grow each kind along its own size: GPUs, jobs for crius (its cluster is fixed),
+    experts x devices for experts, operations for moe-comm."""
+    from optsched.core.kinds import round_kind
+    from optsched.experiments.gap import size_of
+    crius = round_kind("crius").generate(seed=0, jobs=30)
+    assert size_of(crius) == ("jobs", 30)
+    experts = round_kind("experts").generate(seed=0, experts=12, devices=6)
+    assert size_of(experts) == ("experts x devices", 72)
+    comm = round_kind("moe-comm").generate(seed=0)
+    assert size_of(comm) == ("operations", len(comm.stream) + len(comm.allreduces))
+    rubick = round_kind("rubick").generate(seed=0, nodes=3, jobs=5)
+    assert size_of(rubick) == ("GPUs", 24)
