@@ -15,22 +15,27 @@ map the row's per-node parts onto distinct nodes:
   performance model validated (TP never spans a part).
 * A running job's current row has no ``x``: it can only be kept where it runs, with its exact shares
   (``keep = y[current]``); moving it means choosing another row.
-* ``t[k]`` (bool, running jobs only): the job *trims* to row k — a row of its current plan and the
-  shape of its current placement with other CPUs or memory (:func:`trim_rows`), on exactly its current
-  nodes with its current GPUs per node, each part getting ``part_share`` of row k (issue 16, item 5;
-  :func:`~optsched.rounds.rubick.choice.is_trim`). Like the current row it has no ``x``; it counts in
-  the job's at-most-one (exactly-one when protected) with the ``y`` of the same job. Row k may still
-  be chosen as ``y[k]`` with its parts elsewhere, which is a reconfiguration.
+* ``t[k]`` (bool, running jobs only): row k *in place* — a row of the job's current plan and the shape
+  of its current placement (:func:`in_place_rows`) on exactly its current nodes with its current GPUs
+  per node: a *trim* (issue 16, item 5; :func:`~optsched.rounds.rubick.choice.is_trim`), each part
+  getting ``part_share`` of row k, for ``trim_penalty``; or, for a row of the CPUs and memory the job
+  holds, the job kept on its exact current shares, for nothing (both by
+  :func:`~optsched.rounds.rubick.choice.placement_of` and
+  :func:`~optsched.rounds.rubick.choice.change_penalty`, so the model prices every choice as the
+  objective does). Like the current row it has no ``x``; it counts in the job's at-most-one
+  (exactly-one when protected) with the ``y`` of the same job. Row k may still be chosen as ``y[k]``
+  with its parts elsewhere, which is a reconfiguration.
 * Node capacities: GPUs, CPUs and memory (memory in MiB, part demands rounded up and capacities down,
   so a model-feasible answer is feasible).
 * Objective: ``max sum_k (thr_k / ref_j) (y[k] + t[k]) - reconfig_penalty (running jobs reconfigured)
-  - trim_penalty (running jobs trimmed, sum of t) - preempt_penalty (running jobs not running)``,
+  - trim_penalty (running jobs trimmed: t of a trim) - preempt_penalty (running jobs not running)``,
   weights scaled by 10^6 to integers (the reported objective is recomputed in floating point by
   :func:`~optsched.rounds.rubick.objective.objective`).
 
-**Encodings.** ``per-node`` is the model above: ``|rows| + |trim rows| + sum_k |parts_k| x |eligible
-nodes|`` variables and ``|jobs| + |rows| + 3 |nodes|`` constraints (8x8 GPUs, 40 jobs: about 5,000
-variables; the trim rows are a running job's rows of its current plan and shape, a few per job).
+**Encodings.** ``per-node`` is the model above: ``|rows| + |in-place rows| + sum_k |parts_k| x
+|eligible nodes|`` variables and ``|jobs| + |rows| + 3 |nodes|`` constraints (8x8 GPUs, 40 jobs: about
+5,000 variables; the in-place rows are a running job's rows of its current plan and shape, a few per
+job).
 When the per-node variables exceed ``max_node_vars`` the ``aggregated`` encoding is used: nodes with
 the same GPU type and number of free GPUs form a class, ``z[k, s, C]`` counts parts per class (a part
 may use a class when it fits the class's roomiest node), the class's GPUs, CPUs and memory are
@@ -65,7 +70,7 @@ from optsched.formulations.cpsat import SolutionTrace, cp_solver
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Solution, solver_seconds
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
-from optsched.rounds.rubick.choice import KEPT_MEM_TOL, Choice, is_trim, part_share
+from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -126,7 +131,7 @@ class RubickRoundModel:
     model: cp_model.CpModel
     y: dict[int, cp_model.IntVar]
     parts: dict[tuple[int, int, int], cp_model.IntVar]  # (row, part size, node or class) -> var
-    trims: dict[int, cp_model.IntVar]  # row -> t: the row on its running job's current nodes (a trim)
+    trims: dict[int, cp_model.IntVar]  # row -> t: the row in place, on its running job's current nodes
     classes: list[list[int]]  # aggregated: node indices of each class; per-node: [[0], [1], ...]
     nodes: _Nodes
     offset: float  # constant part of the objective (-preempt penalty of every running job)
@@ -151,10 +156,10 @@ def allowed_rows(table: CoefficientTable, admission: Admission) -> dict[int, np.
     return out
 
 
-def trim_rows(problem: RubickRound, table: CoefficientTable, j: int, rows: np.ndarray) -> list[int]:
-    """The rows of ``rows`` that running job index ``j`` can trim to (module docstring): not its current
-    row, its current plan and GPU type, the GPUs per node of its current placement, and other CPUs or
-    memory than it holds (a row with the same ones would keep it). Empty for a queued job."""
+def in_place_rows(problem: RubickRound, table: CoefficientTable, j: int, rows: np.ndarray) -> list[int]:
+    """The rows of ``rows`` that running job index ``j`` can run in place (module docstring): not its
+    current row, its current plan and GPU type and the GPUs per node of its current placement. Empty for
+    a queued job."""
     cur_row = int(table.current_row[j])
     if cur_row < 0:
         return []
@@ -162,10 +167,19 @@ def trim_rows(problem: RubickRound, table: CoefficientTable, j: int, rows: np.nd
     assert cur is not None
     shape = tuple(sorted((s.gpus for _, s in cur.placement.shares if s.gpus > 0), reverse=True))
     gtype = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
-    cpus, mem = cur.placement.total_cpus, cur.placement.total_mem_gib
     return [int(k) for k in rows if int(k) != cur_row and table.gpus_per_node[k] == shape
-            and table.gpu_type[k] == gtype and table.plans[k] == cur.plan
-            and not (table.cpus[k] == cpus and abs(table.mem_gib[k] - mem) < KEPT_MEM_TOL)]
+            and table.gpu_type[k] == gtype and table.plans[k] == cur.plan]
+
+
+def _in_place(problem: RubickRound, table: CoefficientTable, names: list[str], j: int, k: int
+              ) -> tuple[Choice, list[tuple[int, int, int, int]]]:
+    """Row ``k`` of running job index ``j`` in place (module docstring): its choice and its shares as
+    (node index in ``names``, GPUs, CPUs, MiB rounded up)."""
+    cur = problem.current(table.jobs[j])
+    assert cur is not None
+    choice = Choice(k, tuple((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0))
+    return choice, [(names.index(n), s.gpus, s.cpus, _mib_up(s.mem_gib))
+                    for n, s in placement_of(problem, table, j, choice).shares]
 
 
 def _eligible(nodes: _Nodes, gtype: str, s: int, cpus: int, mem: int) -> np.ndarray:
@@ -307,23 +321,21 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                         n_cons += 1
         if running:
             offset -= problem.preempt_penalty
-            alloc = problem.current(name)
-            assert alloc is not None
-            at = [(nodes.names.index(n), sh.gpus) for n, sh in alloc.placement.shares if sh.gpus > 0]
-            for k in trim_rows(problem, table, j, rows):
-                need = [(i, s, *part_share(table, k, s)) for i, s in at]
-                if any(c > nodes.cpus[i] or _mib_up(mem) > nodes.mem[i] for i, _, c, mem in need):
+            for k in in_place_rows(problem, table, j, rows):
+                choice, need = _in_place(problem, table, nodes.names, j, k)
+                if any(c > nodes.cpus[i] or mem > nodes.mem[i] for i, _, c, mem in need):
                     continue  # a part does not fit its node alone
                 v = m.new_bool_var(f"t{k}")
                 trims[k] = v
                 ys.append(v)
-                w = float(table.throughput[k]) / ref + problem.preempt_penalty - problem.trim_penalty
+                w = float(table.throughput[k]) / ref + problem.preempt_penalty - change_penalty(problem, table, j,
+                                                                                                choice)
                 obj_terms.append((v, round(w * SCALE)))
                 for i, s, c, mem in need:
                     ci = class_of[i]
                     use_g[ci].append((v, s))
                     use_c[ci].append((v, c))
-                    use_m[ci].append((v, _mib_up(mem)))
+                    use_m[ci].append((v, mem))
                     if encoding == "aggregated" and s * 2 > cls_g[ci]:
                         big[ci].append((v, 1))
         if name in admission.protected:
@@ -343,13 +355,13 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
 
 
 def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tuple[cp_model.IntVar, int]]:
-    """The value of every variable of ``built`` under ``hint`` (job -> choice): ``t`` 1 for the trims,
-    ``y`` 1 for the other chosen rows, parts counted per (row, size, node or class); rows first, then
-    parts, then trims."""
+    """The value of every variable of ``built`` under ``hint`` (job -> choice): ``t`` 1 for the rows in
+    place, ``y`` 1 for the other chosen rows, parts counted per (row, size, node or class); rows first,
+    then parts, then rows in place."""
     class_of = {built.nodes.names[i]: ci for ci, c in enumerate(built.classes) for i in c}
     t = built.table
-    trimmed = {ch.row for name, ch in hint.items()
-               if ch.row in built.trims and is_trim(built.problem, t, t.index_of(name), ch)}
+    trimmed = {ch.row for name, ch in hint.items() if ch.row in built.trims
+               and sorted(ch.parts) == sorted(_current_parts(built, name))}
     chosen_rows = {ch.row for ch in hint.values()} - trimmed
     counts: Counter = Counter()
     for ch in hint.values():
@@ -409,11 +421,11 @@ def _choices_per_node(built: RubickRoundModel, values: Sequence[int]) -> dict[st
 
 
 def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> dict[str, Choice] | None:
-    """Map an aggregated solution (job -> (row, whether it is a trim)) to nodes: the current rows and
-    trims on the job's current nodes, the other rows by best-fit decreasing; a part that does not fit
-    makes its job fall back to its best row that does (a trim row on its current nodes first), or to
-    nothing, unless protected; then jobs left out get their best fitting row. None when a protected
-    job cannot be placed."""
+    """Map an aggregated solution (job -> (row, whether it is in place)) to nodes: the current rows and
+    the rows in place on the job's current nodes, the other rows by best-fit decreasing; a part that does
+    not fit makes its job fall back to its best row that does (a row that can be in place on its current
+    nodes first), or to nothing, unless protected; then jobs left out get their best fitting row. None
+    when a protected job cannot be placed."""
     p, t, nodes = built.problem, built.table, built.nodes
     free_g, free_c = nodes.gpus.astype(np.int64).copy(), nodes.cpus.astype(np.int64).copy()
     free_m = nodes.mem.astype(np.int64).copy()
@@ -421,20 +433,18 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
     out: dict[str, Choice] = {}
     rows_of = allowed_rows(t, built.admission)
 
-    trimmable = {k for k in built.trims}
+    in_place = set(built.trims)
 
     def take(k: int, j: int, trim: bool = False) -> Choice | None:
-        if trim:  # row k on the job's current nodes with their GPUs
-            cur = _current_parts(built, t.jobs[j])
-            need = [(nodes.names.index(n), s, *part_share(t, k, s)) for n, s in cur]
-            need = [(i, s, c, _mib_up(mem)) for i, s, c, mem in need]
+        if trim:  # row k in place: on the job's current nodes with their GPUs
+            choice, need = _in_place(p, t, nodes.names, j, k)
             if not all(free_g[i] >= s and free_c[i] >= c and free_m[i] >= mem for i, s, c, mem in need):
                 return None
             for i, s, c, mem in need:
                 free_g[i] -= s
                 free_c[i] -= c
                 free_m[i] -= mem
-            return Choice(k, cur)
+            return choice
         if k == int(t.current_row[j]):
             alloc = p.current(t.jobs[j])
             assert alloc is not None
@@ -470,7 +480,7 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
     def fallback(j: int) -> Choice | None:
         rows = sorted((int(k) for k in rows_of[j]), key=lambda k: (-t.throughput[k], t.gpus[k], k))
         for k in rows:
-            c = (take(k, j, trim=True) if k in trimmable else None) or take(k, j)
+            c = (take(k, j, trim=True) if k in in_place else None) or take(k, j)
             if c is not None:
                 return c
         return None
@@ -635,4 +645,4 @@ def lp_relaxation_bound(problem: RubickRound, table: CoefficientTable, admission
 
 
 __all__ = ["BACKENDS", "DEFAULT_MAX_NODE_VARS", "PER_NODE_FIRST_VARS", "ModelTooLarge", "OutOfTime", "RubickRoundModel",
-           "allowed_rows", "build", "lp_relaxation_bound", "solve"]
+           "allowed_rows", "build", "in_place_rows", "lp_relaxation_bound", "solve"]
