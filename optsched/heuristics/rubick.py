@@ -46,8 +46,8 @@ Choices where the paper is silent (documented here, checked in ``tests/test_rubi
 * **Shrink slope** (a job ``v`` on node ``n``): one unit Δr of the resource is taken from ``v``'s share
   on ``n``, and ``v`` is re-fitted to the best row that maps onto its remaining shares (a protected job
   only to a row reaching its guarantee; a best-effort job with no such row is preempted). The loss is
-  the drop of ``v``'s term in the round objective (normalised throughput, plus the reconfiguration or
-  preemption penalty the move newly incurs); the slope is that loss per unit of the resource the
+  the drop of ``v``'s term in the round objective (normalised throughput, plus the reconfiguration,
+  trim or preemption penalty the move newly incurs); the slope is that loss per unit of the resource the
   re-fit frees on ``n`` (one unit, or several when the curve is flat below the current point, i.e.
   the loss per unit "down to the next lower point"). Re-fitting a job at every unit is equivalent to
   the paper's unit-by-unit shrinking on flat curves and keeps every intermediate state a valid
