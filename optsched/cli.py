@@ -627,6 +627,9 @@ def _add_simulate(sub: Any) -> None:
                    help=f"seconds a restart after preemption costs ({PREEMPT_RESTART_S:g})")
     p.add_argument("--start-overhead", type=float, metavar="S",
                    help="seconds a job's first start costs (0: a trace's own times already hold it)")
+    p.add_argument("--trim-overhead", type=float, default=0.0, metavar="S",
+                   help="seconds a trim costs: a running job whose CPUs or memory change on the same GPUs, applied "
+                        "in place without a restart (0)")
     p.add_argument("--no-checkpoint", action="store_true",
                    help="preempted jobs lose the progress since their last periodic checkpoint")
     p.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="S",
@@ -666,7 +669,8 @@ def _sim_config(args: argparse.Namespace) -> Any:
     from optsched.sim.presets import get_preset
     return get_preset(args.preset or "rubick-paper").config(
         SimConfig(checkpoint_on_preempt=not args.no_checkpoint, checkpoint_interval_s=args.checkpoint_interval,
-                  min_round_gap_s=args.min_round_gap, max_time_s=args.max_time, seed=args.seed),
+                  min_round_gap_s=args.min_round_gap, max_time_s=args.max_time, seed=args.seed,
+                  trim_overhead_s=args.trim_overhead),
         round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
         preempt_restart_s=args.preempt_restart, start_overhead_s=args.start_overhead)
 

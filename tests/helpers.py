@@ -146,3 +146,33 @@ def chosen_row_is_given(round_json: dict[str, Any], decision: dict[str, Any]) ->
         match = [r for r in given if r.plan == plan and r.gpus_per_node == shape and r.throughput == d["throughput"]
                  and (r.cpus == cpus or d["action"] == "keep")]
         assert match, (d, given)
+
+
+def cpu_hungry_round(nodes: int, jobs: int, seed: int) -> Any:
+    """A Rubick round where queued jobs need CPUs that running jobs hold (issue 16, item 5): Algorithm 1's
+    choices on ``generate_rubick_round(nodes, 8, jobs, seed)`` run (every other job by name; the rest
+    and the jobs it left out are queued, so GPUs are free), and each running job also holds the spare
+    CPUs of its nodes, split by GPUs, so a queued job can start next to it only if it is trimmed."""
+    from collections import Counter
+
+    from optsched.heuristics.rubick import algorithm1
+    from optsched.rounds.rubick.admission import admit
+    from optsched.rounds.rubick.choice import placement_of
+    from optsched.rounds.rubick.generate import generate_rubick_round
+    from optsched.rounds.rubick.problem import RubickRound
+    from optsched.rounds.rubick.table import build_round_table
+    first = generate_rubick_round(nodes, 8, jobs, seed)
+    table = build_round_table(first)
+    choices = algorithm1(first, table, admit(first, table), defer=True).choices
+    kept = {n: c for i, (n, c) in enumerate(sorted(choices.items())) if i % 2 == 0}
+    placed = {n: placement_of(first, table, table.index_of(n), c) for n, c in kept.items()}
+    held: Counter[str] = Counter()
+    gpus: Counter[str] = Counter()
+    for pl in placed.values():
+        for node, s in pl.shares:
+            held[node] += s.cpus
+            gpus[node] += s.gpus
+    running = tuple(Allocation(n, table.plans[c.row], Placement.of(
+        {node: NodeShare(s.gpus, s.cpus + (first.free(node).cpus - held[node]) * s.gpus // gpus[node], s.mem_gib)
+         for node, s in placed[n].shares})) for n, c in kept.items())
+    return RubickRound(first.cluster, first.jobs, running=running, occupied=first.occupied, quotas=first.quotas)

@@ -38,7 +38,9 @@ from optsched.core.kinds import round_kind
 DECISION_FORMAT = "optsched.decision/1"
 
 #: What happened to a job in a decision.
-ACTIONS = ("start", "keep", "reconfigure", "preempt", "wait")
+#: ``trim``: a running job keeps its plan and its GPUs on the same nodes, only its CPUs or memory change
+#: (in place, no restart; issue 16, item 5)
+ACTIONS = ("start", "keep", "reconfigure", "preempt", "wait", "trim")
 
 #: Solver statuses: proven optimal; feasible with a gap; a heuristic's decision (asked for);
 #: the heuristic's decision returned because the solver found nothing better in its time limit; a
@@ -80,7 +82,7 @@ class JobDecision:
     ``throughput`` (samples/s) and ``normalised`` throughput (divided by the throughput of its
     request), whether its performance guarantee was enforced (``protected``), and the ``action``;
     ``reason`` says why a job does not run (``wait``, ``preempt``; empty otherwise) and ``penalty`` is
-    what its action costs the objective (a kind's reconfiguration or preemption penalty, else 0)."""
+    what its action costs the objective (a kind's reconfiguration, trim or preemption penalty, else 0)."""
 
     job: str
     allocation: Allocation | None

@@ -99,10 +99,10 @@ def _ratio(v: float | None, base: float | None) -> str:
 
 def comparison_rows(results: Mapping[str, SimResult]) -> tuple[list[str], list[list[str]]]:
     """Header and rows: JCT average / median / P99, makespan and queuing time in hours with ratios to
-    the first policy, counts, GPU utilisation and simulation wall time; one extra row per policy for
-    guaranteed and best-effort jobs when the trace has both."""
+    the first policy, counts (reconfigurations, trims, preemptions), GPU utilisation and simulation wall
+    time; one extra row per policy for guaranteed and best-effort jobs when the trace has both."""
     header = ["policy", "jobs", "avg JCT h", "ratio", "p50 JCT h", "p99 JCT h", "ratio", "makespan h", "ratio",
-              "avg queue h", "reconfigs", "preempts", "GPU util", "unfinished", "wall s"]
+              "avg queue h", "reconfigs", "trims", "preempts", "GPU util", "unfinished", "wall s"]
     summaries = {name: r.summary() for name, r in results.items()}
     base = next(iter(summaries.values()))
     rows: list[list[str]] = []
@@ -113,14 +113,14 @@ def comparison_rows(results: Mapping[str, SimResult]) -> tuple[list[str], list[l
         rows.append([name, "all", _hours(s["avg_jct_s"]), _ratio(s["avg_jct_s"], base["avg_jct_s"]),
                      _hours(s["p50_jct_s"]), _hours(s["p99_jct_s"]), _ratio(s["p99_jct_s"], base["p99_jct_s"]),
                      _hours(s["makespan_s"]), _ratio(s["makespan_s"], base["makespan_s"]), _hours(s["avg_queue_s"]),
-                     str(s["reconfigurations"]), str(s["preemptions"]), util, str(s["unfinished"]),
+                     str(s["reconfigurations"]), str(s["trims"]), str(s["preemptions"]), util, str(s["unfinished"]),
                      f"{s['wall_seconds']:.1f}"])
         if split:
             for part, label in (("guaranteed", "guar."), ("best_effort", "BE")):
                 p, b = s[part], base[part]
                 rows.append([name, label, _hours(p["avg_jct_s"]), _ratio(p["avg_jct_s"], b["avg_jct_s"]),
                              _hours(p["p50_jct_s"]), _hours(p["p99_jct_s"]), _ratio(p["p99_jct_s"], b["p99_jct_s"]),
-                             "", "", _hours(p["avg_queue_s"]), "", "", "", str(p["unfinished"]), ""])
+                             "", "", _hours(p["avg_queue_s"]), "", "", "", "", str(p["unfinished"]), ""])
     return header, rows
 
 

@@ -15,14 +15,27 @@ map the row's per-node parts onto distinct nodes:
   performance model validated (TP never spans a part).
 * A running job's current row has no ``x``: it can only be kept where it runs, with its exact shares
   (``keep = y[current]``); moving it means choosing another row.
+* ``t[k]`` (bool, running jobs only): row k *in place* — a row of the job's current plan and the shape
+  of its current placement (:func:`in_place_rows`) on exactly its current nodes with its current GPUs
+  per node: a *trim* (issue 16, item 5; :func:`~optsched.rounds.rubick.choice.is_trim`), each part
+  getting ``part_share`` of row k, for ``trim_penalty``; or, for a row of the CPUs and memory the job
+  holds, the job kept on its exact current shares, for nothing (both by
+  :func:`~optsched.rounds.rubick.choice.placement_of` and
+  :func:`~optsched.rounds.rubick.choice.change_penalty`, so the model prices every choice as the
+  objective does). Like the current row it has no ``x``; it counts in the job's at-most-one
+  (exactly-one when protected) with the ``y`` of the same job. Row k may still be chosen as ``y[k]``
+  with its parts elsewhere, which is a reconfiguration.
 * Node capacities: GPUs, CPUs and memory (memory in MiB, part demands rounded up and capacities down,
   so a model-feasible answer is feasible).
-* Objective: ``max sum_k (thr_k / ref_j) y[k] - reconfig_penalty (running jobs not kept) -
-  preempt_penalty (running jobs not running)``, weights scaled by 10^6 to integers (the reported
-  objective is recomputed in floating point by :func:`~optsched.rounds.rubick.objective.objective`).
+* Objective: ``max sum_k (thr_k / ref_j) (y[k] + t[k]) - reconfig_penalty (running jobs reconfigured)
+  - trim_penalty (running jobs trimmed: t of a trim) - preempt_penalty (running jobs not running)``,
+  weights scaled by 10^6 to integers (the reported objective is recomputed in floating point by
+  :func:`~optsched.rounds.rubick.objective.objective`).
 
-**Encodings.** ``per-node`` is the model above: ``|rows| + sum_k |parts_k| x |eligible nodes|``
-variables and ``|jobs| + |rows| + 3 |nodes|`` constraints (8x8 GPUs, 40 jobs: about 5,000 variables).
+**Encodings.** ``per-node`` is the model above: ``|rows| + |in-place rows| + sum_k |parts_k| x
+|eligible nodes|`` variables and ``|jobs| + |rows| + 3 |nodes|`` constraints (8x8 GPUs, 40 jobs: about
+5,000 variables; the in-place rows are a running job's rows of its current plan and shape, a few per
+job).
 When the per-node variables exceed ``max_node_vars`` the ``aggregated`` encoding is used: nodes with
 the same GPU type and number of free GPUs form a class, ``z[k, s, C]`` counts parts per class (a part
 may use a class when it fits the class's roomiest node), the class's GPUs, CPUs and memory are
@@ -57,7 +70,7 @@ from optsched.formulations.cpsat import SolutionTrace, cp_solver
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Solution, solver_seconds
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
-from optsched.rounds.rubick.choice import Choice, part_share
+from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -118,6 +131,7 @@ class RubickRoundModel:
     model: cp_model.CpModel
     y: dict[int, cp_model.IntVar]
     parts: dict[tuple[int, int, int], cp_model.IntVar]  # (row, part size, node or class) -> var
+    trims: dict[int, cp_model.IntVar]  # row -> t: the row in place, on its running job's current nodes
     classes: list[list[int]]  # aggregated: node indices of each class; per-node: [[0], [1], ...]
     nodes: _Nodes
     offset: float  # constant part of the objective (-preempt penalty of every running job)
@@ -125,7 +139,7 @@ class RubickRoundModel:
 
     @property
     def size(self) -> ModelSize:
-        return ModelSize(len(self.y) + len(self.parts), self.n_constraints, self.encoding)
+        return ModelSize(len(self.y) + len(self.parts) + len(self.trims), self.n_constraints, self.encoding)
 
 
 def allowed_rows(table: CoefficientTable, admission: Admission) -> dict[int, np.ndarray]:
@@ -140,6 +154,32 @@ def allowed_rows(table: CoefficientTable, admission: Admission) -> dict[int, np.
             rows = rows[reaches_guarantee(table, rows)]
         out[j] = rows
     return out
+
+
+def in_place_rows(problem: RubickRound, table: CoefficientTable, j: int, rows: np.ndarray) -> list[int]:
+    """The rows of ``rows`` that running job index ``j`` can run in place (module docstring): not its
+    current row, its current plan and GPU type and the GPUs per node of its current placement. Empty for
+    a queued job."""
+    cur_row = int(table.current_row[j])
+    if cur_row < 0:
+        return []
+    cur = problem.current(table.jobs[j])
+    assert cur is not None
+    shape = tuple(sorted((s.gpus for _, s in cur.placement.shares if s.gpus > 0), reverse=True))
+    gtype = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
+    return [int(k) for k in rows if int(k) != cur_row and table.gpus_per_node[k] == shape
+            and table.gpu_type[k] == gtype and table.plans[k] == cur.plan]
+
+
+def _in_place(problem: RubickRound, table: CoefficientTable, names: list[str], j: int, k: int
+              ) -> tuple[Choice, list[tuple[int, int, int, int]]]:
+    """Row ``k`` of running job index ``j`` in place (module docstring): its choice and its shares as
+    (node index in ``names``, GPUs, CPUs, MiB rounded up)."""
+    cur = problem.current(table.jobs[j])
+    assert cur is not None
+    choice = Choice(k, tuple((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0))
+    return choice, [(names.index(n), s.gpus, s.cpus, _mib_up(s.mem_gib))
+                    for n, s in placement_of(problem, table, j, choice).shares]
 
 
 def _eligible(nodes: _Nodes, gtype: str, s: int, cpus: int, mem: int) -> np.ndarray:
@@ -220,6 +260,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     m = cp_model.CpModel()
     y: dict[int, cp_model.IntVar] = {}
     parts: dict[tuple[int, int, int], cp_model.IntVar] = {}
+    trims: dict[int, cp_model.IntVar] = {}
     n_cons = 0
     obj_terms: list[tuple[cp_model.IntVar, int]] = []
     offset = 0.0
@@ -280,6 +321,23 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                         n_cons += 1
         if running:
             offset -= problem.preempt_penalty
+            for k in in_place_rows(problem, table, j, rows):
+                choice, need = _in_place(problem, table, nodes.names, j, k)
+                if any(c > nodes.cpus[i] or mem > nodes.mem[i] for i, _, c, mem in need):
+                    continue  # a part does not fit its node alone
+                v = m.new_bool_var(f"t{k}")
+                trims[k] = v
+                ys.append(v)
+                w = float(table.throughput[k]) / ref + problem.preempt_penalty - change_penalty(problem, table, j,
+                                                                                                choice)
+                obj_terms.append((v, round(w * SCALE)))
+                for i, s, c, mem in need:
+                    ci = class_of[i]
+                    use_g[ci].append((v, s))
+                    use_c[ci].append((v, c))
+                    use_m[ci].append((v, mem))
+                    if encoding == "aggregated" and s * 2 > cls_g[ci]:
+                        big[ci].append((v, 1))
         if name in admission.protected:
             m.add(sum(ys) == 1) if ys else m.add_bool_or([])
             n_cons += 1
@@ -293,20 +351,26 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 m.add(sum(c * v for v, c in terms) <= int(cap))
                 n_cons += 1
     m.maximize(sum(c * v for v, c in obj_terms))
-    return RubickRoundModel(problem, table, admission, encoding, m, y, parts, classes, nodes, offset, n_cons)
+    return RubickRoundModel(problem, table, admission, encoding, m, y, parts, trims, classes, nodes, offset, n_cons)
 
 
 def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tuple[cp_model.IntVar, int]]:
-    """The value of every variable of ``built`` under ``hint`` (job -> choice): ``y`` 1 for the chosen
-    rows, parts counted per (row, size, node or class); rows first, then parts."""
+    """The value of every variable of ``built`` under ``hint`` (job -> choice): ``t`` 1 for the rows in
+    place, ``y`` 1 for the other chosen rows, parts counted per (row, size, node or class); rows first,
+    then parts, then rows in place."""
     class_of = {built.nodes.names[i]: ci for ci, c in enumerate(built.classes) for i in c}
-    chosen_rows = {ch.row for ch in hint.values()}
+    t = built.table
+    trimmed = {ch.row for name, ch in hint.items() if ch.row in built.trims
+               and sorted(ch.parts) == sorted(_current_parts(built, name))}
+    chosen_rows = {ch.row for ch in hint.values()} - trimmed
     counts: Counter = Counter()
     for ch in hint.values():
-        for node, g in ch.parts:
-            counts[(ch.row, g, class_of[node])] += 1
+        if ch.row not in trimmed:
+            for node, g in ch.parts:
+                counts[(ch.row, g, class_of[node])] += 1
     out = [(v, 1 if k in chosen_rows else 0) for k, v in built.y.items()]
     out.extend((v, counts.get(key, 0)) for key, v in built.parts.items())
+    out.extend((v, 1 if k in trimmed else 0) for k, v in built.trims.items())
     return out
 
 
@@ -322,8 +386,16 @@ def _decode(built: RubickRoundModel, values: Sequence[int]) -> dict[str, Choice]
     if built.encoding == "per-node":
         return _choices_per_node(built, values)
     t = built.table
-    chosen = {t.jobs[int(t.job_index[k])]: k for k, v in built.y.items() if values[v.index]}
+    chosen = {t.jobs[int(t.job_index[k])]: (k, False) for k, v in built.y.items() if values[v.index]}
+    chosen.update({t.jobs[int(t.job_index[k])]: (k, True) for k, v in built.trims.items() if values[v.index]})
     return _repair(built, chosen)
+
+
+def _current_parts(built: RubickRoundModel, name: str) -> tuple[tuple[str, int], ...]:
+    """(node, GPUs) of running job ``name``'s current placement."""
+    alloc = built.problem.current(name)
+    assert alloc is not None
+    return tuple((n, s.gpus) for n, s in alloc.placement.shares if s.gpus > 0)
 
 
 def _choices_per_node(built: RubickRoundModel, values: Sequence[int]) -> dict[str, Choice]:
@@ -338,18 +410,22 @@ def _choices_per_node(built: RubickRoundModel, values: Sequence[int]) -> dict[st
             j = int(t.job_index[k])
             name = t.jobs[j]
             if k == int(t.current_row[j]):
-                alloc = built.problem.current(name)
-                assert alloc is not None
-                out[name] = Choice(k, tuple((n, s.gpus) for n, s in alloc.placement.shares if s.gpus > 0))
+                out[name] = Choice(k, _current_parts(built, name))
             else:
                 out[name] = Choice(k, tuple(sorted(placed[k])))
+    for k, v in built.trims.items():
+        if values[v.index]:
+            name = t.jobs[int(t.job_index[k])]
+            out[name] = Choice(k, _current_parts(built, name))
     return out
 
 
-def _repair(built: RubickRoundModel, chosen: Mapping[str, int]) -> dict[str, Choice] | None:
-    """Map an aggregated solution (job -> row) to nodes by best-fit decreasing; a part that does not
-    fit makes its job fall back to its best row that does (or to nothing, unless protected); then
-    jobs left out get their best fitting row. None when a protected job cannot be placed."""
+def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> dict[str, Choice] | None:
+    """Map an aggregated solution (job -> (row, whether it is in place)) to nodes: the current rows and
+    the rows in place on the job's current nodes, the other rows by best-fit decreasing; a part that does
+    not fit makes its job fall back to its best row that does (a row that can be in place on its current
+    nodes first), or to nothing, unless protected; then jobs left out get their best fitting row. None
+    when a protected job cannot be placed."""
     p, t, nodes = built.problem, built.table, built.nodes
     free_g, free_c = nodes.gpus.astype(np.int64).copy(), nodes.cpus.astype(np.int64).copy()
     free_m = nodes.mem.astype(np.int64).copy()
@@ -357,7 +433,18 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, int]) -> dict[str, Cho
     out: dict[str, Choice] = {}
     rows_of = allowed_rows(t, built.admission)
 
-    def take(k: int, j: int) -> Choice | None:
+    in_place = set(built.trims)
+
+    def take(k: int, j: int, trim: bool = False) -> Choice | None:
+        if trim:  # row k in place: on the job's current nodes with their GPUs
+            choice, need = _in_place(p, t, nodes.names, j, k)
+            if not all(free_g[i] >= s and free_c[i] >= c and free_m[i] >= mem for i, s, c, mem in need):
+                return None
+            for i, s, c, mem in need:
+                free_g[i] -= s
+                free_c[i] -= c
+                free_m[i] -= mem
+            return choice
         if k == int(t.current_row[j]):
             alloc = p.current(t.jobs[j])
             assert alloc is not None
@@ -393,17 +480,17 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, int]) -> dict[str, Cho
     def fallback(j: int) -> Choice | None:
         rows = sorted((int(k) for k in rows_of[j]), key=lambda k: (-t.throughput[k], t.gpus[k], k))
         for k in rows:
-            c = take(k, j)
+            c = (take(k, j, trim=True) if k in in_place else None) or take(k, j)
             if c is not None:
                 return c
         return None
 
-    order = sorted(chosen.items(), key=lambda kv: (kv[1] != int(t.current_row[t.index_of(kv[0])]),
+    order = sorted(chosen.items(), key=lambda kv: (not kv[1][1] and kv[1][0] != int(t.current_row[t.index_of(kv[0])]),
                                                   kv[0] not in built.admission.protected,
-                                                  -max(t.gpus_per_node[kv[1]]), kv[0]))
-    for name, k in order:
+                                                  -max(t.gpus_per_node[kv[1][0]]), kv[0]))
+    for name, (k, trim) in order:
         j = t.index_of(name)
-        c = take(k, j) or fallback(j)
+        c = take(k, j, trim) or fallback(j)
         if c is None and name in built.admission.protected:
             return None
         if c is not None:
@@ -558,4 +645,4 @@ def lp_relaxation_bound(problem: RubickRound, table: CoefficientTable, admission
 
 
 __all__ = ["BACKENDS", "DEFAULT_MAX_NODE_VARS", "PER_NODE_FIRST_VARS", "ModelTooLarge", "OutOfTime", "RubickRoundModel",
-           "allowed_rows", "build", "lp_relaxation_bound", "solve"]
+           "allowed_rows", "build", "in_place_rows", "lp_relaxation_bound", "solve"]

@@ -12,10 +12,17 @@ round objective (:func:`~optsched.rounds.rubick.objective.objective`).
   of its GPU type by :meth:`~optsched.heuristics.placement.NodeLedger.best_fit` with the job's current
   nodes preferred; the part of s GPUs of a row with G GPUs, C CPUs and M GiB needs ``ceil(C s / G)``
   CPUs and ``M s / G`` GiB (:func:`~optsched.rounds.rubick.choice.part_share`'s rule). When the mapping
-  is exactly the job's current placement and the row keeps it, the job keeps its exact current shares.
+  is exactly the job's current placement and the row keeps it, the job keeps its exact current shares;
+  when it is exactly the current placement with the current plan and the row does not keep it, the
+  configuration is a *trim* (:func:`~optsched.rounds.rubick.choice.is_trim`: only CPUs or memory
+  change, in place).
+* **Objective terms** (:meth:`RoundState.contrib`, :meth:`RoundState.penalty`): normalised throughput
+  less the penalty of the configuration: 0 for a queued or kept job, the round's ``trim_penalty`` for a
+  trim, ``reconfig_penalty`` for any other change of a running job (issue 16, item 5).
 * **GetBestPlan** (:meth:`RoundState.best`): the row of highest normalised throughput that maps onto
   the given amounts (optionally only rows reaching the job's guarantee), or the job's running
-  configuration when it fits and the reconfiguration penalty makes it the better choice.
+  configuration when it fits and the penalty of the row's configuration (reconfiguration or trim)
+  makes it the better choice.
 
 Speed (same results): GetBestPlan on at most :data:`SMALL_CANDIDATES` nodes runs in plain Python on
 lists (:meth:`RoundState.best_on`; numpy's per-call cost dominates on a few nodes); memory totals of 8
@@ -49,12 +56,15 @@ Amounts = tuple[np.ndarray, np.ndarray, np.ndarray]
 class Config(NamedTuple):
     """A job's configuration: table ``row`` and its shares ``((node index, gpus, cpus, mem_gib), ...)``
     sorted by node index; ``kept`` when it is exactly the job's running configuration (no
-    reconfiguration penalty). A named tuple (immutable; hashing, comparison and field access in C:
-    configurations key Algorithm 1's shrink cache, looked up millions of times)."""
+    reconfiguration penalty), ``trim`` when it is a trim of it (the current plan and GPUs on the
+    current nodes, other CPUs or memory: the trim penalty). A named tuple (immutable; hashing,
+    comparison and field access in C: configurations key Algorithm 1's shrink cache, looked up
+    millions of times)."""
 
     row: int
     shares: tuple[Share, ...]
     kept: bool
+    trim: bool = False
 
     def share_on(self, node: int) -> tuple[int, int, float]:
         for n, g, c, m in self.shares:
@@ -255,10 +265,14 @@ class RoundState:
         self.waiting = np.array([name in admission.waiting for name in self.names], dtype=bool)
         self.running = np.asarray(table.current_row) >= 0
         self.reconfig_penalty = float(problem.reconfig_penalty)
+        self.trim_penalty = float(problem.trim_penalty)  # type: ignore[arg-type]
         self.preempt_penalty = float(problem.preempt_penalty)
         self.on_current_node = np.zeros((n_jobs, n_nodes), dtype=bool)
         self.current: list[Config | None] = [None] * n_jobs
         self.current_parts: list[tuple[tuple[str, int], ...] | None] = [None] * n_jobs
+        #: per row: whether it has its job's current plan (a mapping onto the current placement trims
+        #: the job unless it keeps it); made on first use
+        self._same_plan: dict[int, bool] = {}
         #: the nodes of each job's current shares (empty for a queued job)
         self.current_nodes: list[frozenset[int]] = [frozenset()] * n_jobs
         row_type = np.array([self.type_id[x] for x in table.gpu_type], dtype=np.int64)
@@ -298,8 +312,35 @@ class RoundState:
         """Job ``j``'s term of the round objective under ``cfg``."""
         if cfg is None:
             return -self.preempt_penalty if self.running[j] else 0.0
-        pen = self.reconfig_penalty if self.running[j] and not cfg.kept else 0.0
-        return float(self.value[cfg.row]) - pen
+        if cfg.kept or not self.running[j]:  # :meth:`penalty`, inlined (called millions of times)
+            return float(self.value[cfg.row])
+        return float(self.value[cfg.row]) - (self.trim_penalty if cfg.trim else self.reconfig_penalty)
+
+    def penalty(self, j: int, cfg: Config) -> float:
+        """What ``cfg`` costs job ``j`` (module docstring, "Objective terms")."""
+        if cfg.kept or not self.running[j]:
+            return 0.0
+        return self.trim_penalty if cfg.trim else self.reconfig_penalty
+
+    def same_plan(self, j: int, row: int) -> bool:
+        """Whether table ``row`` (of running job ``j``) has the job's current plan."""
+        out = self._same_plan.get(row)
+        if out is None:
+            cur = self.problem.current(self.names[j])
+            out = self._same_plan[row] = cur is not None and self.table.plans[row] == cur.plan
+        return out
+
+    def on_current(self, j: int, row: int, shares: "list[Share] | tuple[Share, ...]") -> tuple[bool, bool]:
+        """(kept, trim) of job ``j`` on ``row`` with ``shares``: whether they are exactly its current
+        placement (same nodes, same GPUs) and the row keeps it, or trims it (module docstring)."""
+        if self.current_parts[j] is None:
+            return False, False
+        placed = tuple(sorted((self.node_names[n], g) for n, g, _, _ in shares if g > 0))
+        if placed != self.current_parts[j]:
+            return False, False
+        if is_kept(self.problem, self.table, j, Choice(row, placed)):
+            return True, False
+        return False, self.same_plan(j, row)
 
     def fits(self, cfg: Config, amounts: Amounts | None = None) -> bool:
         return self.ledger.fits(cfg.shares, *(amounts or self.free_views))
@@ -341,9 +382,10 @@ class RoundState:
         placement and the row keeps it (None if those do not fit), else a new configuration. What is
         available is ``amounts`` (indexed by node) or, when None, ``lists``: (nodes, GPUs, CPUs, GiB)
         with nothing elsewhere (:meth:`best_on`)."""
+        trim = False
         if self.current_parts[j] is not None:
-            placed = tuple(sorted((self.node_names[n], g) for n, g, _, _ in shares))
-            if placed == self.current_parts[j] and is_kept(self.problem, self.table, j, Choice(row, placed)):
+            kept, trim = self.on_current(j, row, shares)
+            if kept:
                 cur = self.current[j]
                 assert cur is not None
                 cfg = Config(row, cur.shares, True)
@@ -358,7 +400,7 @@ class RoundState:
                     if not (have[0] >= g and have[1] >= c and have[2] >= m - MEM_TOL):
                         return None
                 return cfg
-        return Config(row, tuple(sorted(shares)), False)
+        return Config(row, tuple(sorted(shares)), False, trim)
 
     def best(self, j: int, cand: np.ndarray, amounts: Amounts, *, guarantee: bool, keep: bool,
              base: np.ndarray | None = None) -> Config | None:
@@ -391,7 +433,7 @@ class RoundState:
             cfg = self.map_row(j, int(i), cand, amounts, base)
             if cfg is None:
                 continue
-            s = float(rows.value[i]) - (self.reconfig_penalty if self.running[j] and not cfg.kept else 0.0)
+            s = float(rows.value[i]) - self.penalty(j, cfg)
             if s > score + EPS:
                 chosen, score = cfg, s
             break
@@ -411,7 +453,6 @@ class RoundState:
         # numpy sums 8 or more floats pairwise: the same total as the table's filter in :meth:`best`
         tm = (sum(am) if len(am) < 8 else float(np.array(am).sum())) + MEM_TOL
         value, gpus, max_part, cpus, mem, reaches = py.value, py.gpus, py.max_part, py.cpus, py.mem, py.reaches
-        pen = self.reconfig_penalty if self.running[j] else 0.0
         for i in range(len(value)):
             val = value[i]
             if val <= score + EPS:
@@ -424,7 +465,7 @@ class RoundState:
             cfg = self._config(j, py.rows[i], shares, amounts, (nodes, ag, ac, am))
             if cfg is None:
                 continue
-            s = val - (0.0 if cfg.kept else pen)
+            s = val - self.penalty(j, cfg)
             if s > score + EPS:
                 chosen, score = cfg, s
             break

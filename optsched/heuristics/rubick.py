@@ -46,16 +46,23 @@ Choices where the paper is silent (documented here, checked in ``tests/test_rubi
 * **Shrink slope** (a job ``v`` on node ``n``): one unit Δr of the resource is taken from ``v``'s share
   on ``n``, and ``v`` is re-fitted to the best row that maps onto its remaining shares (a protected job
   only to a row reaching its guarantee; a best-effort job with no such row is preempted). The loss is
-  the drop of ``v``'s term in the round objective (normalised throughput, plus the reconfiguration or
-  preemption penalty the move newly incurs); the slope is that loss per unit of the resource the
+  the drop of ``v``'s term in the round objective (normalised throughput, plus the reconfiguration,
+  trim or preemption penalty the move newly incurs); the slope is that loss per unit of the resource the
   re-fit frees on ``n`` (one unit, or several when the curve is flat below the current point, i.e.
   the loss per unit "down to the next lower point"). Re-fitting a job at every unit is equivalent to
   the paper's unit-by-unit shrinking on flat curves and keeps every intermediate state a valid
   configuration (needed on restricted tables, e.g. a job whose only row has 8 GPUs).
 * **Penalties.** A ScheduleJob outcome is committed only if it raises the round objective (sum of
-  normalised throughputs minus reconfiguration and preemption penalties, Sec. 3) — line 14's case (1)
-  intent, "the reallocation will increase total throughput" — or when it places a privileged job below
-  its minimum (case (2)). Otherwise the state is rolled back.
+  normalised throughputs minus reconfiguration, trim and preemption penalties, Sec. 3) — line 14's
+  case (1) intent, "the reallocation will increase total throughput" — or when it places a privileged
+  job below its minimum (case (2)). Otherwise the state is rolled back.
+* **Trims** (issue 16, item 5; the paper has no such action). A running job re-fitted on exactly its
+  current nodes and GPUs with its current plan but other CPUs or memory is *trimmed*
+  (:class:`~optsched.heuristics.round_state.Config` ``trim``): its term pays the round's
+  ``trim_penalty`` instead of ``reconfig_penalty``. This is what a shrink of a running job's CPUs on
+  its node usually gives (the re-fit keeps its nodes and GPUs), so the shrink slope of such a job
+  counts the trim penalty, and GetBestPlan, the commit rule and give-back compare configurations by
+  the same terms.
 * **Repacking guarantees.** Algorithm 1 never moves a job it shrinks, so a protected job may find no
   node although moving another protected job would make room. When a privileged job cannot be
   placed, lines 2-3 are run again from the start state with every protected job released and placed
@@ -210,6 +217,7 @@ class Algorithm1(RoundState):
         self._shrink_by_id: dict[tuple[int, int, int], tuple[Config, _Shrink | None]] = {}
         self._parts: dict[int, _Parts] = {}
         self._keepable: dict[int, list[bool]] = {}
+        self._trimmable: dict[int, list[bool]] = {}
         self._slope_memo: dict[tuple[int, float, int], float] = {}
         self._slope_cpu_memo: dict[tuple[int, float, int, int], float] = {}
         #: per resource and node: the lowest shrink (:meth:`lowest` of every job there) and whether it is
@@ -362,6 +370,24 @@ class Algorithm1(RoundState):
                 out = [sorted(py.shapes[i]) == shape
                        and is_kept(self.problem, self.table, j, Choice(row, parts)) for i, row in enumerate(py.rows)]
             self._keepable[j] = out
+        return out
+
+    def trimmable(self, j: int) -> list[bool]:
+        """Per row of job ``j`` (in :class:`~optsched.heuristics.round_state.JobRows` order): whether a
+        mapping of it onto the job's current placement trims the job (its current plan, the shape of its
+        current placement, not keepable: :meth:`keepable`); all False for a queued job. Made once per job."""
+        out = self._trimmable.get(j)
+        if out is None:
+            parts = self.current_parts[j]
+            py = self.rows[j].py
+            if parts is None:
+                out = [False] * len(py.rows)
+            else:
+                shape = sorted(g for _, g in parts)
+                keep = self.keepable(j)
+                out = [not keep[i] and sorted(py.shapes[i]) == shape and self.same_plan(j, row)
+                       for i, row in enumerate(py.rows)]
+            self._trimmable[j] = out
         return out
 
     def walk_parts(self, j: int) -> _Parts:

@@ -23,7 +23,11 @@ nodes visited: ``O(nodes^2)`` per job.
   resources is the exception when the row found could keep it (same plan, the shape of its current
   placement, its CPUs and memory: :meth:`~optsched.heuristics.rubick.Algorithm1.keepable`): whether
   the mapping lands exactly on its current nodes (and is then rejected, since its exact current shares
-  do not fit) is a detail of the mapping, so that refresh calls GetBestPlan itself.
+  do not fit) is a detail of the mapping, so that refresh calls GetBestPlan itself. So does a running
+  job whose row found could trim it (its current plan and the shape of its current placement:
+  :meth:`~optsched.heuristics.rubick.Algorithm1.trimmable`) when the row beats its running
+  configuration after the trim penalty but not after the reconfiguration penalty: whether the
+  mapping lands on its current nodes (a trim) decides.
 * **Skipping quiet nodes.** A node without free GPUs changes no position, and nothing happens there
   unless a job on it has a GPU shrink slope below the job's own (or, for a protected job below its
   guarantee, any job there can be shrunk). The lowest shrink slope per node and resource (and the job
@@ -303,7 +307,9 @@ class NodeWalk:
         configuration fits the free resources and is as good after the reconfiguration penalty.
         :data:`_EXACT` when only GetBestPlan itself can tell: the running configuration does not fit
         and that row could map onto exactly its current placement and keep it
-        (:meth:`~optsched.heuristics.round_state.RoundState.map_row` then rejects the row)."""
+        (:meth:`~optsched.heuristics.round_state.RoundState.map_row` then rejects the row), or that row
+        could trim the job and beats the running configuration after the trim penalty only (module
+        docstring)."""
         py = self.rows.py
         score = -_INF
         chosen: tuple[float, int, int, bool] | None = None
@@ -320,10 +326,15 @@ class NodeWalk:
             if not self.cur_fits and self.eng.keepable(self.j)[i]:
                 return _EXACT
             # a row better than the running configuration never keeps it (same plan, shape, CPUs and
-            # memory would mean the same throughput), so it pays the reconfiguration penalty
-            pen = self.eng.reconfig_penalty if self.eng.running[self.j] else 0.0
-            if py.value[i] > score + EPS and py.value[i] - pen > score + EPS:
-                chosen = (py.value[i], py.gpus[i], py.cpus[i], py.reaches[i])
+            # memory would mean the same throughput), so it pays the reconfiguration penalty, or the
+            # trim penalty when it lands on the job's current nodes
+            running = self.eng.running[self.j]
+            pen = self.eng.reconfig_penalty if running else 0.0
+            if py.value[i] > score + EPS:
+                if py.value[i] - pen > score + EPS:
+                    chosen = (py.value[i], py.gpus[i], py.cpus[i], py.reaches[i])
+                elif running and py.value[i] - self.eng.trim_penalty > score + EPS and self.eng.trimmable(self.j)[i]:
+                    return _EXACT
         return chosen
 
     def done(self) -> bool:

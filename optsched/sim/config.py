@@ -17,7 +17,9 @@ Choices where the papers are silent (each tested in ``tests/test_sim_engine.py``
   when they were recorded; the Rubick artifact's simulator charges 260 s, see
   :mod:`optsched.sim.presets`); a job started again after a preemption pays ``preempt_restart_s``; a
   running job whose plan or placement (GPUs, CPUs or memory on any node) changes pays
-  ``reconfig_overhead_s``. During an overhead the job holds its new resources and makes no progress.
+  ``reconfig_overhead_s``, except a *trim* (only its CPUs or memory change, the same plan and GPUs on
+  the same nodes), which a cluster applies in place and which pays ``trim_overhead_s`` (default 0;
+  issue 16, item 5). During an overhead the job holds its new resources and makes no progress.
 * **Lost progress.** With ``checkpoint_on_preempt`` false, a preempted job keeps only the progress up
   to its last periodic checkpoint, taken every ``checkpoint_interval_s`` of wall time since its
   allocation was last applied (a relaunch always starts from a checkpoint); 0 disables periodic
@@ -55,10 +57,11 @@ class SimConfig:
     max_time_s: float | None = None
     seed: int = 0
     start_overhead_s: float = 0.0
+    trim_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("reconfig_overhead_s", "preempt_restart_s", "checkpoint_interval_s", "min_round_gap_s",
-                     "start_overhead_s"):
+                     "start_overhead_s", "trim_overhead_s"):
             require_number("simulation config", name, getattr(self, name), 0.0)
         require_number("simulation config", "round_interval_s", self.round_interval_s, 0.0)
         if not self.round_interval_s > 0 or math.isinf(self.round_interval_s):

@@ -41,6 +41,14 @@ goes back to the queue, and the event is logged and kept in the result's message
 queued on an idle cluster with no arrival or capacity change to come and the policy starts nothing
 for :data:`STALL_ROUNDS` rounds in a row, the run stops and says so (the jobs count as unfinished).
 
+**Trims** (issue 16, item 5). A running job whose new allocation keeps its plan and its GPUs on the same
+nodes and changes only CPUs or memory is *trimmed*, whatever the decision's action says: a cluster
+updates the container's limits in place, so the job does not restart. It pays ``trim_overhead_s``
+(default 0) instead of the reconfiguration overhead, runs at the new allocation's iteration time from
+the round on, keeps an overhead it was still paying, its progress since its last (re)launch (for lost
+progress on a later preemption) and its start time, and is counted in ``trims``, not in
+``reconfigurations``.
+
 **Per-job speed** (``time_scale``): a job named there advances at the ground truth's iteration time
 times its factor, e.g. the factors of :func:`optsched.sim.trace_speed.trace_speeds` that anchor each
 job to its trace's own duration. Policies never see the factors.
@@ -118,6 +126,7 @@ class _JobState:
     start: float | None = None
     finish: float | None = None
     reconfigs: int = 0
+    trims: int = 0
     preempts: int = 0
     preempted: bool = False
     gpu_seconds: float = 0.0
@@ -366,8 +375,11 @@ class Simulator:
             elif old is None:
                 self._launch(s, new, now, self.config.preempt_restart_s if s.preempted else self.config.start_overhead_s)
             elif new != old:
-                s.reconfigs += 1
-                self._launch(s, new, now, self.config.reconfig_overhead_s)
+                if _is_trim(old, new):
+                    self._trim(s, new, now)
+                else:
+                    s.reconfigs += 1
+                    self._launch(s, new, now, self.config.reconfig_overhead_s)
 
     def _check(self, problem: RoundProblem, decision: Decision, now: float) -> None:
         where = f"round at t={now:g} s, policy {self.policy.name!r}"
@@ -400,7 +412,9 @@ class Simulator:
             raise SimulationError(f"{where}: node {o.node!r} is given {o.used:g} {o.unit}, "
                                   f"only {o.capacity:g} are free")
 
-    def _launch(self, s: _JobState, alloc: Allocation, now: float, overhead: float) -> None:
+    def _iteration_time(self, s: _JobState, alloc: Allocation, now: float) -> float | None:
+        """The ground truth's iteration time of job ``s`` on ``alloc`` (times its speed factor); None, with
+        the job back in the queue and a message, when the ground truth cannot run it there."""
         node0 = alloc.placement.shares[0][0]
         gpu_type = self.cluster.node(node0).gpu_type
         gpn = alloc.placement.gpus_per_node
@@ -416,10 +430,28 @@ class Simulator:
             self._messages.append(msg)
             if s.alloc is not None:
                 self._preempt(s, now)
-            return
+            return None
         if not (it > 0 and math.isfinite(it)):
             raise SimulationError(f"ground truth gave iteration time {it!r} for job {s.job.name!r} "
                                   f"({alloc.plan.label} on {gpn} {gpu_type})")
+        return it
+
+    def _trim(self, s: _JobState, alloc: Allocation, now: float) -> None:
+        """Apply a trim of running job ``s`` (module docstring, "Trims")."""
+        it = self._iteration_time(s, alloc, now)
+        if it is None:
+            return
+        s.trims += 1
+        s.alloc = alloc
+        s.iter_time = it
+        s.pause_until = max(s.pause_until, now + self.config.trim_overhead_s)
+
+    def _launch(self, s: _JobState, alloc: Allocation, now: float, overhead: float) -> None:
+        it = self._iteration_time(s, alloc, now)
+        if it is None:
+            return
+        gpn = alloc.placement.gpus_per_node
+        gpu_type = self.cluster.node(alloc.placement.shares[0][0]).gpu_type
         if s.start is None:
             s.start = now
         s.alloc = alloc
@@ -581,7 +613,17 @@ class Simulator:
         j = s.job
         return JobRecord(j.name, j.model, j.tenant, j.guaranteed, j.requested_gpus, j.submit_time, s.start, s.finish,
                          s.done, j.total_iterations, s.reconfigs, s.preempts, s.gpu_seconds, s.overhead_s,
-                         s.last_plan, s.held_s, s.measured_s if self._measured is not None else None)
+                         s.last_plan, s.held_s, s.measured_s if self._measured is not None else None, s.trims)
+
+
+def _is_trim(old: Allocation, new: Allocation) -> bool:
+    """Whether ``new`` only changes ``old``'s CPUs or memory: the same plan and GPUs on the same nodes
+    (module docstring, "Trims")."""
+    return old.plan == new.plan and _gpus_on(old) == _gpus_on(new)
+
+
+def _gpus_on(alloc: Allocation) -> dict[str, int]:
+    return {n: sh.gpus for n, sh in alloc.placement.shares if sh.gpus > 0}
 
 
 def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, ground_truth: IterationTimeSource,

@@ -11,6 +11,8 @@ Definitions (where the papers are silent):
 * **Makespan** = last finish time - first submit time.
 * **GPU utilisation** = time-weighted share of available GPUs held by jobs over [first submit,
   makespan end]; a job in a reconfiguration/restart overhead holds its GPUs but makes no progress.
+* **Reconfigurations** count changes of a running job's plan or placement that restart it; **trims**
+  (changes of only its CPUs or memory, applied in place) are counted apart, in ``trims``.
 * **Throughput** = sum over running jobs of ground-truth throughput / ground-truth throughput of the
   job's request ("normalised throughput", Rubick Sec. 3); 1.0 = one job running as requested. A
   job whose request the ground truth cannot evaluate counts 1.0 while it makes progress.
@@ -50,6 +52,8 @@ class JobRecord:
     final_plan: str
     held_s: float = 0.0
     measured_s: float | None = None
+    #: trims: CPU or memory changes in place, without the reconfiguration overhead (not in ``reconfigurations``)
+    trims: int = 0
 
     @property
     def jct_s(self) -> float | None:
@@ -66,7 +70,8 @@ class JobRecord:
                 "iterations": round(self.iterations, 3), "total_iterations": self.total_iterations,
                 "reconfigurations": self.reconfigurations, "preemptions": self.preemptions,
                 "gpu_hours": round(self.gpu_seconds / 3600.0, 6), "overhead_s": round(self.overhead_s, 3),
-                "final_plan": self.final_plan, "held_s": round(self.held_s, 3), "measured_s": _blank(self.measured_s)}
+                "final_plan": self.final_plan, "held_s": round(self.held_s, 3), "measured_s": _blank(self.measured_s),
+                "trims": self.trims}
 
 
 def _blank(v: float | None) -> float | str:
@@ -110,6 +115,7 @@ class SimResult:
         out["makespan_s"] = round(max(finished) - first, 3) if finished else None
         out["reconfigurations"] = sum(j.reconfigurations for j in self.jobs)
         out["preemptions"] = sum(j.preemptions for j in self.jobs)
+        out["trims"] = sum(j.trims for j in self.jobs)
         out["gpu_utilisation"], out["avg_throughput"] = self._time_averages(first)
         out["rounds"] = self.rounds
         out["failed_rounds"] = self.failed_rounds

@@ -58,3 +58,13 @@ def test_bad_fidelity_options_exit_2(tmp_path, capsys) -> None:
         code = main(["simulate", "--jobs", "4", "--no-progress", "--out", str(tmp_path / "x"), *argv])
         _, err = capsys.readouterr()
         assert code == 2 and needle in err and "Traceback" not in err, (argv, err)
+
+
+def test_trim_overhead_flag(tmp_path, capsys) -> None:
+    """``--trim-overhead`` sets ``SimConfig.trim_overhead_s`` (issue 16, item 5); the summary counts trims."""
+    rows = "a,0,200,bert,1,8,0,ga,100,0\n"
+    doc, _ = _simulate(tmp_path, capsys, rows, "--trim-overhead", "5")
+    assert doc["config"]["trim_overhead_s"] == 5.0 and doc["policies"]["fifo"]["trims"] == 0
+    code = main(["simulate", "--jobs", "4", "--no-progress", "--out", str(tmp_path / "x"), "--trim-overhead", "-1"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "trim_overhead_s" in err and "Traceback" not in err

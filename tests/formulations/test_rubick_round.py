@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from optsched import cli
-from optsched.core import ExecutionPlan, InfeasibleError, Job, ValidationError
+from optsched.core import ExecutionPlan, InfeasibleError, Job, NodeShare, ValidationError
 from optsched.core.catalog import a800_cluster
 from optsched.formulations import rubick_round
 from optsched.policies.solve import solve
 from optsched.rounds.rubick.admission import admit
-from optsched.rounds.rubick.choice import Choice
+from optsched.rounds.rubick.choice import Choice, is_trim
 from optsched.rounds.rubick.decision import choices_of
 from optsched.rounds.rubick.feasibility import violations
 from optsched.rounds.rubick.generate import generate_rubick_round
@@ -23,7 +24,7 @@ from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
 
-from helpers import alloc
+from helpers import alloc, cpu_hungry_round
 
 
 def _brute_force(problem: RubickRound, table) -> float:
@@ -79,6 +80,61 @@ def test_exact_equals_brute_force_on_tiny_rounds(seed: int) -> None:
     assert agg.bound is not None and agg.bound >= sol.objective - 1e-5  # a relaxation bounds the optimum
     assert violations(problem, table, agg.payload["choices"]) == []
 
+
+
+def _tiny_trims(seed: int) -> RubickRound:
+    """Two 4-GPU nodes of 14 CPUs (outside work holds 2 GPUs and 4 CPUs of n001); job j0 runs the best
+    2-GPU plan of its table on n000 with 12 CPUs, so a queued job can use n000's free GPUs only if j0 is
+    trimmed (issue 16, item 5); trim penalties from 0 up to the reconfiguration penalty."""
+    rng = np.random.default_rng(seed)
+    base = a800_cluster(2, 4)
+    cluster = replace(base, nodes=tuple(replace(n, num_cpus=14) for n in base.nodes))
+    models = ["vit", "roberta", "bert"]
+    jobs = [Job("j0", str(rng.choice(models)), 2, 100, requested_cpus=4, max_gpus=4)]
+    jobs += [Job(f"j{i}", str(rng.choice(models)), int(rng.choice([1, 2])), 100, max_gpus=4,
+                 guaranteed=bool(rng.random() < 0.3), submit_time=float(i)) for i in (1, 2)]
+    queued = build_round_table(RubickRound(cluster, tuple(jobs)), cpus_per_gpu_options=(2, 6))
+    best = max((k for k in queued.configs_of("j0") if queued.gpus[k] == 2), key=lambda k: queued.throughput[k])
+    running = (alloc("j0", queued.plans[best], {"n000": (2, 12, 40.0)}),)
+    return RubickRound(cluster, tuple(jobs), running, occupied={"n001": NodeShare(2, 4, 0.0)},
+                       reconfig_penalty=0.1, preempt_penalty=0.3, trim_penalty=float(rng.choice([0.0, 0.01, 0.05, 0.1])))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_equals_brute_force_on_tiny_rounds_with_trims(seed: int) -> None:
+    """The per-node model (CP-SAT, and CBC on two seeds) reaches the brute-force optimum, which trims the
+    running job here; the aggregated model's bound is at least the optimum and its answer feasible."""
+    problem = _tiny_trims(seed)
+    table = build_round_table(problem, cpus_per_gpu_options=(2, 6))
+    best = _brute_force(problem, table)
+    sol = rubick_round.solve(problem, table, time_limit=20, encoding="per-node")
+    assert sol.status == "optimal" and sol.objective == pytest.approx(best, abs=1e-5)
+    choices = sol.payload["choices"]
+    assert violations(problem, table, choices) == []
+    assert is_trim(problem, table, table.index_of("j0"), choices["j0"])
+    agg = rubick_round.solve(problem, table, time_limit=20, encoding="aggregated")
+    assert agg.bound is not None and agg.bound >= best - 1e-5 and agg.objective <= best + 1e-9
+    assert violations(problem, table, agg.payload["choices"]) == []
+    if seed < 2:
+        cbc = rubick_round.solve(problem, table, time_limit=20, encoding="per-node", backend="cbc")
+        assert cbc.objective == pytest.approx(best, abs=1e-5)
+
+
+def test_exact_never_below_heuristic_where_trims_pay() -> None:
+    """On rounds where queued jobs need CPUs running jobs hold, the warm-started exact solve is feasible
+    and never below Algorithm 1, and both trim running jobs."""
+    trims = {"exact": 0, "heuristic": 0}
+    for seed in range(3):
+        problem = cpu_hungry_round(4, 24, seed)
+        table = build_round_table(problem)
+        exact = solve(problem, "exact", time_limit=20, seed=0)
+        heur = solve(problem, "heuristic")
+        for d in (exact, heur):
+            assert violations(problem, table, choices_of(d, table, problem)) == []
+            trims[d.method] += sum(x.action == "trim" for x in d.jobs)
+        assert exact.objective >= heur.objective - 1e-9
+        assert exact.heuristic_objective == pytest.approx(heur.objective)
+    assert trims["exact"] > 0 and trims["heuristic"] > 0, trims
 
 @pytest.mark.parametrize("nodes,jobs,seed", [(8, 20, 0), (8, 40, 1), (4, 30, 2), (8, 40, 3)])
 def test_exact_is_feasible_and_never_below_heuristic(nodes: int, jobs: int, seed: int) -> None:

@@ -237,12 +237,15 @@ def test_synergy_tune_shrinks_an_insensitive_job_to_fit() -> None:
 
 @pytest.mark.parametrize("penalty,changed", [(0.0, True), (5.0, False)])
 def test_synergy_changes_a_running_job_only_when_it_pays(penalty: float, changed: bool) -> None:
+    """More CPUs on the same GPUs is a trim (issue 16, item 5): Synergy weighs the trim penalty, not the
+    reconfiguration penalty (5.0 here, which no CPU step would pay for)."""
     jobs = (Job("off", "roberta", 2, 1000, requested_plan=OFFLOAD2, requested_cpus=24, submit_time=0.0),)
     run = (_run("off", OFFLOAD2, "n000", 24, mem=2 * (8.0 + 355_412_057 * 14 / 2 / 2 ** 30)),)
-    p = RubickRound(a800_cluster(1, 8), jobs, running=run, reconfig_penalty=penalty)
+    p = RubickRound(a800_cluster(1, 8), jobs, running=run, reconfig_penalty=5.0, trim_penalty=penalty)
     d = SynergyPolicy().decide(p)
     jd = d.job("off")
-    assert jd.action == ("reconfigure" if changed else "keep")
+    assert jd.action == ("trim" if changed else "keep")
+    assert jd.penalty == (penalty if changed else 0.0)
     assert jd.allocation.plan == OFFLOAD2 and jd.allocation.placement.gpus_per_node == (2,)
     assert (jd.allocation.placement.total_cpus > 24) == changed
 
@@ -373,7 +376,7 @@ def test_generated_rounds_are_feasible_and_respect_running_jobs(args: tuple) -> 
                      if p.job(a.job).guaranteed and p.job(a.job).tenant == tenant)
         assert held <= max(quota, before)
 
-    # Synergy: running jobs keep plan, nodes and GPUs; CPUs only grow, and only when it pays
+    # Synergy: running jobs keep plan, nodes and GPUs; CPUs only grow (a trim), and only when it pays
     syn = tabs["synergy"]
     ch = schedule_synergy(p, syn.table, options=syn.options)
     assert violations(p, syn.table, ch, NO_GUARANTEES) == []
@@ -386,7 +389,7 @@ def test_generated_rounds_are_feasible_and_respect_running_jobs(args: tuple) -> 
         assert syn.table.cpus[row] >= syn.table.cpus[cur]
         if row != cur:
             norm = syn.table.throughput / syn.table.reference_throughput[syn.table.job_index]
-            assert norm[row] - p.reconfig_penalty > norm[cur]
+            assert norm[row] - p.trim_penalty > norm[cur]
     for j in queued:
         if j.name in ch:
             row = ch[j.name].row

@@ -289,3 +289,35 @@ def test_memoised_cpu_slopes_and_fits_equal_direct_ones() -> None:
             m = rng.choice([rng.uniform(0, 300), *(cm + d for *_, cm in parts.classes for d in (-1e-9, 0.0, 1e-9))])
             direct = tuple(ct == t and cg <= g and cc <= c and cm <= m for ct, cg, cc, cm in parts.classes)
             assert parts.fits(t, g, c, m) == direct
+
+
+@pytest.mark.parametrize("force_trimmable", [False, True])
+def test_walk_checks_hold_where_trims_are_cheap(monkeypatch: pytest.MonkeyPatch, force_trimmable: bool) -> None:
+    """Trims (issue 16, item 5): on rounds where queued jobs need CPUs running jobs hold, with a trim
+    penalty of 0 and a reconfiguration penalty of 0.5, every refresh from the counts equals GetBestPlan's
+    (``CHECK``) and the decisions equal those of exact refreshes. A row that could trim a running job and
+    beats its configuration only after the trim penalty sends the refresh to GetBestPlan; real rows do so
+    rarely, so ``force_trimmable`` declares every row trimmable to run that path."""
+    from dataclasses import replace
+
+    from helpers import cpu_hungry_round
+    problem = replace(cpu_hungry_round(32, 300, 2), reconfig_penalty=0.5, trim_penalty=0.0)
+    table = build_round_table(problem)
+    admission = admit(problem, table)
+    exact = {"trim": 0}
+    best_row, keepable = rubick_walk.NodeWalk._best_row, Algorithm1.keepable
+
+    def counting_best_row(walk: rubick_walk.NodeWalk, *, guarantee: bool) -> object:
+        out = best_row(walk, guarantee=guarantee)
+        exact["trim"] += out is rubick_walk._EXACT and walk.cur_fits
+        return out
+
+    monkeypatch.setattr(rubick_walk.NodeWalk, "_best_row", counting_best_row)
+    if force_trimmable:
+        monkeypatch.setattr(Algorithm1, "trimmable", lambda eng, j: [True] * len(keepable(eng, j)))
+    monkeypatch.setattr(rubick_walk, "CHECK", True)
+    checked = algorithm1(problem, table, admission, defer=True)
+    assert exact["trim"] > 0 or not force_trimmable, exact
+    monkeypatch.setattr(rubick_walk, "CHECK", False)
+    monkeypatch.setattr(rubick_walk, "EXACT_REFRESHES", 10**9)
+    assert algorithm1(problem, table, admission, defer=True).choices == checked.choices

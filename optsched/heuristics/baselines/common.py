@@ -16,9 +16,9 @@ Shared rules (the papers are silent on them):
 * **Running jobs.** A simulator calls a policy at every arrival, completion and tick and charges a
   reconfiguration (78 s) when a running job's allocation changes and a restart after a preemption, so
   every baseline starts from every running job holding its exact current shares and moves a running
-  job only where its rule says so (Synergy: more CPUs on the same GPUs, worth more than
-  ``problem.reconfig_penalty``; Sia: more GPUs, likewise; AntMan: preempting a best-effort job for a
-  guaranteed one). FIFO never touches a running job.
+  job only where its rule says so (Synergy: more CPUs on the same GPUs, a *trim* done in place, worth
+  more than ``problem.trim_penalty``; Sia: more GPUs, worth more than ``problem.reconfig_penalty``;
+  AntMan: preempting a best-effort job for a guaranteed one). FIFO never touches a running job.
 * **Queue order** is FIFO: ``(submit_time, name)``.
 * **Placement** is the round state's row mapping
   (:meth:`~optsched.heuristics.round_state.RoundState.map_row`): a row's shape goes onto distinct
@@ -31,7 +31,7 @@ Shared rules (the papers are silent on them):
   guaranteed jobs like any other and ignore quotas (the Rubick base/BP traces have none), so their
   decisions protect nobody.
 * **Scores** are normalised throughputs (throughput / reference throughput of the job's request), the
-  unit of the round objective, with the reconfiguration penalty in the same unit.
+  unit of the round objective, with the reconfiguration and trim penalties in the same unit.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from optsched.core.job import Job
 from optsched.heuristics.round_state import EPS, Config, RoundState
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import NO_GUARANTEES
-from optsched.rounds.rubick.choice import Choice, is_kept, part_share
+from optsched.rounds.rubick.choice import part_share
 from optsched.rounds.rubick.problem import RubickRound
 
 
@@ -85,9 +85,14 @@ class BaselineState(RoundState):
         c = self.config(j)
         return None if c is None else c.row
 
-    def value_if_changed(self, j: int, row: int) -> float:
-        """Job ``j``'s objective term when it moves to ``row`` (not its kept configuration)."""
-        return float(self.value[row]) - (self.reconfig_penalty if self.is_running(j) else 0.0)
+    def value_if_changed(self, j: int, row: int, in_place: bool = False) -> float:
+        """Job ``j``'s objective term when it moves to ``row`` (not its kept configuration): with
+        ``in_place`` on its nodes and GPUs per node (:meth:`reshare`; a trim for a running job on its
+        current nodes with its current plan), else anywhere (a reconfiguration for a running job)."""
+        if not self.is_running(j):
+            return float(self.value[row])
+        trim = in_place and self.same_plan(j, row) and self.current_parts[j] is not None
+        return float(self.value[row]) - (self.trim_penalty if trim else self.reconfig_penalty)
 
     # -- placement -------------------------------------------------------------------------------
     def _index(self, j: int, row: int) -> int:
@@ -128,8 +133,7 @@ class BaselineState(RoundState):
         not fit."""
         old = self.config(j)
         assert old is not None
-        parts = tuple(sorted((self.node_names[n], g) for n, g, _, _ in old.shares if g > 0))
-        kept = self.current_parts[j] is not None and is_kept(self.problem, self.table, j, Choice(row, parts))
+        kept, trim = self.on_current(j, row, old.shares)
         if kept:
             new = self.current[j]
             assert new is not None
@@ -138,7 +142,7 @@ class BaselineState(RoundState):
             for n, g, _, _ in old.shares:
                 cpus, mem = part_share(self.table, row, g)
                 shares.append((n, g, cpus, mem))
-            new = Config(row, tuple(shares), False)
+            new = Config(row, tuple(shares), False, trim)
         self.set(j, None)
         ok = self.fits(new)
         self.set(j, new if ok else old)
@@ -179,11 +183,13 @@ def check_request_rows(problem: RubickRound, table: CoefficientTable, who: str) 
 
 
 def best_step(st: BaselineState, j: int, rows: Sequence[int], amount: np.ndarray, blocked: set[tuple[int, int]], *,
-              same_gpu_type: bool) -> tuple[float, int, int] | None:
+              same_gpu_type: bool, in_place: bool = False) -> tuple[float, int, int] | None:
     """Job ``j``'s best growth step among ``rows``: ``(gain per extra unit, -extra units, row)`` of
     the row with the largest normalised-throughput gain per extra unit of ``amount`` (CPUs for
     Synergy, GPUs for Sia) over its current configuration, skipping ``blocked`` steps (and, with
-    ``same_gpu_type``, rows on another GPU type); None when no row gains."""
+    ``same_gpu_type``, rows on another GPU type); None when no row gains. ``in_place``: the step keeps
+    the job's nodes and GPUs per node (Synergy's :meth:`BaselineState.reshare`), so a running job pays
+    the trim penalty, not the reconfiguration penalty (:meth:`BaselineState.value_if_changed`)."""
     table = st.table
     cfg = st.config(j)
     assert cfg is not None
@@ -194,7 +200,7 @@ def best_step(st: BaselineState, j: int, rows: Sequence[int], amount: np.ndarray
         extra = int(amount[r]) - have
         if extra <= 0 or (same_gpu_type and table.gpu_type[r] != gt) or (j, r) in blocked:
             continue
-        gain = st.value_if_changed(j, r) - now
+        gain = st.value_if_changed(j, r, in_place) - now
         if gain <= EPS:
             continue
         cand = (gain / extra, -extra, r)

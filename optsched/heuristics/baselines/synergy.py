@@ -90,8 +90,9 @@ def schedule_synergy(problem: RubickRound, table: CoefficientTable, *,
     3. Leftover CPUs: repeatedly, among every placed job and every larger CPU count of its ladder that
        fits on its own nodes (same GPUs per node, more CPUs per node), the step with the largest gain
        of normalised throughput per extra CPU is taken, as long as the gain is positive. Changing a
-       running job's CPUs is a reconfiguration, so its gain is counted net of
-       ``problem.reconfig_penalty``: a running job gets more CPUs only when that pays for it.
+       running job's CPUs on its GPUs is a *trim* (its limits are updated in place, no restart; issue
+       16, item 5), so its gain is counted net of ``problem.trim_penalty``: a running job gets more
+       CPUs only when that pays for the trim.
 
     Where the papers are silent: host memory is not tuned — a row's memory is what its plan needs (the
     table's memory rule), the same at every CPU count, since the performance model has no
@@ -131,7 +132,7 @@ def schedule_synergy(problem: RubickRound, table: CoefficientTable, *,
     best: dict[int, tuple[float, int, int] | None] = {}
 
     def step(j: int) -> tuple[float, int, int] | None:
-        return best_step(st, j, ladders[j], table.cpus, blocked, same_gpu_type=False)
+        return best_step(st, j, ladders[j], table.cpus, blocked, same_gpu_type=False, in_place=True)
 
     for j in ladders:
         if st.config(j) is not None:

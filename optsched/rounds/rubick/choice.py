@@ -7,6 +7,11 @@ go to — and how it lands on nodes.
 * **Kept**: a running job is *kept* when it runs its current plan on exactly its current per-node
   GPUs, with its current row or a row of the same CPUs and memory; a kept job keeps its exact
   current shares (:func:`placement_of`) and pays no reconfiguration penalty.
+* **Trimmed** (issue 16, item 5): a running job that is not kept but runs its current plan on exactly
+  its current per-node GPUs (the same nodes) with a row of other CPUs or memory: only its CPU and
+  memory limits change, in place (:func:`is_trim`); it pays the round's ``trim_penalty`` instead of
+  the reconfiguration penalty (:func:`change_penalty`). Every other change of a running job (plan,
+  GPUs, nodes) is a *reconfiguration*.
 """
 
 from __future__ import annotations
@@ -61,6 +66,32 @@ def is_kept(problem: RubickRound, table: CoefficientTable, job: int, choice: Cho
                                     and abs(table.mem_gib[row] - cur.placement.total_mem_gib) < KEPT_MEM_TOL)))
 
 
+def _same_gpus(problem: RubickRound, table: CoefficientTable, job: int, choice: Choice) -> bool:
+    """Whether ``choice`` runs running job index ``job``'s current plan on exactly its current per-node GPUs."""
+    cur = problem.current(table.jobs[job])
+    assert cur is not None
+    return (table.plans[choice.row] == cur.plan
+            and sorted(choice.parts) == sorted((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0))
+
+
+def is_trim(problem: RubickRound, table: CoefficientTable, job: int, choice: Choice | None) -> bool:
+    """Whether ``choice`` trims running job index ``job`` (module docstring): not kept, same plan, same
+    GPUs on the same nodes."""
+    if choice is None or table.current_row[job] < 0:
+        return False
+    return _same_gpus(problem, table, job, choice) and not is_kept(problem, table, job, choice)
+
+
+def change_penalty(problem: RubickRound, table: CoefficientTable, job: int, choice: Choice) -> float:
+    """What running ``choice`` costs job index ``job`` in the round objective (module docstring): 0 for a
+    queued or kept job, ``trim_penalty`` for a trim, else ``reconfig_penalty``."""
+    if table.current_row[job] < 0 or is_kept(problem, table, job, choice):
+        return 0.0
+    if _same_gpus(problem, table, job, choice):
+        return float(problem.trim_penalty)  # type: ignore[arg-type]
+    return float(problem.reconfig_penalty)
+
+
 def placement_of(problem: RubickRound, table: CoefficientTable, job: int, choice: Choice) -> Placement:
     """The per-node shares of ``choice`` (module docstring; a kept job keeps its exact shares)."""
     if is_kept(problem, table, job, choice):
@@ -74,4 +105,5 @@ def placement_of(problem: RubickRound, table: CoefficientTable, job: int, choice
     return Placement.of(shares)
 
 
-__all__ = ["Choice", "KEPT_MEM_TOL", "check_round_table", "is_kept", "part_share", "placement_of"]
+__all__ = ["Choice", "KEPT_MEM_TOL", "change_penalty", "check_round_table", "is_kept", "is_trim", "part_share",
+           "placement_of"]

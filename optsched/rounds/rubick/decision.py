@@ -3,19 +3,22 @@
 payload, and back (:func:`choices_of`). The objective is recomputed here, so every method is scored
 by the same function (:func:`~optsched.rounds.rubick.objective.objective`).
 
-Per job: ``start`` (queued, now runs), ``keep`` (running, kept exactly), ``reconfigure`` (running,
-another plan or placement), ``preempt`` (running, gets nothing) or ``wait`` (queued, gets nothing);
-``protected`` says whether its performance guarantee was enforced (the admission's protected jobs);
-``penalty`` is the round's ``reconfig_penalty`` for ``reconfigure``, ``preempt_penalty`` for
+Per job: ``start`` (queued, now runs), ``keep`` (running, kept exactly), ``trim`` (running, the same
+plan and GPUs on the same nodes with other CPUs or memory: its limits change in place,
+:func:`~optsched.rounds.rubick.choice.is_trim`), ``reconfigure`` (running, another plan or placement),
+``preempt`` (running, gets nothing) or ``wait`` (queued, gets nothing); ``protected`` says whether its
+performance guarantee was enforced (the admission's protected jobs); ``penalty`` is the round's
+``trim_penalty`` for ``trim``, ``reconfig_penalty`` for ``reconfigure``, ``preempt_penalty`` for
 ``preempt``, else 0; ``reason`` (:func:`wait_reason`) says why a job that does not run does not.
 
 **No reconfiguration without a change that matters** (issue 16, item 5; the paper is silent). Before a
 decision is assembled, :func:`keep_unchanged` gives a running job its current configuration back when its
 choice runs the same plan on the same per-node GPUs but with another row (other CPUs or memory) that is
 no faster, as long as the nodes still hold everything: a CPU or memory trim that frees nothing another job
-uses, or a row differing only in memory rounding, would cost the reconfiguration penalty and a restart
-for nothing. A trim that another job needs stays (``reconfigure``). This only raises the objective and
-keeps every decision feasible; every method's decision passes through it.
+uses, or a row differing only in memory rounding, would cost the trim penalty for nothing. A trim that
+another job needs stays, as action ``trim`` with the round's ``trim_penalty`` (an in-place update of the
+job's CPU and memory limits, no restart). This only raises the objective and keeps every decision
+feasible; every method's decision passes through it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from optsched.core.decision import Decision, JobAllocations, JobDecision, relati
 from optsched.core.errors import ValidationError
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit
-from optsched.rounds.rubick.choice import Choice, is_kept, placement_of
+from optsched.rounds.rubick.choice import Choice, change_penalty, is_kept, is_trim, placement_of
 from optsched.rounds.rubick.feasibility import CAPACITY_TOL
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
@@ -112,10 +115,11 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
                                     problem.preempt_penalty if running else 0.0))
             continue
         alloc = Allocation(name, table.plans[choice.row], placement_of(problem, table, j, choice))
-        action = "start" if not running else ("keep" if is_kept(problem, table, j, choice) else "reconfigure")
+        action = "start" if not running else ("keep" if is_kept(problem, table, j, choice) else
+                                              "trim" if is_trim(problem, table, j, choice) else "reconfigure")
         thr = float(table.throughput[choice.row])
         jobs.append(JobDecision(name, alloc, thr, thr / float(table.reference_throughput[j]), action, protected,
-                                penalty=problem.reconfig_penalty if action == "reconfigure" else 0.0))
+                                penalty=change_penalty(problem, table, j, choice)))
     return Decision(problem.kind, method, status, obj, JobAllocations(tuple(jobs)), bound, relative_gap(bound, obj),
                     solve_seconds, heuristic_objective, warm_start, message)
 

@@ -1,17 +1,20 @@
 """The objective of a Rubick round (Sec. 3, "cluster throughput as the sum of normalised throughputs"):
 
-``sum_j thr_j / ref_j - reconfig_penalty x #reconfigured - preempt_penalty x #preempted``,
+``sum_j thr_j / ref_j - reconfig_penalty x #reconfigured - trim_penalty x #trimmed - preempt_penalty x #preempted``,
 
-where ``ref_j`` is job j's reference throughput (its request's), a running job is *reconfigured* when
-its choice does not keep it (:func:`~optsched.rounds.rubick.choice.is_kept`) and *preempted* when it
-gets nothing. One function scores every method, so heuristic and exact decisions compare."""
+where ``ref_j`` is job j's reference throughput (its request's), a running job is *trimmed* when its
+choice keeps its plan and its GPUs on the same nodes but changes its CPUs or memory
+(:func:`~optsched.rounds.rubick.choice.is_trim`; issue 16, item 5), *reconfigured* when its choice
+neither keeps it (:func:`~optsched.rounds.rubick.choice.is_kept`) nor trims it, and *preempted* when it
+gets nothing (:func:`~optsched.rounds.rubick.choice.change_penalty`). One function scores every
+method, so heuristic and exact decisions compare."""
 
 from __future__ import annotations
 
 from typing import Mapping
 
 from optsched.perf.coefficients import CoefficientTable
-from optsched.rounds.rubick.choice import Choice, is_kept
+from optsched.rounds.rubick.choice import Choice, change_penalty
 from optsched.rounds.rubick.problem import RubickRound
 
 
@@ -24,8 +27,8 @@ def objective(problem: RubickRound, table: CoefficientTable, choices: Mapping[st
         running = table.current_row[j] >= 0
         if choice is not None:
             total += float(table.throughput[choice.row] / ref[j])
-            if running and not is_kept(problem, table, j, choice):
-                total -= problem.reconfig_penalty
+            if running:
+                total -= change_penalty(problem, table, j, choice)
         elif running:
             total -= problem.preempt_penalty
     return total

@@ -124,6 +124,7 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
             running=tuple(a for a in problem.running if a.job in members),
             occupied=tuple((n, s) for n, s in problem.occupied if n in names), time=problem.time, quotas=(),
             reconfig_penalty=problem.reconfig_penalty, preempt_penalty=problem.preempt_penalty,
+            trim_penalty=problem.trim_penalty,
             own_models=problem.own_models, perf_params=problem.perf_params, coefficients=coefficients))
     return RoundSplit(tuple(subs), left_out, admission)
 
@@ -174,6 +175,7 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
         jobs.append(x)
     objective = sum(x.normalised for x in jobs)
     objective -= problem.reconfig_penalty * sum(x.action == "reconfigure" for x in jobs)
+    objective -= problem.trim_penalty * sum(x.action == "trim" for x in jobs)  # type: ignore[operator]
     objective -= problem.preempt_penalty * sum(x.action == "preempt" for x in jobs)
     statuses = {d.status for d in decisions}
     status = ("partial" if "partial" in statuses else

@@ -9,6 +9,19 @@ Choices where the paper is silent (checked in ``tests/rounds/test_rubick_problem
 * **Penalties** are in units of normalised throughput (one job running exactly as requested = 1):
   ``reconfig_penalty`` is charged when a running job's plan or placement changes,
   ``preempt_penalty`` when a running job gets nothing.
+* **Trim penalty** (issue 16, item 5; the paper has no such action). ``trim_penalty`` is charged instead
+  of ``reconfig_penalty`` when a running job keeps its plan and its GPUs on the same nodes and only its
+  CPUs or host memory change (a *trim*, :func:`~optsched.rounds.rubick.choice.is_trim`): a cluster
+  applies that by updating the container's CPU and memory limits in place (cgroups), without the
+  checkpoint-and-restart a reconfiguration costs (78 s on average, Rubick Sec. 7.3). Default: a tenth
+  of ``reconfig_penalty`` (:data:`TRIM_PENALTY_RATIO`), 0.005 at the default 0.05. It is not
+  0 because a trim is not free either: the job's data loaders were sized for the CPUs it had (fewer
+  CPUs slow them until the job next restarts), a lower memory limit can push a job that holds more
+  host memory than its estimate (page cache, pinned buffers) into reclaim or OOM, and without a price
+  rounds would move CPUs back and forth between jobs for gains at the level of rounding; 0.005 asks a
+  trim to gain at least half a percent of one job's requested throughput. Checked: ``0 <=
+  trim_penalty <= reconfig_penalty`` (a trim is never dearer than the restart it avoids). Written by
+  ``to_dict`` always; a file without it gets the default.
 * **Self-contained rounds** (issue 16). ``perf_params``: fitted parameters per (model, GPU type) in the
   params-file format (``optsched.perf-params/1``, :meth:`~optsched.perf.performance_model.PerformanceModel.to_dict`;
   checked by :func:`~optsched.perf.lookup.check_round_params`). ``coefficients``: per job name the
@@ -34,6 +47,8 @@ from optsched.perf.performance_model import PerformanceModel
 #: Default penalties (normalised-throughput units, see module docstring).
 DEFAULT_RECONFIG_PENALTY = 0.05
 DEFAULT_PREEMPT_PENALTY = 0.25
+#: the default ``trim_penalty`` is ``reconfig_penalty`` divided by this (module docstring)
+TRIM_PENALTY_RATIO = 10
 
 
 @dataclass(frozen=True)
@@ -42,13 +57,15 @@ class RubickRound(RoundProblem):
 
     KIND: ClassVar[str] = "rubick"
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ("quotas", "reconfig_penalty", "preempt_penalty", "perf_params",
-                                             "coefficients")
+                                             "coefficients", "trim_penalty")
 
     quotas: tuple[tuple[str, int], ...] = ()
     reconfig_penalty: float = DEFAULT_RECONFIG_PENALTY
     preempt_penalty: float = DEFAULT_PREEMPT_PENALTY
     perf_params: tuple[PerformanceModel, ...] = ()
     coefficients: Coefficients = ()
+    #: None: ``reconfig_penalty / TRIM_PENALTY_RATIO`` (module docstring); a number after construction
+    trim_penalty: float | None = None
 
     def _check_fields(self) -> None:
         quotas = tuple(sorted(dict(self.quotas).items())) if isinstance(self.quotas, Mapping) \
@@ -56,6 +73,13 @@ class RubickRound(RoundProblem):
         object.__setattr__(self, "quotas", quotas)
         require_number("round", "reconfig_penalty", self.reconfig_penalty, 0.0)
         require_number("round", "preempt_penalty", self.preempt_penalty, 0.0)
+        if self.trim_penalty is None:
+            object.__setattr__(self, "trim_penalty", float(self.reconfig_penalty) / TRIM_PENALTY_RATIO)
+        require_number("round", "trim_penalty", self.trim_penalty, 0.0)
+        if self.trim_penalty > self.reconfig_penalty:  # type: ignore[operator]
+            raise ValidationError(f"round: trim_penalty ({self.trim_penalty:g}) must be <= reconfig_penalty "
+                                  f"({self.reconfig_penalty:g}): a trim (CPUs or memory changed in place) never costs "
+                                  "more than the restart of a reconfiguration")
         for tenant, gpus in quotas:
             require_name("round quota tenant", tenant)
             require_int(f"round: quota of tenant {tenant!r}", "GPUs", gpus, 0)
@@ -99,7 +123,7 @@ class RubickRound(RoundProblem):
 
     def _fields_to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"quotas": dict(self.quotas), "reconfig_penalty": self.reconfig_penalty,
-                               "preempt_penalty": self.preempt_penalty}
+                               "preempt_penalty": self.preempt_penalty, "trim_penalty": self.trim_penalty}
         if self.perf_params:
             out["perf_params"] = [pm.to_dict() for pm in self.perf_params]
         if self.coefficients:
@@ -123,7 +147,8 @@ class RubickRound(RoundProblem):
                 "reconfig_penalty": data.get("reconfig_penalty", DEFAULT_RECONFIG_PENALTY),
                 "preempt_penalty": data.get("preempt_penalty", DEFAULT_PREEMPT_PENALTY),
                 "perf_params": tuple(parsed),
-                "coefficients": coefficients_from_dict(data["coefficients"]) if "coefficients" in data else ()}
+                "coefficients": coefficients_from_dict(data["coefficients"]) if "coefficients" in data else (),
+                "trim_penalty": data.get("trim_penalty")}
 
 
-__all__ = ["DEFAULT_PREEMPT_PENALTY", "DEFAULT_RECONFIG_PENALTY", "RubickRound"]
+__all__ = ["DEFAULT_PREEMPT_PENALTY", "DEFAULT_RECONFIG_PENALTY", "RubickRound", "TRIM_PENALTY_RATIO"]
