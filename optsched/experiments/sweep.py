@@ -85,7 +85,7 @@ GROUND_TRUTH_KINDS = ("analytical", "measured", "params")
 
 #: metric columns of a row, from :meth:`SimResult.summary` (deterministic given the point)
 METRIC_COLUMNS: tuple[str, ...] = ("jobs", "finished", "unfinished", "avg_jct_s", "p50_jct_s", "p99_jct_s",
-                                   "avg_queue_s", "makespan_s", "reconfigurations", "preemptions",
+                                   "avg_queue_s", "makespan_s", "reconfigurations", "trims", "preemptions",
                                    "gpu_utilisation", "avg_throughput", "rounds", "failed_rounds")
 #: wall-clock columns of a row (vary from run to run; :func:`comparable` drops them): seconds spent in
 #: the policy, and seconds of the whole point in its worker (building the trace included)
