@@ -4,13 +4,15 @@ built-in defaults' CPU sensitivity (a curve that is flat between 2 and 16 CPUs p
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from optsched.core import ExecutionPlan, ValidationError, ZeroMode, get_cluster, get_model
+from optsched.core import MODELS, ExecutionPlan, ValidationError, ZeroMode, get_cluster, get_model
 from optsched.core.plan import offload_runs_with_gc, parse_plan_code
 from optsched.perf.cpu_anchor import CpuAnchor, published_cpu_anchors
-from optsched.perf.defaults import PROFILED_FWD_S, prior_performance_model
+from optsched.perf.defaults import PROFILED_FWD_S, default_performance_model, prior_performance_model
 from optsched.perf.fitting import fit
 from optsched.perf.identifiability import identify
 from optsched.perf.iteration_time import Bandwidths, PerfParams, breakdown, features_of, overlap
@@ -26,6 +28,28 @@ TRUE = PerfParams(k_bwd=1.8, k_sync=3.0, k_opt=0.04, k_opt_off=6.0, k_off=2.0, k
 
 def offload_plan(model, gpus: int) -> ExecutionPlan:
     return parse_plan_code("zero-offload", gpus, model.global_batch, offload_gc=offload_runs_with_gc(model))
+
+
+# -- the built-in defaults ------------------------------------------------------------------------------
+def test_llama7_zero_offload_on_one_gpu_speeds_up_1_5_to_1_9x_from_8_to_16_cpus() -> None:
+    """Rubick Sec. 7.2, Fig. 7: doubling the CPUs of LLaMA-2-7B's ZeRO-Offload job on one A800: 1.7x."""
+    pm = default_performance_model("llama7")
+    plan = offload_plan(pm.model, 1)
+    assert 1.5 <= pm.throughput(plan, (1,), 16.0) / pm.throughput(plan, (1,), 8.0) <= 1.9
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_models_zero_offload_throughput_rises_strictly_with_cpus(name: str) -> None:
+    pm = default_performance_model(name)
+    for gpus in (1, math.gcd(8, pm.model.global_batch)):  # one GPU, and one node's (llama30: b = 4)
+        plan = offload_plan(pm.model, gpus)
+        cpus = np.arange(2, 17, dtype=float)
+        rate = pm.throughputs([(plan, (gpus,), float(c)) for c in cpus])
+        assert np.all(np.diff(rate) > 0), (name, gpus, rate)
+        assert rate[-1] / rate[0] > 1.05, (name, gpus)  # 2 -> 16 CPUs per GPU: not flat either
+    # and the plans without a CPU optimizer do not care
+    dp = ExecutionPlan(dp=8)
+    assert pm.throughput(dp, (8,), 2.0) == pm.throughput(dp, (8,), 16.0)
 
 
 # -- the model: the factor scales the GPU side only, k_cpu_dp --------------------------------------------
