@@ -43,7 +43,7 @@ shows it:
   with none at all it stays 1 (Eq. 1's shared GPU side). It is freed (three Offload rows) only by
   Offload rows at two CPU counts per GPU or by a CPU anchor (``anchored``,
   :mod:`optsched.perf.cpu_anchor`), and never when fwd_s is fitted from Offload rows alone.
-  Measured: tied and with ``k_cpu_dp``, BERT's cross-validated error is 4.1 / 9.8% (free, main:
+  Measured: tied and with ``k_cpu_dp``, BERT's cross-validated error is 4.1 / 9.9% (free, main:
   4.5 / 11.6%; held at 1: 8.4 / 19.8%).
 * ``k_cpu_dp``: three ZeRO-Offload rows with three different DP sizes.
 
@@ -207,8 +207,10 @@ def _v2_free(plans: Sequence[ExecutionPlan], f: PlanFeatures, fix_fwd: bool, rea
         other_rows = bool((~offload).any())
         if not (anchored or len(set(f.cpus[offload].tolist())) >= 2) or not (fix_fwd or other_rows):
             families.remove("zero-offload")
-    if not fix_fwd and families:
-        reference = families.pop(0)
+    candidates = [fam for fam in families if fam != "zero-offload"]
+    if not fix_fwd and candidates:
+        reference = candidates[0]
+        families.remove(reference)
         reasons[FAMILY_MULTIPLIERS[reference]] = "the reference family (fwd_s is fitted)"
     multipliers = [FAMILY_MULTIPLIERS[fam] for fam in families]
     ordered = ((["k_odd"] if ok["k_odd"] else []) + multipliers + (["k_cpu_dp"] if ok["k_cpu_dp"] else [])

@@ -112,6 +112,12 @@ def test_rows_at_one_cpu_count_hold_k_swap_and_tie_the_offload_factor() -> None:
     assert "k_swap" in eq1.held and not eq1.tied
 
 
+def test_zero_offload_is_never_the_reference_family() -> None:
+    cfg = _rows() + [c for c in _rows() if c[0].zero is ZeroMode.OFFLOAD]  # Offload has the most rows
+    ident = identify([c[0] for c in cfg], features_of(BERT, cfg, BW), fix_fwd=False, form="v2", anchored=True)
+    assert ident.reference in ("m_zero_dp", "m_ga") and "m_zero_offload" in ident.free
+
+
 def test_offload_rows_alone_with_a_fitted_forward_time_keep_factor_1() -> None:
     only = [c for c in _rows() if c[0].zero is ZeroMode.OFFLOAD]
     ident = identify([c[0] for c in only], features_of(BERT, only, BW), fix_fwd=False, form="v2", anchored=True)
