@@ -8,7 +8,10 @@ multi-node ViT rows that Eq. 1 alone had to leave out) and prints the ``DEFAULT_
 paste, plus a CSV of the fit quality under benchmarks/out/. fwd_s is fixed to the profiled forward
 time where the artifact has a usable profile (see ``profiled_fwd_s`` in perf_model_accuracy.py; the
 numbers are printed for ``PROFILED_FWD_S`` too) and fitted otherwise. With ``--model-form eq1`` the
-ViT fit keeps only its single-node and ZeRO-Offload rows, as the Eq. 1 defaults did.
+ViT fit keeps only its single-node and ZeRO-Offload rows, as the Eq. 1 defaults did. v2 fits use the
+published CPU anchors (``optsched.perf.cpu_anchor``: Rubick Fig. 7 for LLaMA-2-7B) as priors. Each
+line ends with the fit's ZeRO-Offload speed-up on one GPU from 8 to 16 CPUs (the CPU sensitivity the
+rows cannot show; ``docs/perf_model.md``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from optsched.core import MODELS, ZeroMode, get_cluster
+from optsched.core.plan import offload_runs_with_gc, parse_plan_code
 from optsched.perf.defaults import prior_performance_model
 from optsched.perf.fitting import fit
 from optsched.perf.iteration_time import PerfParams
@@ -64,8 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         neutral = PerfParams()
         values = ", ".join(f"{k}={v:.6g}" for k, v in params.to_dict().items()
                            if k in PerfParams.EQ1 or v != getattr(neutral, k))
-        lines.append(f'    "{name}": PerfParams({values}),  # RMSLE {err:.3f} on {len(rows)} rows')
-        table.append({"model": name, "rows": len(rows), "rmsle": round(err, 4), **params.to_dict()})
+        plan = parse_plan_code("zero-offload", 1, model.global_batch, offload_gc=offload_runs_with_gc(model))
+        gain = fitted.throughput(plan, (1,), 16.0) / fitted.throughput(plan, (1,), 8.0)
+        lines.append(f'    "{name}": PerfParams({values}),  # RMSLE {err:.3f} on {len(rows)} rows; '
+                     f'ZeRO-Offload 1 GPU 8->16 CPUs {gain:.2f}x')
+        table.append({"model": name, "rows": len(rows), "rmsle": round(err, 4), "offload_gain_8_to_16_cpus": round(gain, 3),
+                      **params.to_dict()})
     sys.stdout.write("PROFILED_FWD_S = {" + ", ".join(f'"{k}": {v:.6g}' for k, v in profiled.items()) + "}\n")
     sys.stdout.write("\n".join(lines) + "\n")
     with (OUT / "default_params.csv").open("w", newline="") as fh:

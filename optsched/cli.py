@@ -46,6 +46,7 @@ from optsched.core.jsonio import format_json, parse_json_text, read_json
 from optsched.core.plan import ZeroMode
 from optsched.core.units import unit_warnings
 from optsched.core.pool import gpu_pool
+from optsched.perf.cpu_anchor import published_cpu_anchors
 from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit, identification
 from optsched.perf.iteration_time import PerfParams
 from optsched.perf.model_v2 import DEFAULT_FORM, MODEL_FORMS
@@ -247,6 +248,11 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     body = [(n, f"{getattr(fitted.params, n):.6g}", "fitted" if n in identified else f"held: {ident.reasons[n]}")
             for n in names]
     _out(_table(("parameter", "value", "source"), body))
+    if args.model_form == "v2" and "m_zero_offload" in identified:
+        for a in published_cpu_anchors(model.name, args.gpu_type):
+            slow, fast = a.configs(model)
+            _out(f"CPU anchor (a prior, not a row): {a.source}; fitted {a.cpus_from:g} -> {a.cpus_to:g} CPUs per GPU: "
+                 f"{fitted.iteration_time(*slow) / fitted.iteration_time(*fast):.3f}x")
     _out(f"identified: {', '.join(fitted.identified) or 'none'}")
     _out(f"held: {', '.join(ident.held) or 'none'}")
     _out(f"wrote {args.out}")

@@ -13,7 +13,13 @@ fitting") and refitting online when predictions drift.
 * ``form="v2"`` (:mod:`optsched.perf.model_v2`) fits in two stages: Eq. 1's parameters first, then
   those together with the v2 terms the rows identify, from the stage-1 result and the same starts. Least
   squares never ends above its start, so a v2 fit's RMSLE on its rows is never above the Eq. 1 fit's,
-  and with too few rows for any v2 term it *is* the Eq. 1 fit.
+  and with too few rows for any v2 term it *is* the Eq. 1 fit. Tied parameters (``m_zero_offload``,
+  :func:`~optsched.perf.identifiability.identify`) follow their sources at every step.
+* **CPU anchors** (:mod:`optsched.perf.cpu_anchor`; by default the published ones of the model and GPU
+  type) are priors of a v2 fit: each frees ``m_zero_offload`` and adds the residual
+  ``sqrt(n) (log T(cpus_from) - log T(cpus_to) - log speedup)`` for its two configurations, n the
+  number of rows, i.e. as much weight as all rows together. They are not rows: ``n_samples`` and the
+  RMSLE count the rows only.
 * :class:`OnlineRefitter` keeps the observations of running jobs and refits when the relative error
   of a new observation exceeds a threshold (Sec. 4.3).
 """
@@ -23,12 +29,13 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from optsched.core.errors import ValidationError
+from optsched.perf.cpu_anchor import CpuAnchor, published_cpu_anchors
 from optsched.perf.identifiability import MIN_OFFLOAD_ROWS, Identification, identify
 from optsched.perf.iteration_time import PerfParams, PlanFeatures, predict_iteration_time
 from optsched.perf.model_v2 import FAMILY_MULTIPLIERS, check_form
@@ -46,11 +53,34 @@ def rmsle(predicted: np.ndarray, measured: np.ndarray) -> float:
     return float(np.sqrt(np.mean((np.log(predicted) - np.log(measured)) ** 2)))
 
 
+def tie(params: PerfParams, tied: Mapping[str, Sequence[str]]) -> PerfParams:
+    """``params`` with every tied parameter set to the geometric mean of its sources."""
+    if not tied:
+        return params
+    return params.replace(**{t: math.exp(math.fsum(math.log(getattr(params, s)) for s in src) / len(src))
+                             for t, src in tied.items()})
+
+
+@dataclass(frozen=True)
+class SpeedupPrior:
+    """Prior residuals of a fit: ``weight (log T(slow[i]) - log T(fast[i]) - log_speedup[i])`` for the
+    feature rows ``slow`` and ``fast`` (CPU anchors, module docstring)."""
+
+    slow: PlanFeatures
+    fast: PlanFeatures
+    log_speedup: np.ndarray
+    weight: float
+
+
 def fit_params(features: PlanFeatures, measured: np.ndarray, free: Sequence[str],
                prior: PerfParams, seed: int = 0, starts: int = 8,
-               min_fwd_s: float = 0.0, extra_starts: Sequence[PerfParams] = ()) -> tuple[PerfParams, float]:
+               min_fwd_s: float = 0.0, extra_starts: Sequence[PerfParams] = (),
+               tied: Mapping[str, Sequence[str]] | None = None,
+               speedups: SpeedupPrior | None = None) -> tuple[PerfParams, float]:
     """Minimise RMSLE over the ``free`` parameters, the others fixed at ``prior``; ``fwd_s`` is
     kept above ``min_fwd_s`` (forward FLOPs at peak: no fit may claim more than 100% MFU).
+    ``tied`` parameters are the geometric mean of their sources at every step; ``speedups`` adds its
+    prior residuals (the returned RMSLE is on the rows only).
     Starts: ``prior``, then ``extra_starts`` (their values of the free parameters), then log-uniform
     random points for the Eq. 1 parameters with the v2 terms at the prior's values."""
     y = np.asarray(measured, dtype=float)
@@ -69,10 +99,16 @@ def fit_params(features: PlanFeatures, measured: np.ndarray, free: Sequence[str]
     def full(x: np.ndarray) -> PerfParams:
         v = base.copy()
         v[idx] = x
-        return PerfParams.from_array(v)
+        return tie(PerfParams.from_array(v), tied or {})
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return np.log(predict_iteration_time(features, full(x))) - log_y
+        params = full(x)
+        r = np.log(predict_iteration_time(features, params)) - log_y
+        if speedups is None:
+            return r
+        gain = (np.log(predict_iteration_time(speedups.slow, params))
+                - np.log(predict_iteration_time(speedups.fast, params)))
+        return np.concatenate([r, speedups.weight * (gain - speedups.log_speedup)])
 
     rng = np.random.default_rng(seed)
     log_lo, log_hi = np.log(np.maximum(lo, 1e-4)), np.log(hi)
@@ -94,15 +130,18 @@ def fit_params(features: PlanFeatures, measured: np.ndarray, free: Sequence[str]
 
 def fit(base: PerformanceModel, configs: Sequence[Config], measured: Sequence[float], *,
         fwd_s: float | None = None, seed: int = 0, starts: int = 8,
-        min_samples: int | None = None, form: str | None = None) -> PerformanceModel:
+        min_samples: int | None = None, form: str | None = None,
+        cpu_anchors: Sequence[CpuAnchor] | None = None) -> PerformanceModel:
     """Fit ``base``'s parameters to measured iteration times (seconds) of ``configs`` under ``form``
     (``"eq1"`` or ``"v2"``; default ``base.form``).
 
     Fits the parameters the rows identify (:func:`~optsched.perf.identifiability.identify`) and holds
-    the others at ``base``'s values; raises ``ValidationError`` naming what is missing when the rows
-    are fewer than the identified parameters + 1 (or than ``min_samples`` when given, e.g. the
-    paper's seven). Returns a new model carrying the fitted parameters, the RMSLE on the samples
-    and which parameters were identified (the rest were held).
+    the others at ``base``'s values (or ties them); raises ``ValidationError`` naming what is missing
+    when the rows are fewer than the identified parameters + 1 (or than ``min_samples`` when given,
+    e.g. the paper's seven). ``cpu_anchors`` (v2 only; default: the published ones of the model on
+    ``base``'s GPU type, ``()`` for none) are priors on ZeRO-Offload's CPU scaling (module
+    docstring). Returns a new model carrying the fitted parameters, the RMSLE on the samples, which
+    parameters were identified and why the others were held.
     """
     form = check_form(base.form if form is None else form)
     if len(configs) != len(measured):
@@ -111,20 +150,48 @@ def fit(base: PerformanceModel, configs: Sequence[Config], measured: Sequence[fl
     if prior.fwd_s < base.min_fwd_s:
         prior = prior.replace(fwd_s=base.min_fwd_s)
     features = base.features(configs)
-    try:
-        ident = identify([p for p, _, _ in configs], features, fix_fwd=fwd_s is not None, form=form,
-                         min_rows=min_samples)
-    except ValidationError as exc:
-        raise ValidationError(f"fitting {base.model.name!r} ({form}): {exc}") from None
+    anchors = _anchors(base, form, cpu_anchors)
+    ident = _identify(base, configs, features, fwd_s, form, min_samples, bool(anchors))
     y = np.asarray(measured, float)
     eq1_free = [n for n in ident.free if n in PerfParams.EQ1]
     params, err = fit_params(features, y, eq1_free, prior, seed, starts, base.min_fwd_s)
     if len(eq1_free) < len(ident.free):
-        params, err = fit_params(features, y, ident.free, prior, seed, starts, base.min_fwd_s, extra_starts=[params])
+        speedups = _speedup_prior(base, anchors, len(configs)) if "m_zero_offload" in ident.free else None
+        params, err = fit_params(features, y, ident.free, prior, seed, starts, base.min_fwd_s, extra_starts=[params],
+                                 tied=ident.tied, speedups=speedups)
         params = _unseen_families(params, ident, {p.family for p, _, _ in configs})
+    elif ident.tied and tie(params, ident.tied) != params:  # every source held: the tie is a constant
+        params = tie(params, ident.tied)
+        err = rmsle(predict_iteration_time(features, params), y)
     log.info("fitted %s (%s) on %d samples: RMSLE %.4f, free %s, held %s", base.model.name, form, len(configs), err,
              ident.free, ident.held)
-    return base.with_params(params, rmsle=err, n_samples=len(configs), identified=ident.free, form=form)
+    return base.with_params(params, rmsle=err, n_samples=len(configs), identified=ident.free, form=form,
+                            reasons=tuple(ident.reasons.items()))
+
+
+def _anchors(base: PerformanceModel, form: str, anchors: Sequence[CpuAnchor] | None) -> tuple[CpuAnchor, ...]:
+    """The CPU anchors a fit of ``base`` under ``form`` uses (v2 only; default: the published ones)."""
+    if form != "v2":
+        return ()
+    return published_cpu_anchors(base.model.name, base.gpu_type) if anchors is None else tuple(anchors)
+
+
+def _identify(base: PerformanceModel, configs: Sequence[Config], features: PlanFeatures, fwd_s: float | None,
+              form: str, min_samples: int | None, anchored: bool) -> Identification:
+    try:
+        return identify([p for p, _, _ in configs], features, fix_fwd=fwd_s is not None, form=form,
+                        min_rows=min_samples, anchored=anchored)
+    except ValidationError as exc:
+        raise ValidationError(f"fitting {base.model.name!r} ({form}): {exc}") from None
+
+
+def _speedup_prior(base: PerformanceModel, anchors: Sequence[CpuAnchor], rows: int) -> SpeedupPrior | None:
+    """The anchors' prior residuals, weighted as all ``rows`` together (module docstring)."""
+    if not anchors:
+        return None
+    pairs = [a.configs(base.model) for a in anchors]
+    return SpeedupPrior(base.features([p[0] for p in pairs]), base.features([p[1] for p in pairs]),
+                        np.log([a.speedup for a in anchors]), math.sqrt(rows))
 
 
 def _unseen_families(params: PerfParams, ident: Identification, present: set[str]) -> PerfParams:
@@ -145,10 +212,11 @@ def _unseen_families(params: PerfParams, ident: Identification, present: set[str
 
 
 def identification(base: PerformanceModel, configs: Sequence[Config], *, fwd_s: float | None = None,
-                   form: str | None = None) -> Identification:
+                   form: str | None = None, cpu_anchors: Sequence[CpuAnchor] | None = None) -> Identification:
     """What :func:`fit` would fit and hold on ``configs`` (and why), without fitting."""
     form = check_form(base.form if form is None else form)
-    return identify([p for p, _, _ in configs], base.features(configs), fix_fwd=fwd_s is not None, form=form)
+    return identify([p for p, _, _ in configs], base.features(configs), fix_fwd=fwd_s is not None, form=form,
+                    anchored=bool(_anchors(base, form, cpu_anchors)))
 
 
 @dataclass

@@ -35,8 +35,11 @@ Choices where Appendix A is silent (tested in ``tests/test_iteration_time.py``):
      which is exact and does not overflow for the large k the fit may choose.
 
 Model v2 (:mod:`optsched.perf.model_v2`) adds terms for the placement shape, NIC pairs, micro-batch
-efficiency and per-family multipliers; with their neutral values (the defaults of
-:class:`PerfParams`) :func:`breakdown` computes exactly the Eq. 1 above.
+efficiency, the DP-size scaling of ZeRO-Offload's CPU optimizer and per-family multipliers; with
+their neutral values (the defaults of :class:`PerfParams`) :func:`breakdown` computes exactly the
+Eq. 1 above. The multipliers scale the *GPU side* of an iteration only: everything but
+``f_k_swap(T_opt, T_off)`` of ZeRO-Offload, the CPU optimizer step and the swap it overlaps, whose
+dependence on the CPU cores is Appendix A's (see :mod:`optsched.perf.model_v2`).
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ class PerfParams:
 
     Units: k_opt, k_opt_off in seconds per 10^9 parameters (k_opt_off per CPU core), k_const and
     fwd_s in seconds; k_bwd a ratio; k_sync, k_off, k_swap overlap exponents (>= 1). v2: k_odd and
-    k_odd_node ratios (>= 0), k_nic a weight in [0, 1], k_mb an exponent, m_* factors.
+    k_odd_node ratios (>= 0), k_nic a weight in [0, 1], k_mb and k_cpu_dp exponents, m_* factors.
     """
 
     k_bwd: float = 2.0
@@ -105,6 +108,7 @@ class PerfParams:
     k_odd_node: float = 0.0
     k_nic: float = 0.0
     k_mb: float = 1.0
+    k_cpu_dp: float = 1.0
     m_dp: float = 1.0
     m_ga: float = 1.0
     m_gc: float = 1.0
@@ -117,6 +121,7 @@ class PerfParams:
               "k_opt_off": (0.0, 200.0), "k_off": (1.0, 100.0), "k_swap": (1.0, 100.0),
               "k_const": (0.0, 10.0), "fwd_s": (1e-6, 100.0),
               "k_odd": (0.0, 50.0), "k_odd_node": (0.0, 5.0), "k_nic": (0.0, 1.0), "k_mb": (0.3, 1.0),
+              "k_cpu_dp": (0.0, 1.0),
               **{m: (0.25, 4.0) for m in FAMILY_MULTIPLIERS.values()}}
     SEVEN = ("k_bwd", "k_sync", "k_opt", "k_opt_off", "k_off", "k_swap", "k_const")
     #: the parameters of plain Eq. 1: the seven and fwd_s
@@ -184,6 +189,8 @@ class PlanFeatures:
     t_tp_pair: np.ndarray
     mb_rel: np.ndarray  # per-GPU micro-batch / (global batch / GPUs per node)
     family: np.ndarray  # index into PLAN_FAMILIES
+    dp: np.ndarray  # DP size d
+    cpus: np.ndarray  # CPU cores per GPU c
 
     def __len__(self) -> int:
         return int(self.fwd_units.shape[0])
@@ -273,7 +280,8 @@ def feature_values(model: ModelSpec, plan: ExecutionPlan, gpus_per_node: tuple[i
     t_tp = float(v_tp / (tp_k * share if tp_k else intra))
     return (float(fwd_units), float(a), 1.0 if plan.gc else 0.0, t_dp, t_tp,
             float(v_pp / (share if pp_k else intra)), float(t_off), float(opt_units), offload,
-            *shape_values(plan, gpus_per_node, v_dp, share, dp_k, tp_k, t_dp, t_tp, mb, b / bw.gpus_per_node))
+            *shape_values(plan, gpus_per_node, v_dp, share, dp_k, tp_k, t_dp, t_tp, mb, b / bw.gpus_per_node),
+            float(d), float(cpus_per_gpu))
 
 
 def overlap(k: float | np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -299,11 +307,17 @@ class IterationBreakdown:
     t_oo: np.ndarray
     t_iter: np.ndarray
     t_odd: np.ndarray  # model v2's odd-node time (0 under Eq. 1)
+    t_cpu: np.ndarray  # ZeRO-Offload's CPU side f_k_swap(T_opt, T_off), never scaled by a family factor (else 0)
 
 
 def breakdown(features: PlanFeatures, params: PerfParams) -> IterationBreakdown:
     """Evaluate Eq. 1 part by part for every sample in ``features``, with model v2's terms where
-    ``params`` sets them (:mod:`optsched.perf.model_v2`; neutral terms leave Eq. 1 exactly)."""
+    ``params`` sets them (:mod:`optsched.perf.model_v2`; neutral terms leave Eq. 1 exactly).
+
+    ``T_iter = m_family (T_cc + T_oo,gpu + k_const + T_odd) + T_cpu`` where, under ZeRO-Offload,
+    ``T_oo,gpu = f_k_off(T_dp, T_off)`` and ``T_cpu = f_k_swap(T_opt, T_off)`` (the two halves of
+    A.2's T_oo), and otherwise ``T_oo,gpu = T_opt`` (the GPU optimizer step) and ``T_cpu = 0``. With
+    every m = 1 this is Eq. 1."""
     f = features
     t_fwd = params.fwd_s * f.fwd_units
     if params.k_mb != 1.0:
@@ -314,18 +328,23 @@ def breakdown(features: PlanFeatures, params: PerfParams) -> IterationBreakdown:
     cc_offload = a * (t_fwd + t_bwd) + t_tp + f.t_pp
     cc_sync = a * t_fwd + (a - 1) * t_bwd + overlap(params.k_sync, t_bwd, t_dp) + t_tp + f.t_pp
     t_cc = np.where(f.offload, cc_offload, cc_sync)
-    t_opt = np.where(f.offload, params.k_opt_off, params.k_opt) * f.opt_units
-    oo_offload = overlap(params.k_off, t_dp, f.t_off) + overlap(params.k_swap, t_opt, f.t_off)
-    t_oo = np.where(f.offload, oo_offload, t_opt)
-    t_iter = t_cc + t_oo + params.k_const
-    t_odd = np.zeros_like(t_iter)
+    k_opt_off = params.k_opt_off
+    if params.k_cpu_dp != 1.0:
+        k_opt_off = k_opt_off * f.dp ** (1.0 - params.k_cpu_dp)
+    t_opt = np.where(f.offload, k_opt_off, params.k_opt) * f.opt_units
+    t_cpu = np.where(f.offload, overlap(params.k_swap, t_opt, f.t_off), 0.0)
+    t_oo_gpu = np.where(f.offload, overlap(params.k_off, t_dp, f.t_off), t_opt)
+    t_oo = t_oo_gpu + t_cpu
+    t_gpu = t_cc + t_oo_gpu + params.k_const
+    t_odd = np.zeros_like(t_gpu)
     if params.k_odd:
         t_odd = params.k_odd * f.odd_span * f.funnel * (1.0 + params.k_odd_node * (f.largest_node - 1.0))
-        t_iter = t_iter + t_odd
+        t_gpu = t_gpu + t_odd
     multipliers = [getattr(params, FAMILY_MULTIPLIERS[fam]) for fam in PLAN_FAMILIES]
     if any(m != 1.0 for m in multipliers):
-        t_iter = t_iter * family_factor(f.family, multipliers)
-    return IterationBreakdown(t_fwd, t_bwd, t_dp, t_tp, f.t_pp, t_opt, f.t_off, t_cc, t_oo, t_iter, t_odd)
+        t_gpu = t_gpu * family_factor(f.family, multipliers)
+    t_iter = t_gpu + t_cpu
+    return IterationBreakdown(t_fwd, t_bwd, t_dp, t_tp, f.t_pp, t_opt, f.t_off, t_cc, t_oo, t_iter, t_odd, t_cpu)
 
 
 def predict_iteration_time(features: PlanFeatures, params: PerfParams) -> np.ndarray:

@@ -33,12 +33,38 @@ Terms (parameters of :class:`~optsched.perf.iteration_time.PerfParams`):
   64 samples on one GPU, 0.698 s for 32 samples per GPU on two). T_fwd is multiplied by
   ``(mb / mb0)^(k_mb - 1)`` with mb0 = global batch / GPUs per node (one node's data-parallel
   micro-batch, where profiles are taken).
+* **DP-size scaling of ZeRO-Offload's CPU optimizer** (``k_cpu_dp`` in [0, 1]; neutral 1). Appendix
+  A.2 divides the CPU optimizer step by the DP size, ``T_opt = k_opt_off P / (d c)``. The measured
+  ``optimize`` column of the ZeRO-Offload rows falls much more slowly: BERT 274, 198, 153 and 118 ms
+  on 1, 2, 4 and 8 GPUs of one node (and 109 ms on ``11111111``, one GPU on each of 8 nodes, so it is
+  not the node's memory bandwidth), GPT-2 1068 to 460 ms, RoBERTa 287 to 113 ms: about d^-0.4
+  (d^-0.29 to d^-0.54 over the models). So ``T_opt = k_opt_off P / (d^k_cpu_dp c)``: the step still
+  scales with the cores as A.2 says, only the share of it that partitioning removes is fitted.
 * **Per-family multipliers** (``m_dp``, ``m_ga``, ``m_gc``, ``m_zero_dp``, ``m_zero_offload``,
-  ``m_3d`` > 0; neutral 1) on the whole iteration time of a plan family, for the efficiency of each
-  implementation that Eq. 1's shared constants miss (T5 ZeRO-DP on ``11`` needs 320 ms of optimizer
-  step against GA's 83 ms; LLaMA-7B ZeRO-Offload against its 3D plans). Only freed for a family with
-  at least three fitted rows; the other families get the geometric mean of the fitted factors
+  ``m_3d`` > 0; neutral 1) on the *GPU side* of a plan family's iteration, for the efficiency of
+  each implementation that Eq. 1's shared constants miss (T5 ZeRO-DP on ``11`` needs 320 ms of
+  optimizer step against GA's 83 ms; the profiled forward times are about half of what the
+  iterations show, hence factors of about 2). Only freed for a family with at least three fitted
+  rows; the other families get the geometric mean of the fitted factors
   (:func:`optsched.perf.fitting.fit`), since part of every factor is shared.
+
+**The CPU side of ZeRO-Offload** (Appendix A.2: ``f_k_swap(T_opt, T_off)``, the optimizer step on the
+CPU cores and the PCIe swap it overlaps) is never multiplied by a family factor: a factor corrects
+the GPU kernels' efficiency, and the CPU step is where the cores act (T_opt ~ 1/c; Rubick Sec. 7.2,
+Fig. 7: LLaMA-2-7B with ZeRO-Offload on one A800 runs 1.7x faster with twice the CPUs). Every public
+measurement row runs with the same CPUs per GPU, so the rows cannot tell ZeRO-Offload's GPU side
+from its CPU side: a free ``m_zero_offload`` absorbed the CPU step and the fit drove ``k_opt_off`` to
+zero (BERT, GPT-2 and T5 ZeRO-Offload then ran as fast on 2 CPUs per GPU as on 32). So
+``m_zero_offload`` is *tied* (:func:`optsched.perf.identifiability.identify`): ZeRO-Offload is ZeRO-2
+with the optimizer moved to the CPU (Ren et al., ZeRO-Offload, ATC'21), so its GPU side takes the
+ZeRO-DP factor (the geometric mean of the ZeRO-DP and GC factors where the Offload rows run with
+GC), as Appendix A shares one set of GPU-side parameters between all plans; the Offload rows then
+identify k_opt_off as what their GPU side does not explain. It is freed only by a measurement at
+another CPU count: Offload rows at two CPU counts per GPU, or a published speed-up
+(:mod:`optsched.perf.cpu_anchor`, Rubick Fig. 7 for LLaMA-2-7B on A800), which the fit then meets
+as a prior. For the same reason ``k_swap`` is held at its prior: at one CPU count T_opt and T_off
+both scale as 1/d, so the rows fix the size of ``f_k_swap(T_opt, T_off)`` but not how it splits
+into CPU and PCIe time.
 
 **Extrapolation** stays sane (:meth:`optsched.perf.performance_model.PerformanceModel.iteration_times`
 with ``form="v2"``): every term is positive or a positive factor, so predictions are positive; and a
@@ -65,12 +91,12 @@ MODEL_FORMS = ("eq1", "v2")
 #: the form ``optsched fit`` and the built-in defaults use
 DEFAULT_FORM = "v2"
 #: the v2 shape and efficiency terms (not the family multipliers)
-SHAPE_TERMS = ("k_odd", "k_odd_node", "k_nic", "k_mb")
+SHAPE_TERMS = ("k_odd", "k_odd_node", "k_nic", "k_mb", "k_cpu_dp")
 #: the multiplier parameter of each plan family (:data:`optsched.core.plan.PLAN_FAMILIES`)
 FAMILY_MULTIPLIERS: dict[str, str] = {"dp": "m_dp", "ga": "m_ga", "gc": "m_gc", "zero-dp": "m_zero_dp",
                                       "zero-offload": "m_zero_offload", "3d": "m_3d"}
 #: every v2 parameter and its neutral value (at which the model is Eq. 1)
-NEUTRAL: dict[str, float] = {"k_odd": 0.0, "k_odd_node": 0.0, "k_nic": 0.0, "k_mb": 1.0,
+NEUTRAL: dict[str, float] = {"k_odd": 0.0, "k_odd_node": 0.0, "k_nic": 0.0, "k_mb": 1.0, "k_cpu_dp": 1.0,
                              **{m: 1.0 for m in FAMILY_MULTIPLIERS.values()}}
 #: the DP-family plan codes the extrapolation floor compares with
 DP_FAMILY_CODES = ("dp", "ga", "gc", "zero-dp", "zero-offload")

@@ -26,7 +26,8 @@ class PerformanceModel:
     with fitted parameters for ``model`` on ``gpu_type`` GPUs.
 
     ``rmsle``/``n_samples``/``identified`` describe the fit that produced ``params`` (``identified``
-    lists the parameters the samples could determine; the others were held at their prior values).
+    lists the parameters the samples could determine; the others were held at their prior values or
+    tied to others, ``reasons`` says why, as (parameter, reason) pairs).
     An ``eq1`` model must have every v2 term neutral. A ``v2`` model never predicts a DP-family plan
     spanning nodes faster per GPU than the best single-node rate of its DP-family plans
     (:func:`~optsched.perf.model_v2.single_node_rate`) scaled by its GPUs.
@@ -41,6 +42,7 @@ class PerformanceModel:
     identified: tuple[str, ...] = ()
     peak_tflops: float | None = None
     form: str = "eq1"
+    reasons: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         check_form(self.form)
@@ -102,7 +104,7 @@ class PerformanceModel:
         return PerformanceModel(self.model, self.gpu_type, self.bandwidths, params,
                                 meta.get("rmsle", self.rmsle), meta.get("n_samples", self.n_samples),
                                 tuple(meta.get("identified", self.identified)), self.peak_tflops,
-                                meta.get("form", self.form))
+                                meta.get("form", self.form), tuple(meta.get("reasons", self.reasons)))
 
     # -- JSON -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -113,7 +115,8 @@ class PerformanceModel:
                 "form": self.form, "params": self.params.to_dict(),
                 "fit": {"rmsle": self.rmsle, "n_samples": self.n_samples, "identified": list(self.identified),
                         "held": [n for n in self.params.names() if n not in self.identified
-                                 and (self.form == "v2" or n in PerfParams.EQ1)]}}
+                                 and (self.form == "v2" or n in PerfParams.EQ1)],
+                        **({"reasons": dict(self.reasons)} if self.reasons else {})}}
 
     @classmethod
     def from_dict(cls, data: Any) -> "PerformanceModel":
@@ -128,4 +131,5 @@ class PerformanceModel:
                    Bandwidths(float(bw["intra_gbps"]), float(bw["inter_gbps"]), float(bw["pcie_gbps"]),
                               int(bw["gpus_per_node"])),
                    PerfParams.from_dict(data["params"]), fit.get("rmsle"), int(fit.get("n_samples", 0)),
-                   tuple(fit.get("identified", ())), data.get("peak_tflops"), str(data.get("form", "eq1")))
+                   tuple(fit.get("identified", ())), data.get("peak_tflops"), str(data.get("form", "eq1")),
+                   tuple((str(k), str(v)) for k, v in (fit.get("reasons") or {}).items()))
