@@ -39,6 +39,7 @@ import numpy as np
 
 from optsched import __version__
 from optsched.core.catalog import GPU_TYPES, get_cluster, get_gpu_type, get_model
+from optsched.core.checks import require_seed
 from optsched.core.errors import OptschedError, UnknownNameError, ValidationError, one_line
 from optsched.core.hardware import Cluster
 from optsched.core.job import DEFAULT_CPUS_PER_GPU
@@ -851,6 +852,8 @@ def main(argv: list[str] | None = None) -> int:
     root.addHandler(handler)
     root.setLevel(logging.INFO if args.verbose else logging.WARNING)
     try:
+        if getattr(args, "seed", None) is not None:  # every command's --seed feeds CP-SAT or numpy
+            require_seed("--seed", args.seed)
         return int(args.handler(args))
     except OptschedError as exc:
         _err(f"{PROG}: error: {_one_line(str(exc))}")

@@ -188,3 +188,20 @@ def test_parse_solve_request_rules() -> None:
         parse_solve_request(b'{"kind": "rubick"}', {"defer_unreachable": "maybe"}, config)
     with pytest.raises(ValidationError, match="max_body_bytes must be a positive integer"):
         ServiceConfig(max_body_bytes=0)
+
+
+def test_partitions_and_seeds_out_of_range_are_400(server: str, tmp_path: Path, capsys: Any) -> None:
+    """A partition count above the round's nodes is refused before anything is allocated (it used to grow the
+    server until the OOM killer stopped it); seeds CP-SAT or numpy cannot take are refused, not a 500."""
+    data = own_coefficients_round()
+    nodes = len(data["cluster"]["nodes"])
+    for query, rule in ((f"partitions={nodes + 1}", "partitions must be at most the round's number of nodes"),
+                        ("partitions=99999999999999999999", "partitions must be at most the round's number of nodes"),
+                        ("seed=99999999999999999999", "seed must be an integer in [0, 2**31)"),
+                        ("seed=-1&partitions=2", "seed must be an integer in [0, 2**31)")):
+        status, err = _call(f"{server}/solve?method=heuristic&{query}", data)
+        assert status == 400 and rule in err["error"], (query, err)
+        args = [a for kv in query.split("&") for a in (f"--{kv.split('=')[0]}", kv.split("=")[1])]
+        assert rule in _cli_error(tmp_path, json.dumps(data), "--method", "heuristic", *args, capsys=capsys)
+    status, _ = _call(f"{server}/health")
+    assert status == 200

@@ -21,6 +21,19 @@ def require_int(owner: str, field: str, value: Any, minimum: int = 0) -> None:
         raise ValidationError(f"{owner}: {field} must be >= {minimum}, got {value}")
 
 
+#: seeds are below this: CP-SAT's ``random_seed`` is a 32-bit signed integer, numpy's generators take no
+#: negative seed
+SEED_LIMIT = 2 ** 31
+
+
+def require_seed(owner: str, value: Any) -> None:
+    """A random seed must be an integer in ``[0, 2**31)`` (:data:`SEED_LIMIT`): what CP-SAT and numpy take;
+    ``owner`` (may be empty) prefixes the message."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
+        raise ValidationError(f"{owner + ': ' if owner else ''}seed must be an integer in [0, 2**31) (what CP-SAT and numpy take), "
+                              f"got {value!r}")
+
+
 def require_number(owner: str, field: str, value: Any, minimum: float = 0.0,
                    strict: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

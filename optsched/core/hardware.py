@@ -72,6 +72,14 @@ class GPUType:
         return cls(**data)
 
 
+def _gpu_type_at(index: int, data: Any) -> GPUType:
+    """:meth:`GPUType.from_dict` of ``cluster.gpu_types[index]``, its errors naming that item."""
+    try:
+        return GPUType.from_dict(data)
+    except ValidationError as exc:
+        raise ValidationError(f"cluster.gpu_types[{index}]: {exc}") from None
+
+
 #: the optional fields of :class:`GPUType`, written to JSON only when set
 _OPTIONAL_GPU_FIELDS = ("intra_node_gbps", "intra_link", "inter_link", "inter_node_gbps", "efficiency")
 
@@ -211,6 +219,6 @@ class Cluster:
             raise ValidationError("Cluster: 'nodes' and 'gpu_types' must be JSON arrays")
         return cls(name=data["name"],
                    nodes=tuple(Node.from_dict(n) for n in data["nodes"]),
-                   gpu_types=tuple(GPUType.from_dict(g) for g in data["gpu_types"]),
+                   gpu_types=tuple(_gpu_type_at(i, g) for i, g in enumerate(data["gpu_types"])),
                    intra_node_gbps=data["intra_node_gbps"], inter_node_gbps=data["inter_node_gbps"],
                    pcie_gbps=data["pcie_gbps"])

@@ -22,17 +22,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Split(Protocol):
-    """A round split into independent ``parts``; ``left_out`` names the jobs in no part and why."""
+    """A round split into independent ``parts``; ``left_out`` names the jobs in no part and why,
+    ``unhosted`` those of them whose guarantee the split cannot keep (the round is then solved whole)."""
 
     parts: Sequence["RoundProblem"]
     left_out: Mapping[str, str]
+    unhosted: Mapping[str, str]
 
 
 class Partitioner(Protocol):
     """How a kind's rounds are split into independent parts and the parts' decisions joined again
     (partitioned solving in the manner of POP, :mod:`optsched.policies.partitioned`)."""
 
-    def split(self, problem: "RoundProblem", parts: int, seed: int, perf_models: Any = None) -> Split: ...
+    def split(self, problem: "RoundProblem", parts: int, seed: int, perf_models: Any = None,
+              deadline: Any = None) -> Split: ...
 
     def merge(self, problem: "RoundProblem", split: Any, decisions: Sequence["Decision"], *, method: str,
               solve_seconds: float, message: str = "") -> "Decision": ...

@@ -40,7 +40,14 @@ hint, or the value of its domain closest to 0.)
 Every call has a time limit (seconds, the translation included; the solver gets what is left, at least
 :data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS`). CBC and ``HiGHS_CMD`` run as
 subprocesses through pulp, which cannot kill them: like CP-SAT they check the clock themselves, and a
-large model may overrun the limit by the time they take to read it.
+large model may overrun the limit by the time they take to read it. CBC's limit is therefore what is
+left less the time pulp needs around it, estimated from what was measured: writing the MPS file and
+reading the solution back are each taken to cost as long as building the pulp model did
+(:func:`to_pulp`, measured), plus :data:`CBC_START_S` to start the process.
+
+**Reproducibility.** CBC and HiGHS stop on wall-clock time, so with the same seed their answer to a
+model they cannot finish within the limit varies between runs (with the machine's load); CP-SAT with
+one worker (``workers=1``) is reproducible (DESIGN.md, "Determinism").
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ from scipy import sparse
 from optsched.core.errors import OptschedError, ValidationError
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, SOLUTION_STATUSES
 
+#: seconds to start the CBC process, kept off its time limit (module docstring)
+CBC_START_S = 0.05
 #: the MILP back ends of :func:`solve_milp`
 BACKENDS = ("cbc", "highs")
 #: CP-SAT writes an unbounded side of a domain as +-(2^63 - 1); anything this large is infinite
@@ -524,7 +533,9 @@ def solve_milp(model: cp_model.CpModel, backend: str, time_limit: float,
                    form.lower, form.upper)
     if form.infeasible:
         return MilpResult("infeasible", None, None, None, time.perf_counter() - t0, backend, warm)
+    t_export = time.perf_counter()
     prob, xs = to_pulp(form, as_minimization=cbc is not None)
+    export_s = time.perf_counter() - t_export
     if warm:
         for i, x in enumerate(xs):
             x.setInitialValue(int(fill[i]))
@@ -539,7 +550,9 @@ def solve_milp(model: cp_model.CpModel, backend: str, time_limit: float,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         if cbc is not None:
-            kwargs: dict[str, Any] = {"timeLimit": left, "msg": False, "warmStart": warm}
+            # the MPS file written, the solution read back and the process started count (module docstring)
+            cbc_left = max(MIN_SOLVER_SECONDS, left - 2 * export_s - CBC_START_S)
+            kwargs: dict[str, Any] = {"timeLimit": cbc_left, "msg": False, "warmStart": warm}
             if threads > 1:
                 kwargs["threads"] = threads
             solver = cbc(**kwargs)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from optsched.core.checks import require_seed
 from optsched.core.errors import ValidationError
 from optsched.formulations.milp import BACKENDS as MILP_BACKENDS
 from optsched.perf.lookup import ConfigFilter, FittedModels, PerfSource
@@ -25,7 +26,7 @@ class PolicyOptions:
 
     * ``time_limit``: wall-clock seconds for the whole ``decide`` call of a solver-backed policy
       (table, heuristic and solver), > 0;
-    * ``seed``: the solver's random seed (with ``workers=1`` CP-SAT is reproducible);
+    * ``seed``: the solver's random seed, in ``[0, 2**31)`` (with ``workers=1`` CP-SAT is reproducible);
     * ``workers``: CP-SAT search workers, >= 1;
     * ``perf_models``: fitted performance models keyed by model name or (model name, GPU type),
       replacing the built-in ones (:class:`~optsched.perf.lookup.PerfSource`);
@@ -53,8 +54,7 @@ class PolicyOptions:
         if isinstance(tl, bool) or not isinstance(tl, (int, float)) or not math.isfinite(tl) or not tl > 0:
             raise ValidationError(f"time_limit must be a positive number of seconds, got {tl!r}")
         object.__setattr__(self, "time_limit", float(tl))
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValidationError(f"seed must be an integer, got {self.seed!r}")
+        require_seed("", self.seed)
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise ValidationError(f"workers must be a positive integer, got {self.workers!r}")
         if not isinstance(self.extras, Mapping) or not all(isinstance(k, str) for k in self.extras):

@@ -5,11 +5,22 @@ in parallel processes where cores allow, and the parts' decisions are joined int
 whole cluster.
 
 Time: the whole call keeps the time limit. Splitting (which builds the round's table for the
-admission) comes first; the rest, less :data:`MERGE_RESERVE_S`, is shared by the waves of parts (``k``
-parts on ``p`` processes run in ``ceil(k / p)`` waves, each part gets its wave's share). The decision's
+admission, within the limit) comes first; the rest, less :data:`MERGE_RESERVE_S`, is shared by the
+waves of parts (``k`` parts on ``p`` processes run in ``ceil(k / p)`` waves, each part gets its wave's
+share, cut to the time left when the part starts, so that starting a process counts). When less than
+:data:`MIN_PARTS_S` (plus the reserve) is left after the split, no process is started: the method runs
+on the whole round in this process with the time left, and returns what its time limit allows (the
+heuristic's decision, ``partial`` when cut short). The decision's
 message reports the critical path (the wall time of solving the parts), the total CPU time of the parts
 and the part sizes. Parts are solved by the method's own policy with the same options, so a
 part cut short by its limit makes the decision ``partial``.
+
+Guarantees: when an admitted guaranteed job cannot be held by any part (its request exceeds every
+part's GPUs, or its own coefficient rows do not fit its part: the split's ``unhosted``), the split
+would drop its guarantee; the method then solves the round unpartitioned instead (same deadline), so
+the guarantee is kept, deferred only with ``defer_unreachable_guarantees``, or reported by
+``InfeasibleError``. Such a decision's method is the plain method and its message starts with
+``not partitioned:`` naming the jobs.
 """
 
 from __future__ import annotations
@@ -18,8 +29,8 @@ import math
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
 
 from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
@@ -31,12 +42,17 @@ from optsched.policies.registry import make_policy
 
 #: seconds kept for joining the parts' decisions
 MERGE_RESERVE_S = 0.2
+#: seconds the parts need at least after the split (starting processes included) to be worth starting
+MIN_PARTS_S = 0.1
 
 
-def _solve_part(args: tuple[RoundProblem, str, dict[str, Any]]) -> tuple[Decision, float]:
-    """Solve one part in this process; (decision, CPU seconds). Module level, so a process pool can run it."""
-    problem, method, opts = args
+def _solve_part(args: tuple[RoundProblem, str, dict[str, Any], float]) -> tuple[Decision, float]:
+    """Solve one part in this process within its share, cut to the time left until ``ends`` (a
+    ``time.time()`` reading, which processes share); (decision, CPU seconds). Module level, so a process
+    pool can run it."""
+    problem, method, opts, ends = args
     cpu0 = time.process_time()
+    opts = {**opts, "time_limit": max(1e-3, min(opts["time_limit"], ends - time.time()))}
     decision = make_policy(method, PolicyOptions(**opts), kind=problem.kind).decide(problem)
     return decision, time.process_time() - cpu0
 
@@ -71,15 +87,18 @@ class PartitionedPolicy:
         deadline = Deadline(o.time_limit, start=t0 if o.clock_start is None else o.clock_start)
         partitioner = round_kind(problem.kind).partitioner
         assert partitioner is not None
-        split = partitioner.split(problem, self.parts, o.seed, o.perf_models)
+        split = partitioner.split(problem, self.parts, o.seed, o.perf_models, deadline=deadline)
         split_s = time.perf_counter() - t0
+        if split.unhosted or deadline.expired(reserve=MERGE_RESERVE_S + MIN_PARTS_S):
+            return self._unpartitioned(problem, deadline, split.unhosted, split_s, t0)
         k = len(split.parts)
         procs = min(k, os.cpu_count() or 1) if self.processes is None else min(k, self.processes)
         waves = math.ceil(k / procs)
         share = max(1e-3, (deadline.remaining() - MERGE_RESERVE_S) / waves)
         opts = {"time_limit": share, "seed": o.seed, "workers": o.workers, "perf_models": o.perf_models,
                 "extras": dict(o.extras), "backend": o.backend}
-        work = [(p, self.method, opts) for p in split.parts]
+        ends = time.time() + deadline.remaining() - MERGE_RESERVE_S
+        work = [(p, self.method, opts, ends) for p in split.parts]
         s0 = time.perf_counter()
         if procs == 1:
             results = [_solve_part(w) for w in work]
@@ -96,5 +115,21 @@ class PartitionedPolicy:
         return partitioner.merge(problem, split, decisions, method=f"{self.method}/partitions={k}",
                                  solve_seconds=time.perf_counter() - t0, message=message)
 
+    def _unpartitioned(self, problem: RoundProblem, deadline: Deadline, unhosted: Mapping[str, str],
+                       split_s: float, t0: float) -> Decision:
+        """The method on the whole round within what is left of ``deadline`` (module docstring), its
+        message saying why the round was not partitioned."""
+        decision = make_policy(self.method, replace(self.options, clock_start=deadline.start),
+                               kind=problem.kind).decide(problem)
+        if unhosted:
+            shown = "; ".join(f"{n!r}: {why}" for n, why in list(unhosted.items())[:10])
+            why = (f"no part of {self.parts} can hold the admitted guaranteed job(s) ({len(unhosted)}) {shown}; "
+                   f"solved the round whole")
+        else:
+            why = f"the split took {split_s:.2f} s and left no time for {self.parts} parts; solved the round whole"
+        note = f"not partitioned: {why}"
+        return replace(decision, message=f"{note}; {decision.message}" if decision.message else note,
+                       solve_seconds=time.perf_counter() - t0)
 
-__all__ = ["MERGE_RESERVE_S", "PartitionedPolicy"]
+
+__all__ = ["MERGE_RESERVE_S", "MIN_PARTS_S", "PartitionedPolicy"]

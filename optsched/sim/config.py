@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from optsched.core.checks import require_number
+from optsched.core.checks import require_number, require_seed
 from optsched.core.errors import ValidationError
 
 #: Rubick Sec. 7.3: average reconfiguration time per job.
@@ -72,8 +72,7 @@ class SimConfig:
         for name in ("checkpoint_on_preempt", "rounds_on_events"):
             if not isinstance(getattr(self, name), bool):
                 raise ValidationError(f"simulation config: {name} must be true or false")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValidationError(f"simulation config: seed must be an integer, got {self.seed!r}")
+        require_seed("simulation config", self.seed)
 
 
 __all__ = ["PREEMPT_RESTART_S", "RECONFIG_OVERHEAD_S", "ROUND_INTERVAL_S", "SimConfig"]

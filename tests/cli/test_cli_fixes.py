@@ -112,3 +112,12 @@ def test_gen_round_takes_only_the_options_of_its_kind(capsys: pytest.CaptureFixt
                                                              KIND.summary))
     code, _, err = _run(capsys, "gen-round", "--nodes", "4")
     assert code == 2 and err.strip() == "optsched: error: gen-round --kind rubick does not take --nodes"
+
+
+@pytest.mark.parametrize("command", [("gen-round",), ("simulate", "--jobs", "2", "--no-plots", "--no-progress")])
+@pytest.mark.parametrize("seed", ["-1", "2147483648"])
+def test_seeds_out_of_range_are_one_line(capsys: pytest.CaptureFixture[str], command: tuple[str, ...],
+                                         seed: str) -> None:
+    code, _, err = _run(capsys, *command, "--seed", seed)
+    assert code == 2 and err.strip() == (f"optsched: error: --seed: seed must be an integer in [0, 2**31) (what CP-SAT "
+                                         f"and numpy take), got {seed}")

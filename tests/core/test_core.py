@@ -155,3 +155,11 @@ def test_connected_groups_join_items_through_shared_links() -> None:
     assert connected_groups("abcdef", ["ce", "ea", "", "f"]) == [["a", "c", "e"], ["b"], ["d"], ["f"]]
     assert connected_groups([3, 1, 2], [[2, 3]]) == [[3, 2], [1]]
     assert connected_groups([], []) == []
+
+
+def test_a_gpu_type_missing_a_field_is_named_by_its_index() -> None:
+    data = {"name": "c", "intra_node_gbps": 150, "inter_node_gbps": 80, "pcie_gbps": 20,
+            "gpu_types": [{"name": "A800", "memory_gib": 80, "peak_tflops": 312}, {"name": "X", "memory_gib": 80}],
+            "nodes": [{"name": "n0", "gpu_type": "A800", "num_gpus": 8, "num_cpus": 96, "memory_gib": 1024}]}
+    with pytest.raises(ValidationError, match=r"^cluster\.gpu_types\[1\]: GPUType: missing field\(s\) peak_tflops$"):
+        Cluster.from_dict(data)

@@ -170,3 +170,25 @@ def test_highs_agrees_with_cpsat() -> None:
         assert got.status == "optimal" and got.payload["backend"] == "highs"
         assert got.objective == pytest.approx(ref.objective, abs=1e-5)
         assert violations(problem, table, got.payload["choices"]) == []
+
+
+def test_cbc_limit_leaves_time_for_the_export_and_the_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CBC's own limit is what is left less twice the measured model export and the start-up reserve."""
+    import time
+
+    export = milp.to_pulp
+
+    def slow_export(*args: object, **kwargs: object) -> object:
+        time.sleep(0.3)
+        return export(*args, **kwargs)
+    seen: list[float] = []
+    cbc = milp.require_backend("cbc")
+
+    def recording(**kwargs: object) -> object:
+        seen.append(float(kwargs["timeLimit"]))  # type: ignore[arg-type]
+        return cbc(**kwargs)
+    monkeypatch.setattr(milp, "to_pulp", slow_export)
+    monkeypatch.setattr(milp, "require_backend", lambda backend: recording)
+    m, _ = _knapsack()
+    milp.solve_milp(m, "cbc", time_limit=5.0)
+    assert seen and seen[0] <= 5.0 - 3 * 0.3 - milp.CBC_START_S

@@ -80,3 +80,84 @@ def test_sequential_and_parallel_parts_agree(problem: optsched.RubickRound) -> N
 def test_bad_partition_counts(problem: optsched.RubickRound) -> None:
     with pytest.raises(ValidationError, match="partitions must be an integer >= 2"):
         optsched.solve(problem, "rubick", 5.0, partitions=0)
+
+
+def _two_node_round(request: int = 16) -> optsched.RubickRound:
+    """2 x 8 A800; a guaranteed gpt2 job requesting ``request`` GPUs (quota 16) and a best-effort bert."""
+    node = {"gpu_type": "A800", "num_gpus": 8, "num_cpus": 96, "memory_gib": 1024}
+    return optsched.RoundProblem.from_dict({
+        "kind": "rubick",
+        "cluster": {"name": "c", "intra_node_gbps": 150, "inter_node_gbps": 80, "pcie_gbps": 20,
+                    "gpu_types": [{"name": "A800", "memory_gib": 80, "peak_tflops": 312}],
+                    "nodes": [{"name": "n0", **node}, {"name": "n1", **node}]},
+        "jobs": [{"name": "big", "tenant": "t", "guaranteed": True, "model": "gpt2", "requested_gpus": request,
+                  "total_iterations": 1000},
+                 {"name": "small", "tenant": "u", "model": "bert", "requested_gpus": 2, "total_iterations": 1000}],
+        "quotas": {"t": 16}})
+
+
+@pytest.mark.parametrize("method", ["exact", "rubick"])
+def test_a_guarantee_no_part_can_hold_is_kept_by_solving_whole(method: str) -> None:
+    problem = _two_node_round()
+    split = split_round(problem, 2, 0, build_round_table(problem))
+    assert set(split.unhosted) == {"big"} and "16 GPUs" in split.unhosted["big"]
+    whole = optsched.solve(problem, method, 20.0)
+    d = optsched.solve(problem, method, 20.0, partitions=2)
+    big = next(x for x in d.jobs if x.job == "big")
+    assert big.protected and big.allocation is not None and big.allocation.placement.total_gpus == 16
+    assert d.method == method and d.message.startswith("not partitioned: ") and "'big'" in d.message
+    assert d.objective == pytest.approx(whole.objective)
+
+
+def test_partitions_are_at_most_the_nodes(problem: optsched.RubickRound) -> None:
+    # checked before anything is allocated per part: a huge count fails at once
+    for parts in (17, 10 ** 20):
+        with pytest.raises(ValidationError, match=r"partitions must be at most the round's number of nodes \(16"):
+            optsched.solve(problem, "rubick", 5.0, partitions=parts)
+        with pytest.raises(ValidationError, match="partitions must be at most"):
+            split_round(problem, parts, 0, build_round_table(problem))
+
+
+def test_no_processes_once_the_split_has_used_the_budget(problem: optsched.RubickRound,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the split leaves (less than the reserve of) no time, no part is started: the method runs on the
+    whole round with what is left and returns a feasible decision (time limit counted from clock_start)."""
+    import time
+
+    from optsched.policies import partitioned
+    from optsched.policies.options import PolicyOptions
+
+    def no_parts(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a part was started after the budget was gone")
+    monkeypatch.setattr(partitioned, "ProcessPoolExecutor", no_parts)
+    monkeypatch.setattr(partitioned, "_solve_part", no_parts)
+    opts = PolicyOptions(time_limit=1.0, clock_start=time.perf_counter() - 0.99,
+                         extras={"defer_unreachable_guarantees": True})
+    t0 = time.perf_counter()
+    d = partitioned.PartitionedPolicy("rubick", "exact", 2, opts).decide(problem)
+    assert time.perf_counter() - t0 < 5.0  # generous: the split and the table stop at the deadline
+    assert d.message.startswith("not partitioned: the split took") and d.status in ("partial", "heuristic-fallback")
+    assert sorted(x.job for x in d.jobs) == sorted(j.name for j in problem.jobs)
+    usage = NodeUsage()
+    for x in d.jobs:
+        if x.allocation is not None:
+            usage.add_all(x.allocation.placement.shares)
+    assert usage.overflows(problem.free, 1e-6) == []
+
+
+def test_a_part_starting_late_gets_only_the_time_left() -> None:
+    import time
+
+    from optsched.policies.partitioned import _solve_part
+    part = generate_rubick_round(4, 8, 30, 1)
+    d, _ = _solve_part((part, "exact", {"time_limit": 30.0, "seed": 0, "workers": 1, "perf_models": None,
+                                        "extras": {"defer_unreachable_guarantees": True}, "backend": "cpsat"},
+                        time.time() - 1.0))
+    assert d.status == "partial" and d.solve_seconds < 5.0
+
+
+@pytest.mark.parametrize("seed", [-1, 2 ** 31, 10 ** 20])
+def test_seeds_cpsat_and_numpy_cannot_take(problem: optsched.RubickRound, seed: int) -> None:
+    for parts in (None, 2):
+        with pytest.raises(ValidationError, match=r"seed must be an integer in \[0, 2\*\*31\)"):
+            optsched.solve(problem, "exact", 5.0, seed, partitions=parts)

@@ -149,6 +149,10 @@ def test_a_job_without_a_request_row_or_with_an_unknown_running_configuration_is
     with pytest.raises(ValidationError, match=r"job 'pretrain-13b': its running configuration \(plan .* with 48 "
                                               r"CPUs\) is none of its coefficient rows; add the row"):
         optsched.solve(_round(data), "heuristic")
+    with pytest.raises(ValidationError) as info:
+        optsched.solve(_round(data), "heuristic")
+    row = str(info.value).split("add the row ", 1)[1].replace("<its samples/s>", "1.0")
+    assert json.loads(row)["cpus"] == 48  # the suggested row is valid JSON, to paste into the round
 
 
 def test_a_kept_job_keeps_the_cpus_and_memory_it_holds() -> None:

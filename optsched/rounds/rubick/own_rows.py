@@ -29,6 +29,7 @@ Rules (the paper is silent; each is tested in ``tests/rounds/test_own_coefficien
 
 from __future__ import annotations
 
+import json
 from typing import Sequence
 
 from optsched.core.coefficient_rows import CoefficientRow
@@ -109,8 +110,9 @@ def current_index(problem: RubickRound, job: Job, rows: Sequence[CoefficientRow]
             return i
     raise ValidationError(
         f"job {job.name!r}: its running configuration (plan {cur.plan.label} on {list(shape)} {gpu_type} GPUs with "
-        f"{cpus} CPUs) is none of its coefficient rows; add the row {{\"plan\": {cur.plan.to_dict()}, \"gpu_type\": "
-        f"\"{gpu_type}\", \"gpus_per_node\": {list(shape)}, \"cpus\": {cpus}, \"throughput\": <its samples/s>}}")
+        f"{cpus} CPUs) is none of its coefficient rows; add the row {{\"plan\": {json.dumps(cur.plan.to_dict())}, "
+        f"\"gpu_type\": {json.dumps(gpu_type)}, \"gpus_per_node\": {list(shape)}, \"cpus\": {cpus}, "
+        f"\"throughput\": <its samples/s>}}")
 
 
 def synergy_rows(problem: RubickRound, job: Job, rows: Sequence[CoefficientRow]) -> list[int]:

@@ -16,10 +16,13 @@ Rules (POP leaves the split to the problem; these are ours):
   seed and dealt, most requested GPUs first, to the part of a type they may use with the most GPUs
   neither held by its running jobs nor asked for by the queued jobs dealt to it so far; a job whose
   request exceeds the GPUs of every part it may use is in no part (it waits this round; the message
-  names it).
+  names it). An admitted guaranteed job that no part can hold is not dropped: it is named in
+  ``unhosted`` and the partitioned policy solves the round unpartitioned instead
+  (:mod:`optsched.policies.partitioned`), so the guarantee is kept or the round reported infeasible.
 * **Own models and coefficients.** Every part carries the round's own models and fitted parameters; a
   job with its own coefficient rows takes the rows that fit its part's nodes. When those lose its
-  request or, for a running job, its current configuration, it is in no part (the message says so).
+  request or, for a running job, its current configuration, it is in no part (the message says so;
+  an admitted guaranteed job is ``unhosted``, as above).
 * **Merge.** The parts' per-job decisions are joined; the objective is the round's (normalised
   throughputs minus penalties; a part's reference throughput is the whole round's when the nodes of
   a GPU type are alike, which the catalogue clusters are). The union is feasible for the whole cluster
@@ -28,17 +31,19 @@ Rules (POP leaves the split to the problem; these are ours):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from optsched.core.coefficient_rows import check_job_rows
+from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision, JobAllocations, JobDecision
 from optsched.core.errors import ValidationError
 from optsched.core.groups import connected_groups
 from optsched.core.hardware import Cluster
 from optsched.core.pool import usable_gpu_types
+from optsched.core.round import RoundProblem
 from optsched.perf.coefficients import CoefficientTable
 from optsched.perf.lookup import FittedModels, PerfSource
 from optsched.rounds.rubick import own_rows
@@ -49,11 +54,14 @@ from optsched.rounds.rubick.table import build_round_table
 
 @dataclass(frozen=True)
 class RoundSplit:
-    """The ``parts`` of a round, the jobs in no part (name -> why) and the round's admission."""
+    """The ``parts`` of a round, the jobs in no part (name -> why), the round's admission and the
+    admitted guaranteed jobs among ``left_out`` that no part can hold (``unhosted``, name -> why; the
+    split cannot keep their guarantees)."""
 
     parts: tuple[RubickRound, ...]
     left_out: Mapping[str, str]
     admission: Admission
+    unhosted: Mapping[str, str] = field(default_factory=dict)
 
 
 def _components(problem: RubickRound) -> list[list[str]]:
@@ -62,11 +70,20 @@ def _components(problem: RubickRound) -> list[list[str]]:
                             ([n for n, _ in a.placement.shares] for a in problem.running))
 
 
+def check_parts(problem: RoundProblem, parts: int) -> None:
+    """``ValidationError`` unless ``parts`` is an integer from 2 to the round's number of nodes (a part
+    holds at least one node); checked before anything is allocated per part."""
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
+        raise ValidationError(f"partitions must be an integer >= 2, got {parts!r}")
+    if parts > len(problem.cluster.nodes):
+        raise ValidationError(f"partitions must be at most the round's number of nodes "
+                              f"({len(problem.cluster.nodes)}: a part holds at least one node), got {parts}")
+
+
 def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientTable) -> RoundSplit:
     """Split ``problem`` into ``parts`` independent rounds (module docstring); ``table`` is the round's
     coefficient table (for the admission). Deterministic given ``seed``."""
-    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
-        raise ValidationError(f"partitions must be an integer >= 2, got {parts!r}")
+    check_parts(problem, parts)
     rng = np.random.default_rng(seed)
     cluster = problem.cluster
     admission = admit(problem, table)
@@ -126,7 +143,8 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
             reconfig_penalty=problem.reconfig_penalty, preempt_penalty=problem.preempt_penalty,
             trim_penalty=problem.trim_penalty,
             own_models=problem.own_models, perf_params=problem.perf_params, coefficients=coefficients))
-    return RoundSplit(tuple(subs), left_out, admission)
+    unhosted = {name: why for name, why in left_out.items() if name in admission.protected}
+    return RoundSplit(tuple(subs), left_out, admission, unhosted)
 
 
 def _part_coefficients(problem: RubickRound, names: Sequence[str], cluster: Cluster,
@@ -194,10 +212,14 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
 class RubickPartitioner:
     """The round kind's partitioner (:class:`~optsched.core.kinds.Partitioner`)."""
 
-    def split(self, problem: RubickRound, parts: int, seed: int,
-              perf_models: FittedModels | None = None) -> RoundSplit:
+    def split(self, problem: RubickRound, parts: int, seed: int, perf_models: FittedModels | None = None,
+              deadline: Deadline | None = None) -> RoundSplit:
+        """:func:`split_round` on the round's table, built within ``deadline`` (once it has passed, the
+        jobs not done yet have short blocks, :func:`~optsched.rounds.rubick.table.build_round_table`;
+        the caller then has no time for the parts anyway)."""
+        check_parts(problem, parts)
         table = build_round_table(problem, PerfSource(perf_models).lookup_for(problem.cluster, problem.own_models,
-                                                                              problem.perf_params))
+                                                                              problem.perf_params), deadline=deadline)
         return split_round(problem, parts, seed, table)
 
     def merge(self, problem: RubickRound, split: RoundSplit, decisions: Sequence[Decision], *, method: str,
@@ -206,4 +228,4 @@ class RubickPartitioner:
                                message=message)
 
 
-__all__ = ["RoundSplit", "RubickPartitioner", "merge_decisions", "split_round"]
+__all__ = ["RoundSplit", "RubickPartitioner", "check_parts", "merge_decisions", "split_round"]
