@@ -162,6 +162,13 @@ for _name, _build, _summary in (
 
 
 # -- lyra-allocate --------------------------------------------------------------------------------------
+def _weaker(a: str, b: str) -> str:
+    """The weaker of two statuses of an exact method (optimal, feasible, heuristic-fallback): the
+    status of a plan made of both answers."""
+    order = ("optimal", "feasible", "heuristic-fallback")
+    return max(a, b, key=order.index)
+
+
 #: how phase two is solved: none, Lyra's dynamic program, CP-SAT warm-started by it, AFS-like, Gandiva-like
 SCALERS = ("none", "dp", "exact", "afs", "gandiva")
 
@@ -203,13 +210,15 @@ class Allocator:
         extra: dict[str, int] = {}
         total = dp_total = 0.0
         bound: float | None = 0.0 if self.scaler == "exact" else None
-        status = "heuristic"
+        status = "optimal" if self.scaler == "exact" else "heuristic"   # no items: nothing to scale
         notes = []
-        for pool in (TRAINING, INFERENCE):
+        pools = []
+        for pool in (TRAINING, INFERENCE) if self.scaler != "none" else ():
             items = flexible_items(problem, {j: first.base[j] for j in first.elastic_in(problem, pool)})
+            if items.size:
+                pools.append((pool, items))
+        for n, (pool, items) in enumerate(pools):
             cap = first.left[pool]
-            if self.scaler == "none" or items.size == 0:
-                continue
             if self.scaler == "afs":
                 got, value = mckp_greedy(items, cap)
             elif self.scaler == "gandiva":
@@ -217,21 +226,22 @@ class Allocator:
             else:
                 got, value = mckp_dp(items, cap)
             dp_total += value
-            if self.scaler == "exact":
-                sol = lyra_mckp.solve(items, cap, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS),
+            if self.scaler == "exact" and deadline.expired(reserve=MIN_SOLVER_SECONDS):
+                notes.append(f"{pool}: no time left for the solver within {self.time_limit:g} s")
+                status, bound = _weaker(status, "heuristic-fallback"), None
+            elif self.scaler == "exact":
+                share = deadline.remaining() / (len(pools) - n)   # the pools left share the time left
+                sol = lyra_mckp.solve(items, cap, time_limit=max(share, MIN_SOLVER_SECONDS),
                                       seed=self.seed, workers=self.workers, hint=got)
                 notes.append(f"{pool}: {sol.size.variables} items")
                 if sol.objective is not None and sol.objective >= value - 1e-9:
                     got, value = sol.payload["extra"], sol.objective
-                    status = "optimal" if sol.status == "optimal" and status != "feasible" else "feasible"
+                    status = _weaker(status, "optimal" if sol.status == "optimal" else "feasible")
                 else:
-                    status = "heuristic-fallback"
-                assert bound is not None
+                    status = _weaker(status, "heuristic-fallback")
                 bound = None if sol.bound is None or bound is None else bound + max(sol.bound, value)
             extra.update(got)
             total += value
-        if self.scaler == "exact" and status == "heuristic":
-            status = "optimal"  # no items: nothing to scale
         return AllocationPlan(first, extra, total, status, bound, dp_total if self.scaler == "exact" else total,
                               "; ".join(notes))
 

@@ -64,6 +64,36 @@ def test_bad_counts_are_named() -> None:
                        workers=(WorkerCount("s", 1, "inference"),))
 
 
+def test_running_job_below_the_base_workers_it_holds_is_named() -> None:
+    """A running elastic job without a flexible entry holds base workers only: a count below them
+    cannot be placed (it would keep every worker) and is refused, in Python and from JSON."""
+    from optsched.core.errors import ValidationError
+    job = Job("e", "bert", 2, 100, min_gpus=1, max_gpus=8, fungible=True)
+    p = PlacementRound(cluster=two_pool_cluster(0, 2), jobs=(job,), running=(worker_allocation("e", {"inf-000": 3}),),
+                       inference_nodes=("inf-000", "inf-001"), inference_factor=1.0,
+                       workers=(WorkerCount("e", 3, "inference"),))
+    data = p.to_dict()
+    data["workers"]["e"]["workers"] = 1
+    with pytest.raises(ValidationError, match=r"workers of job 'e': 1 is below the 3 base workers it holds"):
+        RoundProblem.from_dict(data)
+    data["flexible"] = {"e": {"inf-000": 2}}
+    assert RoundProblem.from_dict(data).target("e").workers == 1  # named flexible workers scale in
+
+
+def test_infeasible_placement_is_never_a_decision() -> None:
+    """A placement breaking a rule of its round raises ``InfeasibleError`` naming the job and the rule
+    instead of becoming a decision (every placement method assembles its decision this way)."""
+    from optsched.core.errors import InfeasibleError
+    from optsched.rounds.placement.evaluate import placement_decision
+    p = _round()
+    w = best_fit_decreasing(p)
+    fewer = PlacementRound(cluster=p.cluster, jobs=p.jobs, inference_nodes=p.inference_nodes,
+                           workers=(WorkerCount("el", 3, None), WorkerCount("in", 1, None), WorkerCount("small", 2, None)))
+    with pytest.raises(InfeasibleError, match=r"(?s)method 'bfd' produced an infeasible placement.*job 'el' has 4 "
+                                              r"workers placed and 0 unplaced, its count is 3"):
+        placement_decision(fewer, w, method="bfd", status="heuristic", solve_seconds=0.0)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_methods_feasible_and_exact_never_worse(seed: int) -> None:
     p = generate_placement_round(seed=seed)

@@ -3,6 +3,7 @@ each job's range, running jobs keep their base; the exact method is never worse 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -65,3 +66,48 @@ def test_exact_methods_fall_back_when_no_time_is_left(kind: str) -> None:
     d = make_policy("exact", PolicyOptions(time_limit=1e-6), kind=kind).decide(p)
     h = make_policy("lyra", kind=kind).decide(p)
     assert d.status == "heuristic-fallback" and d.objective == h.objective and "no time left" in d.message
+
+
+def _two_pool_round():  # noqa: ANN202
+    """A generated round with flexible items in both pools."""
+    from optsched.heuristics.lyra_allocate import phase_one
+    from optsched.rounds.lyra_allocate.items import flexible_items
+    for seed in range(40):
+        p = generate_allocate_round(seed=seed, jobs=10, occupancy=0.5)
+        first = phase_one(p)
+        if all(flexible_items(p, {j: first.base[j] for j in first.elastic_in(p, pool)}).size
+               for pool in ("training", "inference")):
+            return p
+    raise AssertionError("no generated round with flexible items in both pools")
+
+
+def test_allocate_exact_shares_time_and_keeps_the_weaker_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each pool's solver gets its share of the time left (the training pool half of it), and a
+    training pool answered by the dynamic program (the solver found nothing) leaves the whole plan
+    ``heuristic-fallback`` though the inference pool is solved optimally."""
+    import optsched.policies.lyra as lyra_policies
+    from optsched.formulations import lyra_mckp
+    real, limits = lyra_mckp.solve, []
+
+    def first_fails(items, capacity, *, time_limit, **kw):  # noqa: ANN001, ANN003, ANN202
+        limits.append(time_limit)
+        sol = real(items, capacity, time_limit=time_limit, **kw)
+        return dataclasses.replace(sol, status="unknown", objective=None, bound=None) if len(limits) == 1 else sol
+    monkeypatch.setattr(lyra_policies.lyra_mckp, "solve", first_fails)
+    p = _two_pool_round()
+    d = make_policy("exact", PolicyOptions(time_limit=20), kind="lyra-allocate").decide(p)
+    assert len(limits) == 2 and limits[0] <= 10.0 and limits[1] > 10.0
+    assert d.status == "heuristic-fallback" and d.bound is None
+    h = make_policy("lyra", kind="lyra-allocate").decide(p)
+    assert d.objective >= h.objective - 1e-6 and d.heuristic_objective == pytest.approx(h.objective)
+
+
+def test_allocate_exact_falls_back_when_no_time_is_left() -> None:
+    """No time left when phase two starts: the dynamic program's answer, ``heuristic-fallback``."""
+    import time
+    p = _two_pool_round()
+    start = time.perf_counter() - 100.0
+    d = make_policy("exact", PolicyOptions(time_limit=1, clock_start=start), kind="lyra-allocate").decide(p)
+    h = make_policy("lyra", kind="lyra-allocate").decide(p)
+    assert d.status == "heuristic-fallback" and "no time left" in d.message
+    assert d.objective == pytest.approx(h.objective) and d.payload == h.payload

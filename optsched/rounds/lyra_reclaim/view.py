@@ -37,6 +37,8 @@ class ReclaimView:
     * ``job_servers[j]``: on-loan servers holding base workers of job ``j`` (its *span*);
     * ``job_gpus[j]``: GPUs job ``j`` holds per node name, on every node (for collateral damage);
     * ``flex[s]``: flexible GPUs per job name on server ``s``; ``flex_workers[s]``: their workers;
+    * ``risk_flex[s]``: flexible workers on ``s`` per job at risk (index); they are scaled in only when
+      the job is not preempted; the rest of ``flex_workers[s]`` belongs to jobs that cannot be;
     * ``jobs_on[s]``: names of every job with workers on ``s`` (SCF counts them)."""
 
     def __init__(self, problem: LyraRound) -> None:
@@ -63,6 +65,12 @@ class ReclaimView:
         self.jobs: tuple[str, ...] = tuple(sorted(at_risk))
         self.job_index = {j: i for i, j in enumerate(self.jobs)}
         self.job_servers: list[frozenset[int]] = [frozenset(at_risk[j]) for j in self.jobs]
+        self.risk_flex: list[dict[int, int]] = [{} for _ in self.servers]
+        for s, flex in enumerate(self.flex):
+            for job, g in flex.items():
+                if job in self.job_index:
+                    wg = problem.worker_gpus(problem.job(job), self.servers[s])
+                    self.risk_flex[s][self.job_index[job]] = g // wg
         self.base_jobs: list[set[int]] = [set() for _ in self.servers]
         for j, servers in enumerate(self.job_servers):
             for s in servers:

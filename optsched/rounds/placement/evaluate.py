@@ -13,6 +13,7 @@ unplaced ones make its count; a placed queued job has at least its base demand.
 from __future__ import annotations
 
 from optsched.core.decision import Decision, relative_gap
+from optsched.core.errors import InfeasibleError
 from optsched.rounds.lyra.jobs import base_workers
 from optsched.rounds.lyra.problem import INFERENCE
 from optsched.rounds.placement.payload import WorkerPlacement
@@ -72,7 +73,12 @@ def placement_decision(problem: PlacementRound, payload: WorkerPlacement, *, met
                        solve_seconds: float, bound: float | None = None, heuristic_objective: float | None = None,
                        warm_start: bool = False, message: str = "") -> Decision:
     """The decision of ``payload``, scored by :func:`objective`; a heuristic's decision (status
-    ``heuristic``) reports its own objective as ``heuristic_objective`` (:mod:`optsched.core.decision`)."""
+    ``heuristic``) reports its own objective as ``heuristic_objective`` (:mod:`optsched.core.decision`).
+    A placement breaking a rule of the round (:func:`violations`) is a bug of the method:
+    ``InfeasibleError`` listing the rules."""
+    broken = violations(problem, payload)
+    if broken:
+        raise InfeasibleError(f"method {method!r} produced an infeasible placement", tuple(broken[:10]))
     obj = objective(problem, payload)
     if status == "heuristic":
         heuristic_objective = obj

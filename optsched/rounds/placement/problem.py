@@ -5,7 +5,7 @@ Running jobs keep the workers they hold (scheduling is non-preemptive); a runnin
 count is below what it holds is scaled in (flexible workers leave first), above it gets new flexible
 workers; a queued job with a count gets all its workers placed, base demand first, or none when its
 base demand does not fit. Counts must lie in each job's range (0 for a queued job: it waits; a running
-job keeps at least its base) and a pool, when given, must be one the job may use (its current pool for a
+job keeps at least the base workers it holds: every worker not named in ``flexible``) and a pool, when given, must be one the job may use (its current pool for a
 running job, inference only for a fungible job). The common Lyra fields are in
 :mod:`optsched.rounds.lyra.problem`.
 """
@@ -46,6 +46,10 @@ class PlacementRound(LyraRound):
             if c.workers and not base_workers(job) <= c.workers <= max_workers(job) or c.workers < lo:
                 raise ValidationError(f"{where}: {c.workers} is outside its range {lo}..{max_workers(job)}"
                                       + (" (a running job keeps its base)" if cur is not None else " (or 0)"))
+            held = sum(g // self.worker_gpus(job, n) for n, g in self.base_of(c.job).items())
+            if cur is not None and c.workers < held:
+                raise ValidationError(f"{where}: {c.workers} is below the {held} base workers it holds (a running "
+                                      f"job keeps its base workers; only those named in flexible scale in)")
             if c.pool is not None and cur is not None and c.pool != cur:
                 raise ValidationError(f"{where}: pool {c.pool!r}, but it runs on the {cur} pool")
             if c.pool == INFERENCE and not job.fungible:
