@@ -6,7 +6,8 @@ Methods (registered under kind ``crius``):
 
 * ``exact`` (alias ``crius-exact``): the CP-SAT round warm-started by Algorithm 1; the better of the two
   (by the round objective) is returned, so it is never worse than the heuristic; when the solver finds
-  nothing better within the time limit the heuristic's decision is returned (``heuristic-fallback``).
+  nothing better within the time limit the heuristic's decision is returned (``heuristic-fallback``),
+  unless it breaks a rule of :func:`~optsched.rounds.crius.feasibility.violations` (it then never wins).
 * ``crius`` (alias ``heuristic``): Crius Algorithm 1 with search depth and opportunistic execution
   (:mod:`optsched.heuristics.crius`).
 * ``fcfs``, ``gandiva``, ``gavel``, ``elasticflow``: the baselines of Crius Sec. 8.1
@@ -39,6 +40,7 @@ from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.crius.admission import admit
 from optsched.rounds.crius.decision import Schedule, heuristic_decision, to_decision
+from optsched.rounds.crius.feasibility import violations
 from optsched.rounds.crius.objective import objective
 from optsched.rounds.crius.problem import CriusRound
 from optsched.rounds.crius.table import CriusTable, CriusTableCache, build_crius_table
@@ -135,7 +137,9 @@ class CriusExactPolicy:
                                   tuple(sorted(admission.guaranteed | {admission.protected or ""} - {""})))
         choices = sol.payload.get("choices")
         wall = time.perf_counter() - t0
-        if choices is not None and sol.objective is not None and sol.objective >= h_obj - 1e-9:
+        # the heuristic's answer is a fallback only when it keeps the round's rules (feasibility)
+        hint_ok = not violations(crius, table, hint.choices, admission)
+        if choices is not None and sol.objective is not None and (sol.objective >= h_obj - 1e-9 or not hint_ok):
             return to_decision(crius, table, choices, method=self.name, status=sol.status, bound=sol.bound,
                                solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
                                message=note, admission=admission)
