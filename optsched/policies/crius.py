@@ -67,7 +67,8 @@ def _cut(schedule: Schedule, left_out: list[str]) -> Schedule:
     names = ", ".join(map(repr, left_out[:10])) + (" ..." if len(left_out) > 10 else "")
     note = (f"partial: the time limit ran out while the round's table was built; {len(left_out)} job(s) were not "
             f"considered (running ones keep their Cell, queued ones wait): {names}")
-    return Schedule(schedule.choices, schedule.admission, _join(note, schedule.message), complete=False)
+    return Schedule(schedule.choices, schedule.admission, _join(note, schedule.message), complete=False,
+                    left_out=tuple(left_out))
 
 
 Scheduler = Callable[..., Schedule]
@@ -127,7 +128,8 @@ class CriusExactPolicy:
             return to_decision(crius, table, hint.choices, method=self.name,
                                status="heuristic-fallback" if hint.complete else "partial",
                                solve_seconds=time.perf_counter() - t0, heuristic_objective=h_obj,
-                               message=_join(note, hint.message), admission=admission)
+                               message=_join(note, hint.message), admission=admission,
+                               left_out=hint.left_out)
         sol = crius_round.solve(crius, table, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
                                 workers=self.workers, hint=hint.choices, admission=admission, backend=self.backend)
         size = sol.size
@@ -142,13 +144,13 @@ class CriusExactPolicy:
         if choices is not None and sol.objective is not None and (sol.objective >= h_obj - 1e-9 or not hint_ok):
             return to_decision(crius, table, choices, method=self.name, status=sol.status, bound=sol.bound,
                                solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
-                               message=note, admission=admission)
+                               message=note, admission=admission, left_out=hint.left_out)
         why = ("the solver found no solution" if choices is None
                else f"the solver's best ({sol.objective:.6g}) is below the heuristic's")
         return to_decision(crius, table, hint.choices, method=self.name, status="heuristic-fallback", bound=sol.bound,
                            solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
                            message=_join(f"{note}; {why} within {self.time_limit:g} s", hint.message),
-                           admission=admission)
+                           admission=admission, left_out=hint.left_out)
 
 
 # -- registration ---------------------------------------------------------------------------------------

@@ -108,3 +108,20 @@ def test_exact_never_falls_back_to_a_decision_that_breaks_the_rules() -> None:
         assert violations(r, t, choices_of(d, t, r)) == [], method
     d = optsched.solve(r, "exact", time_limit=20)
     assert d.status == "optimal" and d.objective == pytest.approx(brute_force(r, t), abs=1e-6)
+
+
+def test_a_job_no_cell_fits_waits_under_every_method() -> None:
+    """A moe-27b@256 job on one A10 (pinned): its table has no row; every method answers, the job waits
+    with the reason (alone, and next to a job that runs)."""
+    from optsched.core import Job
+    from optsched.rounds.crius import CriusRound
+    from optsched.core.catalog import get_cluster
+    from optsched.rounds.crius.decision import NO_CELL
+    big = Job("big", "moe-27b@256", 1, 100, gpu_type="A10")
+    c = get_cluster("crius-sim-1280")
+    for jobs in ((big,), (big, Job("small", "bert-0.76b@128", 2, 100, submit_time=1.0))):
+        r = CriusRound(cluster=c, jobs=jobs, time=0.0)
+        for method in METHODS:
+            d = optsched.solve(r, method, time_limit=10)
+            assert d.jobs[0].action == "wait" and d.jobs[0].reason == NO_CELL, method
+            assert (d.objective > 0) == (len(jobs) == 2), method
