@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Mapping, Sequence
 
-from optsched.core import Allocation, Cluster, GPUType, Node, NodeShare, Placement
+from optsched.core import Allocation, Cluster, GPUType, Job, Node, NodeShare, Placement
 from optsched.perf.crius.cell_estimator import cell_plan
 from optsched.perf.crius.op_graph import Operator, OperatorGraph
 from optsched.rounds.crius.admission import admit, allowed_rows
@@ -30,6 +30,21 @@ def toy_graph(name: str, flops: float = 2e11, params: float = 2e8, ops: int = 4,
     o = [Operator(f"op{i}", flops=flops * (1 + 0.5 * i), params=params, act_bytes=1e6, tp_allreduce_bytes=1e5,
                   tp_allreduces=4, kernels=10) for i in range(ops)]
     return OperatorGraph.of(name, batch, o, [(f"op{i}", f"op{i + 1}", 2e5) for i in range(ops - 1)])
+
+
+def late_deadline_round(depth: int) -> CriusRound:
+    """A reviewer's round (deadline objective, search depth ``depth``): running deadline job j0 on a Cell
+    (1 fast GPU) that misses its deadline, while larger Cells meet it; j1 runs next to outside work."""
+    c = Cluster("fz", (Node("f0", "fast", 3, 24, 192.0), Node("f1", "fast", 2, 8, 128.0),
+                       Node("s0", "slow", 2, 16, 128.0), Node("s1", "slow", 2, 16, 64.0)), (FAST, SLOW),
+                100.0, 10.0, 16.0)
+    models = (("poor", toy_graph("poor", flops=2e10, params=1e9)),
+              ("wide", toy_graph("wide", flops=5e11, params=5e8, ops=6)))
+    jobs = (Job("j0", "wide", 4, 100, submit_time=1.0, completed_iterations=36.0, deadline=2709.1),
+            Job("j1", "poor", 4, 100, submit_time=0.0, completed_iterations=35.0))
+    return CriusRound(cluster=c, jobs=jobs, models=models, time=10.0, search_depth=depth, objective="deadline",
+                      running=(alloc_on(c, "j0", "fast", {"f1": 1}, 1), alloc_on(c, "j1", "slow", {"s0": 1}, 1)),
+                      occupied=(("s0", NodeShare(1, 3, 20.13)),))
 
 
 def alloc_on(problem_cluster: Cluster, job: str, gpu_type: str, shares: Mapping[str, int], stages: int) -> Allocation:
@@ -116,4 +131,4 @@ def brute_force(problem: CriusRound, table: CriusTable) -> float:
     return best
 
 
-__all__ = ["FAST", "SLOW", "alloc_on", "brute_force", "toy_cluster", "toy_graph"]
+__all__ = ["FAST", "SLOW", "alloc_on", "brute_force", "late_deadline_round", "toy_cluster", "toy_graph"]

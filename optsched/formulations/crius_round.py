@@ -18,7 +18,10 @@ Cells meeting their deadlines, dropped jobs do not run), the search depth and no
   with part size >= s of (GPUs of k) x[k] <= s x (C_s + sum_n q[n, s])``, where ``C_s`` sums
   ``floor(slots / s)`` over the nodes no running job uses and, for a node a running job uses, ``a[n]``
   (int) is at most its free GPUs, CPUs / CPUs-a-slot and MiB / MiB-a-slot less what kept jobs hold
-  there, and ``s q[n, s] <= a[n]``.
+  there, and ``s q[n, s] <= a[n]``. A (type, size) row is left out only when it cannot bind: the
+  left-hand side at every variable's upper bound (a class's variable counts up to the class size) is
+  at most ``s x (C_s + sum_n floor(a_min[n] / s))``, ``a_min[n]`` the slots of a held node with every
+  running job there kept.
 * **Objective** (:func:`~optsched.rounds.crius.objective.objective`): ``max sum_k w_k x[k] + sum_j
   w_cur(j) keep[j] (+ deadline bonuses) - rescale_penalty x rescaled - preempt_penalty x suspended``,
   weights scaled by 10^6 to integers; the reported objective is recomputed in floating point.
@@ -208,6 +211,15 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
             q[(n, s)] = qv
             m.add(s * qv <= a)
             n_cons += 1
+    # the fewest slots a held node can have (every running job there kept): the "cannot bind" test
+    least = state.copy()
+    for n, terms in held.items():
+        least.gpus[n] -= sum(g for _, g, _, _ in terms)
+        least.cpus[n] -= sum(c for _, _, c, _ in terms)
+        least.mem[n] -= sum(mm for _, _, _, mm in terms) / MIB
+    held_least = least.slots(rates)
+    held_mask = {t: np.array([i in avail and str(state.types[i]) == t for i in range(len(state.names))], dtype=bool)
+                 for t in units}
     for t, unit in units.items():
         rows_t = [k for k in x if table.gpu_type[k] == t]
         mask = (state.types == t) & np.array([i not in avail for i in range(len(state.names))], dtype=bool)
@@ -217,10 +229,9 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
                 continue
             const = int((base[mask] // s).sum())
             var_q = [qv for (n, s2), qv in q.items() if s2 == s and str(state.types[n]) == t]
-            if sum(c for _, c in terms) <= s * (const + sum(int(problem.cluster.node(state.names[n]).num_gpus) // s
-                                                             for (n, s2) in q if s2 == s
-                                                             and str(state.types[n]) == t)):
-                continue  # cannot bind
+            most = sum(int(table.gpus[k]) * len(classes[k]) for k in rows_t if int(table.unit[k]) >= s)
+            if most <= s * (const + int((held_least[held_mask[t]] // s).sum())):
+                continue  # cannot bind: every class fully on rows of size >= s fits next to every kept job
             m.add(sum(c * v for v, c in terms) <= s * const + s * sum(var_q))
             n_cons += 1
     m.maximize(sum(c * v for v, c in obj))

@@ -5,7 +5,13 @@ Algorithm 1 is event-driven (SchedArrival for arrivals, SchedDeparture for compl
 its queued jobs as arrivals and its free GPUs as departures' releases, and runs, on a virtual copy of
 the cluster (every change is virtual until the decision is returned, Algorithm 1 lines 8 and 13):
 
-0. Drops (deadline objective): dropped running jobs are suspended.
+0. Deadlines (deadline objective, Sec. 8.5: "strict deadline guarantees for each scheduled job"):
+   dropped running jobs are suspended, and so is every running deadline job whose current Cell misses
+   its deadline (it may not stay; admission did not drop it, so some Cell meets the deadline). After
+   step 1 each of the latter (by submission) is rescaled, while the search depth allows, to its
+   best-weight Cell that meets the deadline and fits as is (it counts as rescaled), else stays
+   suspended (our choice: rescaling costs less than suspension, and it is the paper's only way to
+   keep the job within its deadline; suspending first leaves step 1 the room admission assumed).
 1. **Opportunistic execution**: the protected pending job (:mod:`~optsched.rounds.crius.admission`)
    starts on its candidate Cell that costs least: the best-weight Cell that fits as is, else the Cell
    with the largest ``weight - sum(suspended weights + preempt penalty)`` when opportunistic jobs on its
@@ -229,6 +235,17 @@ def _upgrade(st: CellState, deadline: Deadline | None) -> None:
             return
 
 
+def _late_running(problem: CriusRound, table: CriusTable, admission: CriusAdmission) -> list[int]:
+    """Running deadline jobs (deadline objective) whose current Cell misses the deadline and that are not
+    dropped, by submission (step 0 of the module docstring)."""
+    if problem.objective != "deadline":
+        return []
+    return sorted((j for j, job in enumerate(problem.jobs)
+                   if job.deadline is not None and table.current_row[j] >= 0 and job.name not in admission.dropped
+                   and not table.deadline_ok[table.current_row[j]]),
+                  key=lambda j: (problem.jobs[j].submit_time, problem.jobs[j].name))
+
+
 def algorithm1(problem: CriusRound, table: CriusTable, admission: CriusAdmission | None = None, *,
                deadline: Deadline | None = None) -> Schedule:
     """Crius Algorithm 1 on the round (module docstring)."""
@@ -239,9 +256,19 @@ def algorithm1(problem: CriusRound, table: CriusTable, admission: CriusAdmission
         j = table.index_of(name)
         if st.choice[j] is not None:
             st.put(j, None)
+    late = _late_running(problem, table, admission)
+    for j in late:
+        st.put(j, None)
     pended: list[str] = []
     if admission.protected is not None:
         _protect(st, table.index_of(admission.protected))
+    for j in late:
+        for r in st.rows(j):
+            if st.budget() <= 0:
+                break
+            if st.put(j, int(r)):
+                st.mark_changed(j)
+                break
     failed: set[tuple[str, int, int]] = set()
     order = sorted((job.submit_time, job.name, j) for j, job in enumerate(problem.jobs)
                    if st.choice[j] is None and not st.running[j] and job.name not in admission.dropped

@@ -175,7 +175,8 @@ class CoefficientTable:
         if cur is not None:
             cur = _int_array("current_row", cur, len(jobs))
             ok = (cur >= -1) & (cur < k)
-            ok[ok] &= (cur[ok] < 0) | (job_index[np.clip(cur[ok], 0, max(k - 1, 0))] == np.flatnonzero(ok))
+            on_row = ok & (cur >= 0)  # no lookup for -1 (a table may have no rows at all)
+            ok[on_row] = job_index[cur[on_row]] == np.flatnonzero(on_row)
             if not ok.all():
                 j = int(np.flatnonzero(~ok)[0])
                 raise ValidationError(

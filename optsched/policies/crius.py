@@ -6,7 +6,8 @@ Methods (registered under kind ``crius``):
 
 * ``exact`` (alias ``crius-exact``): the CP-SAT round warm-started by Algorithm 1; the better of the two
   (by the round objective) is returned, so it is never worse than the heuristic; when the solver finds
-  nothing better within the time limit the heuristic's decision is returned (``heuristic-fallback``).
+  nothing better within the time limit the heuristic's decision is returned (``heuristic-fallback``),
+  unless it breaks a rule of :func:`~optsched.rounds.crius.feasibility.violations` (it then never wins).
 * ``crius`` (alias ``heuristic``): Crius Algorithm 1 with search depth and opportunistic execution
   (:mod:`optsched.heuristics.crius`).
 * ``fcfs``, ``gandiva``, ``gavel``, ``elasticflow``: the baselines of Crius Sec. 8.1
@@ -39,6 +40,7 @@ from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.crius.admission import admit
 from optsched.rounds.crius.decision import Schedule, heuristic_decision, to_decision
+from optsched.rounds.crius.feasibility import violations
 from optsched.rounds.crius.objective import objective
 from optsched.rounds.crius.problem import CriusRound
 from optsched.rounds.crius.table import CriusTable, CriusTableCache, build_crius_table
@@ -65,7 +67,8 @@ def _cut(schedule: Schedule, left_out: list[str]) -> Schedule:
     names = ", ".join(map(repr, left_out[:10])) + (" ..." if len(left_out) > 10 else "")
     note = (f"partial: the time limit ran out while the round's table was built; {len(left_out)} job(s) were not "
             f"considered (running ones keep their Cell, queued ones wait): {names}")
-    return Schedule(schedule.choices, schedule.admission, _join(note, schedule.message), complete=False)
+    return Schedule(schedule.choices, schedule.admission, _join(note, schedule.message), complete=False,
+                    left_out=tuple(left_out))
 
 
 Scheduler = Callable[..., Schedule]
@@ -125,7 +128,8 @@ class CriusExactPolicy:
             return to_decision(crius, table, hint.choices, method=self.name,
                                status="heuristic-fallback" if hint.complete else "partial",
                                solve_seconds=time.perf_counter() - t0, heuristic_objective=h_obj,
-                               message=_join(note, hint.message), admission=admission)
+                               message=_join(note, hint.message), admission=admission,
+                               left_out=hint.left_out)
         sol = crius_round.solve(crius, table, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
                                 workers=self.workers, hint=hint.choices, admission=admission, backend=self.backend)
         size = sol.size
@@ -135,16 +139,18 @@ class CriusExactPolicy:
                                   tuple(sorted(admission.guaranteed | {admission.protected or ""} - {""})))
         choices = sol.payload.get("choices")
         wall = time.perf_counter() - t0
-        if choices is not None and sol.objective is not None and sol.objective >= h_obj - 1e-9:
+        # the heuristic's answer is a fallback only when it keeps the round's rules (feasibility)
+        hint_ok = not violations(crius, table, hint.choices, admission)
+        if choices is not None and sol.objective is not None and (sol.objective >= h_obj - 1e-9 or not hint_ok):
             return to_decision(crius, table, choices, method=self.name, status=sol.status, bound=sol.bound,
                                solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
-                               message=note, admission=admission)
+                               message=note, admission=admission, left_out=hint.left_out)
         why = ("the solver found no solution" if choices is None
                else f"the solver's best ({sol.objective:.6g}) is below the heuristic's")
         return to_decision(crius, table, hint.choices, method=self.name, status="heuristic-fallback", bound=sol.bound,
                            solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
                            message=_join(f"{note}; {why} within {self.time_limit:g} s", hint.message),
-                           admission=admission)
+                           admission=admission, left_out=hint.left_out)
 
 
 # -- registration ---------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from crius_helpers import alloc_on, brute_force, toy_cluster, toy_graph
-from optsched.core import Job
+from crius_helpers import FAST, SLOW, alloc_on, brute_force, toy_cluster, toy_graph
+from optsched.core import Cluster, Job, Node, NodeShare
 from optsched.formulations import crius_round
 from optsched.heuristics.crius import algorithm1
 from optsched.rounds.crius import CriusRound, generate_crius_round
@@ -96,3 +96,72 @@ def test_hint_is_a_feasible_start_and_the_lp_bound_bounds() -> None:
     sol = crius_round.solve(r, t, time_limit=20, hint=h.choices, admission=adm)
     lp = crius_round.lp_relaxation_bound(r, t, adm)
     assert lp is not None and lp >= sol.objective - 1e-5
+
+
+def test_a_class_of_identical_jobs_is_bounded_by_its_size_not_by_one() -> None:
+    """Five identical 1-GPU jobs on four fast nodes of 2 GPUs: each Cell's variable counts up to four of
+    them, so the fast type's capacity rows bind although the GPUs of its rows taken once each fit (the
+    reviewer's 40 identical jobs: no solution, then a fallback 8% below the optimum)."""
+    c = toy_cluster(fast_nodes=4, slow_gpus=2)
+    jobs = tuple(Job(f"q{i}", "tiny", 1, 100, submit_time=float(i)) for i in range(5))
+    r = CriusRound(cluster=c, jobs=jobs, models=MODELS, time=10.0)
+    t = build_crius_table(r)
+    sol = crius_round.solve(r, t, time_limit=10)
+    assert sol.status == "optimal"
+    assert violations(r, t, sol.payload["choices"]) == []
+    assert sol.objective == pytest.approx(brute_force(r, t), abs=1e-6)
+
+
+def test_held_nodes_count_only_their_free_slots() -> None:
+    """Outside work (``occupied``) and running jobs on a node leave fewer slots than its GPU count: the
+    capacity rows of its GPU type may only be left out when they cannot bind with every running job kept
+    (reviewer's round: the exact model lost to Algorithm 1 with no solution at all)."""
+    c = Cluster("fz", (Node("f0", "fast", 6, 24, 384.0), Node("f1", "fast", 2, 16, 128.0),
+                       Node("f2", "fast", 3, 12, 192.0), Node("s0", "slow", 2, 16, 128.0)), (FAST, SLOW),
+                100.0, 10.0, 16.0)
+    jobs = (Job("j0", "tiny", 4, 100, submit_time=0.0, completed_iterations=20.0, deadline=1389.05),
+            Job("j1", "wide", 4, 100, submit_time=2.0, completed_iterations=2.0),
+            Job("j2", "poor", 2, 100, submit_time=1.0, completed_iterations=47.0),
+            Job("j3", "wide", 1, 100, submit_time=0.0, completed_iterations=41.0, deadline=435.41),
+            Job("j4", "wide", 2, 100, submit_time=1.0, completed_iterations=3.0, deadline=1105.09))
+    running = (alloc_on(c, "j1", "slow", {"s0": 1}, 1), alloc_on(c, "j3", "fast", {"f1": 1}, 1),
+               alloc_on(c, "j4", "fast", {"f0": 2}, 2))
+    r = CriusRound(cluster=c, jobs=jobs, models=MODELS, time=10.0, running=running,
+                   occupied=(("s0", NodeShare(1, 0, 28.95)),), search_depth=2, objective="deadline",
+                   preempt_penalty=2.0)
+    t = build_crius_table(r)
+    adm = admit(r, t)
+    sol = crius_round.solve(r, t, time_limit=20, hint=algorithm1(r, t, adm).choices, admission=adm)
+    assert sol.status == "optimal"
+    assert violations(r, t, sol.payload["choices"], adm) == []
+    assert sol.objective == pytest.approx(brute_force(r, t), abs=1e-6)
+
+
+def _grouped_round(seed: int) -> CriusRound:
+    """A toy cluster (3 fast nodes of 2 GPUs, a slow one of 2) with a running job, one or two other queued jobs and three identical queued jobs
+    (a class of at least two besides the protected job)."""
+    rng = np.random.default_rng(1000 + seed)
+    c = toy_cluster(fast_nodes=3, slow_gpus=2)
+    model = MODELS[int(rng.integers(0, 3))][0]
+    gpus = int(rng.choice([1, 2]))
+    jobs = [Job("r0", MODELS[int(rng.integers(0, 3))][0], 2, 100, submit_time=float(rng.integers(0, 3)))]
+    jobs += [Job(f"o{i}", MODELS[int(rng.integers(0, 3))][0], int(rng.choice([1, 2])), 100, submit_time=float(i))
+             for i in range(int(rng.integers(1, 3)))]
+    jobs += [Job(f"g{i}", model, gpus, 100, submit_time=1.0 + i) for i in range(3)]
+    node, gtype = ("f0", "fast") if rng.random() < 0.5 else ("s0", "slow")
+    running = (alloc_on(c, "r0", gtype, {node: 2}, 1),)
+    return CriusRound(cluster=c, jobs=tuple(jobs), models=MODELS, time=10.0, running=running,
+                      search_depth=int(rng.integers(0, 2)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_equals_brute_force_with_classes_of_identical_jobs(seed: int) -> None:
+    r = _grouped_round(seed)
+    t = build_crius_table(r)
+    adm = admit(r, t)
+    built = crius_round.build(r, t, admission=adm)
+    assert max(len(g) for g in built.classes.values()) >= 2
+    sol = crius_round.solve(r, t, time_limit=20, admission=adm)
+    assert sol.status == "optimal"
+    assert violations(r, t, sol.payload["choices"], adm) == []
+    assert sol.objective == pytest.approx(brute_force(r, t), abs=1e-6)

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from crius_helpers import alloc_on, toy_cluster, toy_graph
+from crius_helpers import alloc_on, late_deadline_round, toy_cluster, toy_graph
 from optsched.core import Job
 from optsched.heuristics.baselines import schedule_elasticflow, schedule_fcfs, schedule_gandiva, schedule_gavel
 from optsched.heuristics.baselines.cells import request_gpus
@@ -127,3 +127,28 @@ def test_gavel_shares_and_elasticflow_minimum_share(case) -> None:
             fits = sorted(int(t.gpus[k]) for k in rows if t.dp_throughput[k] > 0)
             assert m == (fits[0] if fits else max(int(t.gpus[k]) for k in rows))
     assert np.isfinite(y).all()
+
+
+
+@pytest.mark.parametrize("depth", [0, 1])
+def test_a_running_job_late_on_its_cell_is_rescaled_or_suspended(depth: int) -> None:
+    r = late_deadline_round(depth)
+    t = build_crius_table(r)
+    j0 = t.index_of("j0")
+    assert not t.deadline_ok[t.current_row[j0]] and t.deadline_ok[t.rows_of(j0)].any()
+    s = algorithm1(r, t)
+    assert violations(r, t, s.choices, s.admission) == []
+    if depth == 0:
+        assert "j0" not in s.choices  # no rescale allowed: suspended
+    else:
+        assert t.deadline_ok[s.choices["j0"].row]  # rescaled onto a Cell that meets the deadline
+    assert counts(r, t, s.choices)[0] <= depth
+
+
+def test_baselines_keep_shapes_and_capacities_under_the_deadline_objective(case) -> None:
+    r, _ = case
+    rr = dataclasses.replace(r, objective="deadline")
+    t = build_crius_table(rr)
+    for f in BASELINES:
+        s = f(rr, t)
+        assert violations(rr, t, s.choices, s.admission, search_depth=False, deadline_rows=False) == [], f.__name__

@@ -197,3 +197,14 @@ def test_configuration_count_stays_small_on_the_rubick_cluster() -> None:
     for name in t.jobs:
         assert 0 < t.configs_of(name).size < 100
     assert set(t.gpus.tolist()) <= set(candidate_gpu_counts(8, 64))
+
+
+def test_a_table_without_rows_takes_current_rows() -> None:
+    """No row at all (the one job fits nowhere): ``current_row`` -1 is valid and any other row is not
+    (it used to index the empty ``job_index``: IndexError in every kind's table)."""
+    fields = dict(jobs=("a",), job_index=np.zeros(0, dtype=int), plans=(), gpus_per_node=(), gpu_type=(),
+                  gpus=np.zeros(0, dtype=int), cpus=np.zeros(0, dtype=int), mem_gib=np.zeros(0),
+                  throughput=np.zeros(0), reference_throughput=np.ones(1))
+    assert CoefficientTable(**fields, current_row=np.array([-1])).current_row[0] == -1
+    with pytest.raises(ValidationError, match="current_row of job 'a' must be -1 or one of its rows, got 0"):
+        CoefficientTable(**fields, current_row=np.array([0]))

@@ -8,6 +8,7 @@ import json
 import pytest
 
 import optsched
+from crius_helpers import brute_force, late_deadline_round
 from optsched.cli import main
 from optsched.core import ValidationError
 from optsched.experiments.gap import GapPoint, gap_row, run_gap_point
@@ -95,3 +96,32 @@ def test_cli_simulate_crius(tmp_path, capsys) -> None:
     assert set(summary["policies"]) == {"crius", "fcfs"}
     assert main(["simulate", "--kind", "crius", "--policy", "rubick", "--out", str(tmp_path / "x")]) == 2
     assert "rubick is no crius method" in capsys.readouterr().err
+
+
+def test_exact_never_falls_back_to_a_decision_that_breaks_the_rules() -> None:
+    """The reviewer's round (a running deadline job late on its Cell, depth 0): the exact optimum (-0.25,
+    the job suspended) is returned, not a heuristic answer keeping the late job."""
+    r = late_deadline_round(0)
+    t = build_crius_table(r)
+    for method in ("exact", "crius"):
+        d = optsched.solve(r, method, time_limit=20)
+        assert violations(r, t, choices_of(d, t, r)) == [], method
+    d = optsched.solve(r, "exact", time_limit=20)
+    assert d.status == "optimal" and d.objective == pytest.approx(brute_force(r, t), abs=1e-6)
+
+
+def test_a_job_no_cell_fits_waits_under_every_method() -> None:
+    """A moe-27b@256 job on one A10 (pinned): its table has no row; every method answers, the job waits
+    with the reason (alone, and next to a job that runs)."""
+    from optsched.core import Job
+    from optsched.rounds.crius import CriusRound
+    from optsched.core.catalog import get_cluster
+    from optsched.rounds.crius.decision import NO_CELL
+    big = Job("big", "moe-27b@256", 1, 100, gpu_type="A10")
+    c = get_cluster("crius-sim-1280")
+    for jobs in ((big,), (big, Job("small", "bert-0.76b@128", 2, 100, submit_time=1.0))):
+        r = CriusRound(cluster=c, jobs=jobs, time=0.0)
+        for method in METHODS:
+            d = optsched.solve(r, method, time_limit=10)
+            assert d.jobs[0].action == "wait" and d.jobs[0].reason == NO_CELL, method
+            assert (d.objective > 0) == (len(jobs) == 2), method

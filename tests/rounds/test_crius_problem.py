@@ -151,3 +151,19 @@ def test_payload_round_trip() -> None:
         assert sum(cell.stage_gpus) == cell.gpus and len(cell.plan) == cell.stages
     with pytest.raises(ValidationError, match="stage_gpus"):
         CellInfo("j", "A40", 4, 2, (2, 1), ((2, 1), (1, 1)), (False, False), 1.0, 1.0)
+
+
+def test_the_table_cache_keeps_clusters_apart() -> None:
+    """One cache, rounds alternating between two clusters with the same jobs: each table has its own
+    cluster's GPU types (the blocks were keyed without the cluster: KeyError 'A100-40G')."""
+    from optsched.core.catalog import get_cluster
+    from optsched.rounds.crius.table import CriusTableCache
+    jobs = (Job("j0", "bert-1.3b@128", 4, 1000), Job("j1", "wresnet-1b@512", 2, 1000))
+    a, b = (CriusRound(cluster=get_cluster(n), jobs=jobs, time=10.0) for n in ("crius-testbed-64", "crius-sim-1280"))
+    cache = CriusTableCache()
+    first = build_crius_table(a, cache)
+    other = build_crius_table(b, cache)
+    again = build_crius_table(a, cache)
+    types_a = {n.gpu_type for n in a.cluster.nodes}
+    assert set(first.gpu_type) <= types_a and set(other.gpu_type) - types_a
+    assert again.gpu_type == first.gpu_type and np.array_equal(again.throughput, first.throughput)

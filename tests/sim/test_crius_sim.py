@@ -86,3 +86,22 @@ def test_policies_run_a_trace_to_the_end(cluster, truth) -> None:
         assert s["unfinished"] == 0 and s["failed_rounds"] == 0, name
         assert not r.messages, (name, r.messages[:2])
         assert s["avg_throughput"] > 0
+
+
+def test_trace_rows_draw_only_models_the_cluster_runs(cluster, truth) -> None:
+    """crius-testbed-64 cannot run every model of Table 2 (e.g. moe-27b@512): a row drawing one draws
+    again instead of failing the trace (seed 0 drew moe-27b@512 at row 9)."""
+    from optsched.sim.traces.crius import crius_jobs
+    from optsched.sim.traces.assign import RawJob
+    rows = [RawJob(f"r{i:02d}", float(i), 600.0, 1) for i in range(12)]
+    jobs = crius_jobs(rows, cluster, truth, seed=0)
+    assert [j.name for j in jobs] == [r.name for r in rows]
+
+
+@pytest.mark.parametrize("seed", [-1, 2 ** 31, 1.5])
+def test_seeds_out_of_range_are_named(cluster, truth, seed) -> None:
+    from optsched.rounds.crius import generate_crius_round
+    with pytest.raises(ValidationError, match="seed"):
+        generate_crius_round(3, seed=seed)
+    with pytest.raises(ValidationError, match="crius_synthetic_trace: seed"):
+        crius_synthetic_trace(cluster, truth, num_jobs=3, seed=seed)

@@ -12,9 +12,12 @@ each) share, over a Crius round's table (:mod:`optsched.rounds.crius.table`).
 * **Order and types.** Queues are FCFS (``(submit_time, name)``); a heterogeneity-unaware baseline
   tries the GPU types in the cluster's order (``cluster.gpu_types``).
 * **Running jobs** start holding their exact shares (:class:`~optsched.heuristics.crius_state.CellState`)
-  and move only where a baseline's rule says so. The search depth and opportunistic execution are
-  Crius's; the baselines are not bound by them, and they schedule for throughput under either
-  objective (their decisions are scored by the round's objective all the same).
+  and move only where a baseline's rule says so. The search depth, opportunistic execution and the
+  deadline rules (a deadline job only on Cells meeting its deadline, Sec. 8.5) are Crius's; the
+  baselines are not bound by them, and they schedule for throughput under either objective (their
+  decisions are scored by the round's objective all the same, and pass
+  :func:`~optsched.rounds.crius.feasibility.violations` with ``search_depth=False,
+  deadline_rows=False``).
 """
 
 from __future__ import annotations

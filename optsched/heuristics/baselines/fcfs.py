@@ -1,6 +1,7 @@
 """FCFS (Crius Sec. 8.1: "widely applied in cluster schedulers (e.g., Kubernetes, Yarn)"): jobs start in
 submission order, each on its requested GPU count on the first GPU type (cluster order) where its
-Cell fits; the first job that fits nowhere stops the queue (no backfilling), and running jobs are
+Cell fits; the first job that fits nowhere stops the queue (no backfilling; a job with no Cell at
+all, which can never run, is passed over rather than stalling the queue forever), and running jobs are
 never touched (rules shared with the other baselines: :mod:`optsched.heuristics.baselines.cells`)."""
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ def schedule_fcfs(problem: CriusRound, table: CriusTable, *, deadline: Deadline 
             break
         cells = cells_by_spec(table, j)
         g = request_gpus(problem, table, j)
-        if not (g is not None and any(st.put(j, cells[(t, g)]) for t in types if (t, g) in cells)):
+        if g is None:
+            continue  # no Cell at all: it can never run, so it does not block the queue forever
+        if not any(st.put(j, cells[(t, g)]) for t in types if (t, g) in cells):
             break
     waiting = sum(1 for j in queue if st.choice[j] is None)
     choices = {table.jobs[j]: c for j, c in enumerate(st.choice) if c is not None}

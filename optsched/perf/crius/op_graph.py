@@ -160,6 +160,7 @@ class OperatorGraph:
         for op in operators:
             if not isinstance(op, Operator):
                 raise ValidationError(f"{owner}: operators must be Operator objects, got {op!r}")
+            require_name(f"{owner}: operator", op.name)  # a string before it is looked up (a list is unhashable)
             if op.name in g:
                 raise ValidationError(f"{owner}: operator name {op.name!r} used twice")
             g.add_node(op.name, op=op)
@@ -168,7 +169,7 @@ class OperatorGraph:
                 raise ValidationError(f"{owner}: an edge is (src, dst, bytes), got {e!r}")
             u, v, b = e
             for end in (u, v):
-                if end not in g:
+                if not isinstance(end, str) or end not in g:
                     raise ValidationError(f"{owner}: edge {u!r} -> {v!r} names unknown operator {end!r}")
             if g.has_edge(u, v):
                 raise ValidationError(f"{owner}: edge {u!r} -> {v!r} listed twice")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Collection, Mapping
 
 from optsched.core.allocation import Allocation
 from optsched.core.decision import Decision, JobDecision, relative_gap
@@ -32,12 +32,32 @@ from optsched.rounds.crius.table import CriusTable
 @dataclass(frozen=True)
 class Schedule:
     """What a Crius-kind heuristic returns: the ``choices`` of the jobs that run, the ``admission`` they
-    satisfy, a ``message``, and whether the heuristic finished (``complete``)."""
+    satisfy, a ``message``, whether the heuristic finished (``complete``) and the jobs the table left
+    out when its time ran out (``left_out``)."""
 
     choices: Mapping[str, Choice]
     admission: CriusAdmission
     message: str = field(default="")
     complete: bool = True
+    left_out: tuple[str, ...] = ()
+
+
+#: the reason of a job that waits because none of its Cells passes the memory filter (Sec. 4.2)
+NO_CELL = "no Cell passes the memory filter on this cluster"
+
+
+def idle_reason(table: CriusTable, admission: CriusAdmission, j: int, left_out: Collection[str] = ()) -> str:
+    """Why job index ``j`` gets nothing, where that is certain without solving: left out of the table
+    (time limit), dropped (deadline objective), or no Cell at all (:data:`NO_CELL`: such a job does not
+    fail the round, it waits every round); else ``""`` (the round's choice ran other jobs)."""
+    name = table.jobs[j]
+    if name in left_out:
+        return "not considered: the time limit ran out while the round's table was built"
+    if name in admission.dropped:
+        return "dropped: no Cell meets its deadline"
+    if table.rows_of(j).size == 0:
+        return NO_CELL
+    return ""
 
 
 def cell_info(problem: CriusRound, table: CriusTable, j: int, row: int) -> CellInfo:
@@ -58,8 +78,10 @@ def cell_info(problem: CriusRound, table: CriusTable, j: int, row: int) -> CellI
 
 def to_decision(problem: CriusRound, table: CriusTable, choices: Mapping[str, Choice], *, method: str, status: str,
                 bound: float | None = None, solve_seconds: float = 0.0, heuristic_objective: float | None = None,
-                warm_start: bool = False, message: str = "", admission: CriusAdmission | None = None) -> Decision:
-    """A :class:`Decision` from ``choices`` (module docstring)."""
+                warm_start: bool = False, message: str = "", admission: CriusAdmission | None = None,
+                left_out: Collection[str] = ()) -> Decision:
+    """A :class:`Decision` from ``choices`` (module docstring); a job that gets nothing carries
+    :func:`idle_reason` (``left_out``: the jobs the table left out)."""
     admission = admission or admit(problem, table)
     obj = objective(problem, table, choices)
     jobs: list[JobDecision] = []
@@ -69,7 +91,8 @@ def to_decision(problem: CriusRound, table: CriusTable, choices: Mapping[str, Ch
         choice = choices.get(name)
         running = table.current_row[j] >= 0
         if choice is None:
-            jobs.append(JobDecision(name, None, 0.0, 0.0, "preempt" if running else "wait", name in marked))
+            jobs.append(JobDecision(name, None, 0.0, 0.0, "preempt" if running else "wait", name in marked,
+                                    idle_reason(table, admission, j, left_out)))
             continue
         row = choice.row
         alloc = Allocation(name, table.coefficients.plans[row], placement_of(problem, table, j, choice))
@@ -90,7 +113,7 @@ def heuristic_decision(problem: CriusRound, table: CriusTable, schedule: Schedul
                        status="heuristic" if schedule.complete else "partial",
                        solve_seconds=time.perf_counter() - started,
                        heuristic_objective=objective(problem, table, schedule.choices), message=schedule.message,
-                       admission=schedule.admission)
+                       admission=schedule.admission, left_out=schedule.left_out)
 
 
 def choices_of(decision: Decision, table: CriusTable, problem: CriusRound) -> dict[str, Choice]:
@@ -118,4 +141,4 @@ def choices_of(decision: Decision, table: CriusTable, problem: CriusRound) -> di
     return out
 
 
-__all__ = ["Schedule", "cell_info", "choices_of", "heuristic_decision", "to_decision"]
+__all__ = ["NO_CELL", "Schedule", "cell_info", "choices_of", "heuristic_decision", "idle_reason", "to_decision"]

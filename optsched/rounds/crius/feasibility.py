@@ -1,8 +1,15 @@
 """The feasibility check every returned Crius decision passes: rows of the right job, parts on distinct
 nodes of the row's GPU type in the row's shape, node capacities in GPUs, CPUs and memory, the search
-depth (at most ``search_depth`` running jobs rescaled; the baselines, which are not Crius, are not
-bound by it), the protected job started, guaranteed jobs kept on Cells meeting their deadlines,
-deadline jobs only on such Cells and dropped jobs not running (:mod:`~optsched.rounds.crius.admission`)."""
+depth (at most ``search_depth`` running jobs rescaled), the protected job started, guaranteed jobs
+kept on Cells meeting their deadlines, deadline jobs only on such Cells and dropped jobs not running
+(:mod:`~optsched.rounds.crius.admission`).
+
+Crius's methods (Algorithm 1 and the exact model) pass every rule. The baselines (Sec. 8.1), which are
+not Crius, pass the rules of shapes and capacities only: they are bound neither by the search depth
+nor by opportunistic execution (their admission protects nobody) nor by the deadline rules -- they
+schedule for throughput under either objective and are scored by it
+(:mod:`~optsched.heuristics.baselines.cells`); check them with ``search_depth=False,
+deadline_rows=False``."""
 
 from __future__ import annotations
 
@@ -19,9 +26,11 @@ CAPACITY_TOL = 1e-6
 
 
 def violations(problem: CriusRound, table: CriusTable, choices: Mapping[str, Choice],
-               admission: CriusAdmission | None = None, *, search_depth: bool = True) -> list[str]:
+               admission: CriusAdmission | None = None, *, search_depth: bool = True,
+               deadline_rows: bool = True) -> list[str]:
     """Every rule ``choices`` breaks (module docstring; empty: feasible). ``search_depth=False`` leaves
-    the search-depth bound out (the baselines)."""
+    the search-depth bound out, ``deadline_rows=False`` the rule that deadline jobs run only on Cells
+    meeting their deadlines (both: the baselines)."""
     admission = admission or admit(problem, table)
     out: list[str] = []
     usage = NodeUsage()
@@ -56,7 +65,7 @@ def violations(problem: CriusRound, table: CriusTable, choices: Mapping[str, Cho
         usage.add_all(placement_of(problem, table, j, choice).shares)
         if name in admission.dropped:
             out.append(f"job {name!r} runs although it is dropped (no Cell meets its deadline)")
-        if deadline_mode and problem.jobs[j].deadline is not None and not table.deadline_ok[row]:
+        if deadline_rows and deadline_mode and problem.jobs[j].deadline is not None and not table.deadline_ok[row]:
             out.append(f"job {name!r} runs a Cell that misses its deadline")
     if admission.protected is not None and admission.protected not in choices:
         out.append(f"protected job {admission.protected!r} (opportunistic execution) does not start")

@@ -30,6 +30,7 @@ import numpy as np
 from optsched.core.allocation import Allocation, Placement
 from optsched.core.catalog import get_cluster
 from optsched.core.checks import require_int, require_number
+from optsched.core.errors import ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.perf.crius.cell_estimator import CellEstimator
@@ -70,12 +71,24 @@ def draw_request(rng: np.random.Generator, graph: OperatorGraph, cluster: Cluste
         req *= 2
 
 
+#: seeds are below this (a solver's seed is a 32-bit integer)
+SEED_LIMIT = 2 ** 31
+
+
+def require_seed(owner: str, seed: object) -> None:
+    """``ValidationError`` naming ``seed`` unless ``0 <= seed < 2**31``."""
+    require_int(owner, "seed", seed, 0)
+    if seed >= SEED_LIMIT:  # type: ignore[operator]
+        raise ValidationError(f"{owner}: seed must be < 2**31, got {seed}")
+
+
 def generate_crius_round(num_jobs: int = 40, seed: int = 0, *, cluster: Cluster | str = DEFAULT_CLUSTER,
                          running_fraction: float = 0.5, deadline_fraction: float = 0.0,
                          search_depth: int = DEFAULT_SEARCH_DEPTH, objective: str = "throughput",
                          cache: CriusTableCache | None = None) -> CriusRound:
     """A random Crius round of ``num_jobs`` jobs (module docstring)."""
     require_int("generate_crius_round", "num_jobs", num_jobs, 1)
+    require_seed("generate_crius_round", seed)
     require_number("generate_crius_round", "running_fraction", running_fraction, 0.0)
     require_number("generate_crius_round", "deadline_fraction", deadline_fraction, 0.0)
     cl = get_cluster(cluster) if isinstance(cluster, str) else cluster
@@ -128,4 +141,4 @@ def generate_crius_round(num_jobs: int = 40, seed: int = 0, *, cluster: Cluster 
                       search_depth=search_depth, objective=objective)
 
 
-__all__ = ["DEFAULT_CLUSTER", "draw_model", "draw_request", "generate_crius_round"]
+__all__ = ["DEFAULT_CLUSTER", "SEED_LIMIT", "draw_model", "draw_request", "generate_crius_round", "require_seed"]

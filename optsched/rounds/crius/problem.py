@@ -28,7 +28,9 @@ Validation (every error names the job or model and the rule): every job's model 
 smallest Cell (``max(1, N_G / 2)`` GPUs) is not larger than the GPUs of every type it may use ("a
 Cell on more GPUs than a type has"); a deadline is not before the round's time; a running job runs
 a power of two of GPUs with a stage count that divides it; the round's graphs are valid operator
-graphs (:class:`~optsched.perf.crius.op_graph.OperatorGraph`).
+graphs (:class:`~optsched.perf.crius.op_graph.OperatorGraph`). A job none of whose Cells passes the
+memory filter (Sec. 4.2) is not an error: a production round should not fail for one job that cannot
+run; it waits, and its decision says why (:data:`~optsched.rounds.crius.decision.NO_CELL`).
 """
 
 from __future__ import annotations

@@ -146,14 +146,14 @@ class CriusTable:
 
 
 class CriusTableCache:
-    """Estimators per cluster and job blocks per (model, requested GPUs, pinned type), kept across
-    rounds (module docstring). ``params`` are the estimator's (None: defaults, and then the estimator
+    """Estimators per cluster and job blocks per (cluster, model, requested GPUs, pinned type), kept
+    across rounds, also when rounds alternate between clusters (module docstring). ``params`` are the estimator's (None: defaults, and then the estimator
     is the process-wide :func:`~optsched.perf.crius.cell_estimator.shared_estimator` of the cluster)."""
 
     def __init__(self, params: EstimatorParams | None = None) -> None:
         self.params = params
         self._estimators: dict[int, tuple[Cluster, CellEstimator]] = {}
-        self._blocks: dict[tuple, tuple[OperatorGraph, tuple[_Row, ...]]] = {}
+        self._blocks: dict[tuple, tuple[OperatorGraph, Cluster, tuple[_Row, ...]]] = {}
         self._plans: dict[tuple[int, int], ExecutionPlan] = {}
 
     def estimator(self, cluster: Cluster) -> CellEstimator:
@@ -161,7 +161,6 @@ class CriusTableCache:
         if got is None or got[0] is not cluster:
             got = (cluster, shared_estimator(cluster) if self.params is None else CellEstimator(cluster, self.params))
             self._estimators[id(cluster)] = got
-            self._blocks.clear()
         return got[1]
 
     def plan(self, gpus: int, stages: int) -> ExecutionPlan:
@@ -171,13 +170,15 @@ class CriusTableCache:
         return p
 
     def block(self, problem: CriusRound, job: Job, graph: OperatorGraph) -> tuple[_Row, ...]:
-        key = (id(graph), job.model, job.requested_gpus, job.gpu_type)
+        cluster = problem.cluster
+        key = (id(cluster), id(graph), job.model, job.requested_gpus, job.gpu_type)
         got = self._blocks.get(key)
-        if got is None or got[0] is not graph:  # the graph is kept with its rows, so its id stays its own
+        # the graph and the cluster are kept with their rows, so their ids stay their own
+        if got is None or got[0] is not graph or got[1] is not cluster:
             if len(self._blocks) >= MAX_BLOCKS:
                 self._blocks.clear()
-            got = self._blocks[key] = (graph, _job_rows(self.estimator(problem.cluster), problem, job, graph))
-        return got[1]
+            got = self._blocks[key] = (graph, cluster, _job_rows(self.estimator(cluster), problem, job, graph))
+        return got[2]
 
 
 def cell_gpu_counts(requested: int) -> tuple[int, ...]:

@@ -8,7 +8,9 @@ global batch size.").
 
 * a model of Crius Table 2 and its requested GPUs ``N_G`` as the round generator draws them
   (:func:`~optsched.rounds.crius.generate.draw_model`, :func:`~optsched.rounds.crius.generate.draw_request`;
-  the trace's own GPU count is replaced, as in the paper);
+  the trace's own GPU count is replaced, as in the paper); a model none of whose Cells runs on the
+  cluster (e.g. ``moe-27b@512`` on ``crius-testbed-64``) is drawn again, up to :data:`MODEL_DRAWS`
+  times, so a trace holds only models the cluster can run;
 * a *home* GPU type, uniformly among the types on which a Cell of ``N_G`` GPUs runs in the ground
   truth (when none does, ``N_G`` doubles until one does), and its work: ``ceil(duration / t)`` iterations with ``t`` the truth's iteration time of
   the job's best estimated Cell of ``N_G`` GPUs on its home type (the row's duration is what the job
@@ -41,7 +43,7 @@ from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.perf.crius.cell_estimator import cell_plan, shared_estimator
 from optsched.perf.crius.models import crius_model
-from optsched.rounds.crius.generate import draw_model, draw_request
+from optsched.rounds.crius.generate import draw_model, draw_request, require_seed
 from optsched.rounds.crius.table import stage_counts
 from optsched.sim.crius_truth import CriusGroundTruth
 from optsched.sim.traces.assign import RawJob
@@ -78,11 +80,15 @@ def _homes(est, truth: CriusGroundTruth, model: str, graph, types: list[str], to
     return out
 
 
+#: draws of a model for a trace row before giving up (module docstring)
+MODEL_DRAWS = 100
+
+
 def crius_jobs(rows: Sequence[RawJob], cluster: Cluster, truth: CriusGroundTruth, *, seed: int,
                min_duration: float = DEFAULT_MIN_DURATION_S, max_duration: float = DEFAULT_MAX_DURATION_S
                ) -> list[Job]:
     """Crius jobs from trace rows (module docstring); jobs keep the rows' names and submit times."""
-    require_int("crius_jobs", "seed", seed, 0)
+    require_seed("crius_jobs", seed)
     require_number("crius_jobs", "min_duration", min_duration, 0.0, strict=True)
     require_number("crius_jobs", "max_duration", max_duration, min_duration)
     rng = np.random.default_rng(seed)
@@ -92,15 +98,19 @@ def crius_jobs(rows: Sequence[RawJob], cluster: Cluster, truth: CriusGroundTruth
     first_type = cluster.nodes[0].gpu_type
     jobs = []
     for row in rows:
-        model = draw_model(rng)
-        graph = crius_model(model)
-        req = draw_request(rng, graph, cluster, est, types)
-        homes = _homes(est, truth, model, graph, types, totals, req)
-        while not homes and 2 * req <= max(totals.values()):
-            req *= 2  # the truth has less memory than the estimate: ask for more, as a user would
+        for _ in range(MODEL_DRAWS):  # a model with no Cell that runs on this cluster is drawn again
+            model = draw_model(rng)
+            graph = crius_model(model)
+            req = draw_request(rng, graph, cluster, est, types)
             homes = _homes(est, truth, model, graph, types, totals, req)
+            while not homes and 2 * req <= max(totals.values()):
+                req *= 2  # the truth has less memory than the estimate: ask for more, as a user would
+                homes = _homes(est, truth, model, graph, types, totals, req)
+            if homes:
+                break
         if not homes:
-            raise ValidationError(f"trace row {row.name!r}: model {model} has no Cell that runs")
+            raise ValidationError(f"trace row {row.name!r}: no model drawn in {MODEL_DRAWS} draws has a Cell that "
+                                  f"runs on cluster {cluster.name!r}")
         it = homes[int(rng.integers(len(homes)))]
         duration = min(max(row.duration, min_duration), max_duration)
         ref = _best_cell(est, graph, first_type, req) if req <= totals.get(first_type, 0) else None
@@ -151,6 +161,7 @@ def crius_synthetic_trace(cluster: Cluster, truth: CriusGroundTruth, *, num_jobs
                           load: float = 1.0, name: str = "crius-synthetic", **kwargs: float) -> Trace:
     """A Philly-calibrated Crius trace of ``num_jobs`` jobs at offered ``load`` (module docstring)."""
     require_int("crius_synthetic_trace", "num_jobs", num_jobs, 1)
+    require_seed("crius_synthetic_trace", seed)
     require_number("crius_synthetic_trace", "load", load, 0.0, strict=True)
     rng = np.random.default_rng(seed)
     _, durations = sample_philly_jobs(rng, num_jobs)

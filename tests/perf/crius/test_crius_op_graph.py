@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import networkx as nx
 import pytest
@@ -98,3 +99,16 @@ def test_model_names() -> None:
         crius_model("gpt-9b")
     with pytest.raises(ValidationError, match="batch '100' is not one of the bert batches"):
         crius_model("bert-1.3b@100")
+
+
+@pytest.mark.parametrize("bad", [["a"], 5, {"x": 1}])
+def test_operator_names_that_are_not_strings_are_named(bad) -> None:
+    """A list used to raise TypeError (unhashable, looked up before any check), an int a message about
+    something else: both get the name rule, in an operator and at an edge's end."""
+    base = {"global_batch": 8, "operators": [{"name": "a", "flops": 1e9}, {"name": "b", "flops": 1e9}],
+            "edges": [{"src": "a", "dst": "b", "bytes": 1.0}]}
+    with pytest.raises(ValidationError, match=r"operator: name must be a non-empty string, got " + re.escape(repr(bad))):
+        OperatorGraph.from_dict({**base, "operators": [{"name": bad, "flops": 1e9}, {"name": "b", "flops": 1e9}]},
+                                name="m")
+    with pytest.raises(ValidationError, match="names unknown operator"):
+        OperatorGraph.from_dict({**base, "edges": [{"src": bad, "dst": "b", "bytes": 1.0}]}, name="m")
