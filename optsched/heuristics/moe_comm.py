@@ -11,7 +11,10 @@ moe-comm round's task graph (:mod:`optsched.rounds.moe_comm`), each with the gra
 * ``defer`` (Fig. 4.7c): the baseline's streams, but an allreduce is launched only between MoE layers:
   when a positive, even number of all-to-alls has finished, none runs and none waits ("blindly defer
   allreduce until an even number of all-to-all finish"; an allreduce ready before the first all-to-all
-  waits for the second, as gradient i does in Fig. 4.7c; a pass without all-to-alls defers nothing).
+  waits for the second, as gradient i does in Fig. 4.7c), or once every all-to-all of the pass has
+  finished: no all-to-all is left that could pair with the last one (a pass with an odd number of
+  all-to-alls, where the text's rule would wait forever, releases its allreduces after the last one; a
+  pass without all-to-alls defers nothing).
 * ``microop`` (Sec. 4.4.2, Fig. 4.8a): tensors partitioned into micro-ops of ``partition_mb``; one
   micro-op on the link at a time, all-to-all micro-ops first; allreduce micro-ops run when no
   all-to-all waits and not while the combine computation runs ("the scheduler stops launching
@@ -56,8 +59,8 @@ def fair_rule(state: LaunchState) -> Sequence[int]:
 
 def defer_rule(state: LaunchState) -> Sequence[int]:
     """Allreduce deferred to between MoE layers (module docstring)."""
-    between = state.a2a_done > 0 or not any(t.kind == ALL_TO_ALL for t in state.graph.tasks)
-    quiet = (between and state.a2a_started == state.a2a_done and state.a2a_done % 2 == 0
+    paired = state.a2a_done > 0 and state.a2a_done % 2 == 0
+    quiet = ((paired or state.a2a_done == state.a2a_ops) and state.a2a_started == state.a2a_done
              and not any(_kind(state, k) == ALL_TO_ALL for k in state.waiting))
     return _streams(state, quiet)
 

@@ -12,7 +12,7 @@ import optsched
 from optsched.core.decision import Decision
 from optsched.core.errors import ValidationError
 from optsched.formulations import moe_comm_schedule
-from optsched.heuristics.moe_comm import POLICIES
+from optsched.heuristics.moe_comm import POLICIES, CommPolicy
 from optsched.policies.registry import describe_methods
 from optsched.rounds.moe_comm import fig47_round, generate
 from optsched.rounds.moe_comm.tasks import build_tasks
@@ -68,3 +68,11 @@ def test_no_time_left_returns_the_fastest_rule() -> None:
 def test_milp_back_ends_are_refused() -> None:
     with pytest.raises(ValidationError, match="CP-SAT interval variables; backend 'cbc'"):
         optsched.solve(fig47_round(), method="exact", backend="cbc")
+
+
+def test_exact_skips_a_rule_that_fails_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    r = fig47_round()
+    monkeypatch.setitem(POLICIES, "defer", CommPolicy("defer", lambda state: []))  # never launches anything
+    d = optsched.solve(r, method="exact", time_limit=2)
+    assert "rules skipped: defer (defer: ready communication operations wait" in d.message
+    assert d.objective >= max(optsched.solve(r, method=m).objective for m in RULES if m != "defer") - 1e-9

@@ -55,8 +55,9 @@ class Timeline:
 class LaunchState:
     """What a launch rule sees (module docstring): the ``time``, the ready link tasks not started
     (``waiting``, by ready time then index), the running link tasks (``active``), the graph, the
-    all-to-all operations started and finished so far (whole operations: all parts), and the role of the
-    running compute task (None when the compute stream is idle)."""
+    all-to-all operations started and finished so far (whole operations: all parts), the role of the
+    running compute task (None when the compute stream is idle) and the number of all-to-all operations
+    of the pass (``a2a_ops``)."""
 
     time: float
     waiting: list[int]
@@ -65,6 +66,7 @@ class LaunchState:
     a2a_started: int
     a2a_done: int
     computing: str | None
+    a2a_ops: int
 
 
 #: a launch rule: which of ``state.waiting`` to launch now
@@ -114,7 +116,7 @@ def simulate(problem: MoECommRound, graph: TaskGraph, rule: LaunchRule, *, name:
                          key=lambda k: (ready_at[k], k))
         if waiting:
             state = LaunchState(now, waiting, sorted(active), graph, len(started_ops), a2a_done,
-                                None if running is None else tasks[running[0]].role)
+                                None if running is None else tasks[running[0]].role, len(a2a_parts))
             for k in rule(state):
                 if k not in waiting or k in active:
                     raise InfeasibleError(f"{name}: launched task {k}, which is not waiting")
