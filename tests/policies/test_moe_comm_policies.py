@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pytest
 
 import optsched
@@ -14,7 +15,9 @@ from optsched.core.errors import ValidationError
 from optsched.formulations import moe_comm_schedule
 from optsched.heuristics.moe_comm import POLICIES, CommPolicy
 from optsched.policies.registry import describe_methods
-from optsched.rounds.moe_comm import fig47_round, generate
+from optsched.rounds.experts.generate import lina_cluster
+from optsched.rounds.moe_comm import AllReduce, MoECommRound, StreamOp, fig47_round, generate
+from optsched.rounds.moe_comm.problem import ALL_TO_ALL, COMPUTE, ROLES
 from optsched.rounds.moe_comm.tasks import build_tasks
 from optsched.rounds.moe_comm.timeline import violations
 
@@ -76,3 +79,27 @@ def test_exact_skips_a_rule_that_fails_and_says_so(monkeypatch: pytest.MonkeyPat
     d = optsched.solve(r, method="exact", time_limit=2)
     assert "rules skipped: defer (defer: ready communication operations wait" in d.message
     assert d.objective >= max(optsched.solve(r, method=m).objective for m in RULES if m != "defer") - 1e-9
+
+
+def _random_pass(seed: int) -> MoECommRound:
+    """A small random pass (the reviewer's fuzz, smaller): a compute operation of 0-5 ms, then 2-5
+    elements (30% all-to-alls of 1-80 MB, else compute of 0-5 ms in a random role), 0-3 allreduces of
+    1-150 MB after random compute operations, sharing efficiency 0.7-1."""
+    rng = np.random.default_rng(seed)
+    stream = [StreamOp("c", COMPUTE, ms=float(rng.uniform(0, 5)))]
+    stream += [StreamOp(f"a{i}", ALL_TO_ALL, mb=float(rng.uniform(1, 80))) if rng.random() < 0.3 else
+               StreamOp(f"c{i}", COMPUTE, ms=float(rng.uniform(0, 5)), role=str(rng.choice(ROLES)))
+               for i in range(int(rng.integers(2, 6)))]
+    computes = [op.name for op in stream if op.op == COMPUTE]
+    allreduces = tuple(AllReduce(f"g{j}", float(rng.uniform(1, 150)), str(rng.choice(computes)))
+                       for j in range(int(rng.integers(0, 4))))
+    return MoECommRound(cluster=lina_cluster(4), stream=tuple(stream), allreduces=allreduces,
+                        sharing_efficiency=float(rng.uniform(0.7, 1.0)))
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_exact_is_feasible_and_never_slower_than_any_rule_on_random_passes(seed: int) -> None:
+    r = _random_pass(seed)
+    rules = {m: optsched.solve(r, method=m) for m in RULES}  # every rule schedules every pass
+    exact = optsched.solve(r, method="exact", time_limit=5)  # to_decision refuses an infeasible schedule
+    assert exact.objective >= max(d.objective for d in rules.values()) - 1e-9
