@@ -14,7 +14,11 @@ Methods (registered under kind ``moe-comm``):
   (status ``heuristic-fallback``, naming the rule, when a rule's schedule wins). A rule that fails on
   the round (``InfeasibleError``: it would leave an operation waiting forever) is skipped and named in
   the decision's message; the others serve as warm start and fallback. The time limit covers the
-  rules, the build, the solver and the replay.
+  rules, the build, the solver and the replay: the whole-operation rules (``fair``, ``priority``,
+  ``defer``: one task per operation, as cheap as reading the round) always run, the micro-op rules
+  (``microop``, ``lina``) run only while time is left and one the limit cuts short is skipped (named in
+  the message); the micro-op count is bounded when the round is read
+  (:data:`~optsched.rounds.moe_comm.problem.MAX_MICRO_OPS`).
 
 Decisions report ``objective = -step ms`` and ``bound = -(lower bound)``.
 """
@@ -77,7 +81,7 @@ class CommExactPolicy:
         t0 = time.perf_counter()
         deadline = Deadline(self.time_limit, start=t0 if self.clock_start is None else self.clock_start)
         comm = round_of(problem, MoECommRound, self.name)
-        timelines, skipped = _rule_timelines(comm)
+        timelines, skipped = _rule_timelines(comm, deadline)
         best = min(timelines, key=lambda n: (timelines[n].step_ms, list(POLICIES).index(n)), default=None)
         h_step = None if best is None else timelines[best].step_ms
         if best is not None and deadline.expired(reserve=MIN_SOLVER_SECONDS):
@@ -105,16 +109,22 @@ class CommExactPolicy:
                            message=f"{note}; {why} within {self.time_limit:g} s")
 
 
-def _rule_timelines(comm: MoECommRound) -> tuple[dict[str, Timeline], str]:
-    """Every rule's timeline of ``comm`` and a note naming the rules skipped (module docstring: a rule
-    that raises ``InfeasibleError`` on the round; empty when none was)."""
+def _rule_timelines(comm: MoECommRound, deadline: Deadline) -> tuple[dict[str, Timeline], str]:
+    """The rules' timelines of ``comm`` and a note naming the rules skipped (module docstring: a rule
+    that raises ``InfeasibleError`` on the round, or a micro-op rule the ``deadline`` cut short; empty
+    when none was)."""
     timelines: dict[str, Timeline] = {}
     failed: list[str] = []
     for name, rule in POLICIES.items():
         try:
-            timelines[name] = rule.schedule(comm)
+            got = rule.schedule_until(comm, deadline if rule.split else None)
         except InfeasibleError as err:
             failed.append(f"{name} ({err})")
+            continue
+        if got is None:
+            failed.append(f"{name} (cut short by the time limit)")
+        else:
+            timelines[name] = got
     return timelines, "" if not failed else f"; rules skipped: {', '.join(failed)}"
 
 
