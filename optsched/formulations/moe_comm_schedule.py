@@ -14,10 +14,16 @@ exact policy then returns that policy's schedule (``heuristic-fallback``).
 parts)``: a key in both graphs is always present, a key in one graph only is an optional interval
 present with ``not c_u`` (whole) or ``c_u`` (micro-ops). Durations are integers in units of
 ``1 / TIME_SCALE`` ms, rounded up. For every dependency of either graph, ``start(a) >= end(b)``
-enforced when both are present; ``NoOverlap`` on the link's and the stream's intervals; ``T >= end``
-of every present task; minimise ``T``. Size: one interval per distinct key (whole-op and micro-op
-tasks: 40-50 for 2 MoE layers with 30 MB micro-ops, about 100 for 4), one literal per unit with a
-choice, one precedence per dependency (about 2 per task), two ``NoOverlap``.
+enforced when both are present. A dependency across units (a task waits for the operation that ends
+the unit before it, or for an allreduce's compute operation) holds whichever granularity each unit
+takes: the task of either graph waits for every task of that operation in either graph, enforced on
+both presence literals (the predecessor's tasks are chained or all waited for, so this is the
+dependency of the mixed graph :func:`~optsched.rounds.moe_comm.tasks.build_tasks` gives for those
+choices). ``NoOverlap`` on the link's and the stream's intervals; ``T >= end`` of every present task;
+minimise ``T``. Size: one interval per distinct key (whole-op and micro-op tasks: 40-50 for 2 MoE
+layers with 30 MB micro-ops, about 100 for 4), one literal per unit with a choice, one precedence per
+dependency within a unit and ``(m + 1)(n + 1)`` between adjacent units of ``m`` and ``n`` micro-ops
+(about 3 per task), two ``NoOverlap``.
 
 **Decoding.** The solver's choices give a task graph (:func:`~optsched.rounds.moe_comm.tasks.build_tasks`
 with per-unit ``split``) and its start times an order, which
@@ -104,18 +110,22 @@ def build(problem: MoECommRound) -> CommModel:
         c = m.add(span >= ends[k])
         if p is not None:
             c.only_enforce_if(p)
+    of_op: dict[str, list[Key]] = {}
+    for k in keyed:
+        of_op.setdefault(k[0], []).append(k)
     seen: set[tuple[Key, Key]] = set()
     for g in (whole, micro):
         for t in g.tasks:
             for d in t.deps:
-                b = g.tasks[d].key
-                if (t.key, b) in seen:
-                    continue
-                seen.add((t.key, b))
-                c = m.add(starts[t.key] >= ends[b])
-                lits = [p for p in (presence[t.key], presence[b]) if p is not None]
-                if lits:
-                    c.only_enforce_if(lits)
+                b = g.tasks[d]
+                for bk in ([b.key] if b.unit == t.unit else of_op[b.op]):
+                    if (t.key, bk) in seen:
+                        continue
+                    seen.add((t.key, bk))
+                    c = m.add(starts[t.key] >= ends[bk])
+                    lits = [p for p in (presence[t.key], presence[bk]) if p is not None]
+                    if lits:
+                        c.only_enforce_if(lits)
     m.add_no_overlap(link)
     m.add_no_overlap(stream)
     m.minimize(span)

@@ -35,6 +35,16 @@ expert's tokens are split equally over its replicas. Popularity plays no part.
    slot that finishes earliest, fewest replicas first among equals (deterministic instead of random,
    so that a round has one answer); ``min_replicas`` replicas each on distinct devices, equal shares.
 
+**Replica minimums** (``min_replicas``; the paper has none). The rule above can leave an expert below
+its minimum: when its next replica comes, the only free slots may be on devices that already host it,
+and it joins an existing replica. A production placement must respect the round, so when that happens
+the placement is done again with, before packing (step 3), ``min_replicas`` distinct devices reserved
+for every expert (experts by minimum, largest first, each on the devices with the most unreserved
+slots); a replica may then use a slot not reserved for another expert, or one reserved for its own
+expert, and a replica on a device that is not reserved for its expert releases one of that expert's
+reservations. The reservations change where pieces go, which the text's first fit would not do; plans
+that already meet the minimums (every round with ``min_replicas`` 1 and enough slots) are unchanged.
+
 Lina's rule does not see ``replica_cost`` (the paper has no such term); the round's makespan charges
 it. Cost: O(pieces x devices) with numpy per piece; well under a millisecond for 16 x 16.
 """
@@ -66,7 +76,7 @@ class _Held:
 class _Devices:
     """Slots, loads and hosting of the devices while a plan is built."""
 
-    def __init__(self, problem: ExpertsRound, capacity: np.ndarray, pieces: int) -> None:
+    def __init__(self, problem: ExpertsRound, capacity: np.ndarray, pieces: int, reserve: bool) -> None:
         D = problem.num_devices
         self.problem = problem
         self.ledger = NodeLedger(problem.devices, np.zeros(D, dtype=np.int64),
@@ -76,12 +86,42 @@ class _Devices:
         self.rows: list[list[tuple[int, float]]] = [[] for _ in range(problem.num_experts)]
         self.hosts = np.zeros((problem.num_experts, D), dtype=bool)
         self.used = 0
+        self.reserved: list[list[int]] = [[] for _ in range(problem.num_experts)]
+        self.held = np.zeros(D, dtype=np.int64)
+        if reserve:
+            self._reserve()
+
+    def _reserve(self) -> None:
+        """Distinct devices for every expert's ``min_replicas`` (module docstring, "Replica minimums"):
+        experts by minimum, largest first, each on the devices with the most slots not yet reserved
+        (first in device order among equals)."""
+        lo = self.problem.min_replicas
+        for e in sorted(range(self.problem.num_experts), key=lambda e: (-int(lo[e]), e)):
+            spare = self.problem.slots - self.held
+            got = sorted(np.flatnonzero(spare > 0).tolist(), key=lambda d: (-int(spare[d]), d))[:int(lo[e])]
+            if len(got) < lo[e]:
+                raise InfeasibleError(f"expert {e}: min_replicas {int(lo[e])} needs that many distinct devices with a "
+                                      f"free slot; {len(got)} left after the other experts' minimums")
+            self.reserved[e] = got
+            self.held[got] += 1
+
+    def open_for(self, e: int) -> np.ndarray:
+        """Devices a new replica of expert ``e`` may go to: not hosting it, with a free slot that is not
+        reserved for another expert, or reserved for ``e``."""
+        mine = np.zeros(self.problem.num_devices, dtype=bool)
+        mine[self.reserved[e]] = True
+        return ((self.ledger.free_gpus - self.held > 0) | mine) & ~self.hosts[e]
 
     def finish_after(self, tokens: float) -> np.ndarray:
         return (self.load + tokens) / self.problem.speeds
 
     def put(self, e: int, d: int, tokens: float) -> None:
         """Host expert ``e`` on device ``d`` (a new replica) serving ``tokens``."""
+        mine = self.reserved[e]
+        if mine:
+            d_freed = d if d in mine else mine[-1]  # a replica elsewhere meets the minimum as well
+            mine.remove(d_freed)
+            self.held[d_freed] -= 1
         self.ledger.assign(self.used, _Held(((d, 1, 0, tokens),)))
         self.used += 1
         self.load[d] += tokens
@@ -90,7 +130,7 @@ class _Devices:
 
     def place(self, e: int, tokens: float, *, first_fit: bool) -> None:
         """Place a piece of expert ``e`` (module docstring, steps 3 and 4)."""
-        open_ = (self.ledger.free_gpus > 0) & ~self.hosts[e]
+        open_ = self.open_for(e)
         if first_fit:
             got = self.ledger.first_fit([(1, 0, tokens)], np.arange(self.problem.num_devices), allowed=open_)
             if got is not None:
@@ -144,12 +184,21 @@ def _pieces(problem: ExpertsRound, loads: np.ndarray) -> list[list[float]]:
 
 
 def lina_plan(problem: ExpertsRound, loads: np.ndarray | None = None) -> ReplicaPlan:
-    """Lina's placement (module docstring) for per-expert ``loads`` (default: the round's)."""
+    """Lina's placement (module docstring) for per-expert ``loads`` (default: the round's); placed again
+    with the replica minimums reserved when the text's rule leaves an expert below its minimum."""
     w = problem.loads if loads is None else np.asarray(loads, dtype=float)
+    devs = _place(problem, w, reserve=False)
+    if any(len(rows) < lo for rows, lo in zip(devs.rows, problem.min_replicas)):
+        devs = _place(problem, w, reserve=True)
+    return devs.plan(w)
+
+
+def _place(problem: ExpertsRound, w: np.ndarray, *, reserve: bool) -> _Devices:
+    """Steps 1-4 of the module docstring, with the replica minimums reserved first when ``reserve``."""
     W = float(w.sum())
     pieces = _pieces(problem, w)
     capacity = W * problem.speeds / problem.speeds.sum()
-    devs = _Devices(problem, capacity, sum(len(p) for p in pieces) + int(problem.min_replicas.sum()))
+    devs = _Devices(problem, capacity, sum(len(p) for p in pieces) + int(problem.min_replicas.sum()), reserve)
     order = sorted(((size, e, k) for e, ps in enumerate(pieces) for k, size in enumerate(ps)),
                    key=lambda x: (-x[0], x[1], x[2]))
     for size, e, _ in order:
@@ -157,12 +206,13 @@ def lina_plan(problem: ExpertsRound, loads: np.ndarray | None = None) -> Replica
     free = [d for d in range(problem.num_devices) if not devs.hosts[:, d].any()]
     for e in (e for e in range(problem.num_experts) if not pieces[e]):
         for _ in range(int(problem.min_replicas[e])):
-            cand = [d for d in free if devs.ledger.free_gpus[d] > 0 and not devs.hosts[e, d]]
+            open_ = devs.open_for(e)
+            cand = [d for d in free if open_[d]]
             if cand:
                 devs.put(e, min(cand, key=lambda d: (int(devs.hosts[:, d].sum()), d)), 0.0)
             else:
                 devs.place(e, 0.0, first_fit=False)
-    return devs.plan(w)
+    return devs
 
 
 def uniform_plan(problem: ExpertsRound) -> ReplicaPlan:

@@ -11,7 +11,10 @@ moe-comm round's task graph (:mod:`optsched.rounds.moe_comm`), each with the gra
 * ``defer`` (Fig. 4.7c): the baseline's streams, but an allreduce is launched only between MoE layers:
   when a positive, even number of all-to-alls has finished, none runs and none waits ("blindly defer
   allreduce until an even number of all-to-all finish"; an allreduce ready before the first all-to-all
-  waits for the second, as gradient i does in Fig. 4.7c; a pass without all-to-alls defers nothing).
+  waits for the second, as gradient i does in Fig. 4.7c), or once every all-to-all of the pass has
+  finished: no all-to-all is left that could pair with the last one (a pass with an odd number of
+  all-to-alls, where the text's rule would wait forever, releases its allreduces after the last one; a
+  pass without all-to-alls defers nothing).
 * ``microop`` (Sec. 4.4.2, Fig. 4.8a): tensors partitioned into micro-ops of ``partition_mb``; one
   micro-op on the link at a time, all-to-all micro-ops first; allreduce micro-ops run when no
   all-to-all waits and not while the combine computation runs ("the scheduler stops launching
@@ -27,23 +30,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from optsched.core.deadline import Deadline
 from optsched.rounds.moe_comm.problem import ALL_TO_ALL, MoECommRound
 from optsched.rounds.moe_comm.tasks import build_tasks
 from optsched.rounds.moe_comm.timeline import LaunchRule, LaunchState, Timeline, simulate
 
 
-def _kind(state: LaunchState, k: int) -> str:
-    return state.graph.tasks[k].kind
-
-
 def _streams(state: LaunchState, allreduce_ok: bool) -> list[int]:
     """Two streams, one operation each at a time (``allreduce_ok``: the allreduce stream may launch)."""
     out: list[int] = []
-    busy = {_kind(state, k) == ALL_TO_ALL for k in state.active}
+    busy = {state.graph.tasks[k].kind == ALL_TO_ALL for k in state.active}
     for is_a2a in (True, False):
         if is_a2a in busy or (not is_a2a and not allreduce_ok):
             continue
-        first = next((k for k in state.waiting if (_kind(state, k) == ALL_TO_ALL) == is_a2a), None)
+        first = state.first(is_a2a)
         if first is not None:
             out.append(first)
     return out
@@ -56,9 +56,9 @@ def fair_rule(state: LaunchState) -> Sequence[int]:
 
 def defer_rule(state: LaunchState) -> Sequence[int]:
     """Allreduce deferred to between MoE layers (module docstring)."""
-    between = state.a2a_done > 0 or not any(t.kind == ALL_TO_ALL for t in state.graph.tasks)
-    quiet = (between and state.a2a_started == state.a2a_done and state.a2a_done % 2 == 0
-             and not any(_kind(state, k) == ALL_TO_ALL for k in state.waiting))
+    paired = state.a2a_done > 0 and state.a2a_done % 2 == 0
+    quiet = ((paired or state.a2a_done == state.a2a_ops) and state.a2a_started == state.a2a_done
+             and state.first(True) is None)
     return _streams(state, quiet)
 
 
@@ -66,18 +66,18 @@ def priority_rule(state: LaunchState) -> Sequence[int]:
     """Non-preemptive strict priority, one operation at a time (module docstring)."""
     if state.active:
         return []
-    a2a = [k for k in state.waiting if _kind(state, k) == ALL_TO_ALL]
-    return [a2a[0] if a2a else state.waiting[0]]
+    a2a = state.first(True)
+    return [a2a if a2a is not None else state.first()]
 
 
 def microop_rule(state: LaunchState) -> Sequence[int]:
     """Lina's micro-op priority (module docstring)."""
     if state.active:
         return []
-    a2a = [k for k in state.waiting if _kind(state, k) == ALL_TO_ALL]
-    if a2a:
-        return [a2a[0]]
-    return [] if state.computing == "combine" else [state.waiting[0]]
+    a2a = state.first(True)
+    if a2a is not None:
+        return [a2a]
+    return [] if state.computing == "combine" else [state.first(False)]
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,14 @@ class CommPolicy:
     pipeline: bool = False
 
     def schedule(self, problem: MoECommRound) -> Timeline:
+        timeline = self.schedule_until(problem, None)
+        assert timeline is not None  # no deadline: simulate always finishes
+        return timeline
+
+    def schedule_until(self, problem: MoECommRound, deadline: Deadline | None) -> Timeline | None:
+        """:meth:`schedule`, or None when ``deadline`` passes first."""
         graph = build_tasks(problem, split=self.split, pipeline=self.pipeline)
-        return simulate(problem, graph, self.rule, name=self.name)
+        return simulate(problem, graph, self.rule, name=self.name, deadline=deadline)
 
 
 POLICIES: dict[str, CommPolicy] = {p.name: p for p in (

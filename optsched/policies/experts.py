@@ -7,7 +7,8 @@ Methods (registered under kind ``experts``):
   with ``backend``) warm-started by Lina's placement; the plan with the smaller makespan is returned, so
   ``exact`` is never worse than ``lina`` (status ``heuristic-fallback`` when the solver found nothing
   better in its time limit). The time limit covers the whole call: Lina's plan, the model's build, the
-  solver and the share LP.
+  solver and the share LP. Should Lina's plan break a rule of the round, the ``uniform`` plan is the
+  warm start and fallback instead (named in the message).
 * ``lina``: Lina's phase-one rule, Eq. 4.1 device counts and first-fit decreasing
   (:func:`~optsched.heuristics.lina.lina_plan`).
 * ``uniform``: the baseline, experts on devices round-robin with equal shares
@@ -33,7 +34,7 @@ from optsched.policies.checks import round_of
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.experts.decision import to_decision
-from optsched.rounds.experts.plan import ReplicaPlan, makespan
+from optsched.rounds.experts.plan import ReplicaPlan, makespan, violations
 from optsched.rounds.experts.problem import ExpertsRound
 
 
@@ -72,16 +73,20 @@ class ExpertsExactPolicy:
         t0 = time.perf_counter()
         deadline = Deadline(self.time_limit, start=t0 if self.clock_start is None else self.clock_start)
         experts = round_of(problem, ExpertsRound, self.name)
-        hint = lina_plan(experts)
+        hint, rule = lina_plan(experts), "Lina"
+        broken = violations(experts, hint)
+        if broken:
+            hint, rule = uniform_plan(experts), f"uniform (Lina's plan breaks the round: {broken[0]})"
         h_cost = makespan(experts, hint)
         if deadline.expired(reserve=MIN_SOLVER_SECONDS):
             return to_decision(experts, hint, method=self.name, status="heuristic-fallback",
                                solve_seconds=time.perf_counter() - t0, heuristic_makespan=h_cost,
-                               message=f"no time left for the solver within {self.time_limit:g} s")
+                               message=f"no time left for the solver within {self.time_limit:g} s; plan of {rule}")
         sol = expert_packing.solve(experts, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
                                    workers=self.workers, hint=hint, backend=self.backend)
         size = sol.size
-        note = f"model variables={size.variables} constraints={size.constraints} backend={self.backend}"
+        note = (f"model variables={size.variables} constraints={size.constraints} backend={self.backend}; "
+                f"warm start {rule}")
         bound = None if sol.bound is None else -sol.bound
         plan = sol.payload.get("plan")
         if plan is not None and sol.objective is not None and -sol.objective <= h_cost * (1 + 1e-12):
@@ -89,7 +94,7 @@ class ExpertsExactPolicy:
                                solve_seconds=time.perf_counter() - t0, heuristic_makespan=h_cost,
                                warm_start=sol.warm_start, message=note)
         why = ("the solver found no solution" if plan is None
-               else f"the solver's best makespan ({-sol.objective:.6g}) is above Lina's")
+               else f"the solver's best makespan ({-sol.objective:.6g}) is above the warm start's")
         return to_decision(experts, hint, method=self.name, status="heuristic-fallback", lower_bound=bound,
                            solve_seconds=time.perf_counter() - t0, heuristic_makespan=h_cost,
                            warm_start=sol.warm_start, message=f"{note}; {why} within {self.time_limit:g} s")

@@ -11,8 +11,14 @@ Methods (registered under kind ``moe-comm``):
   (:mod:`optsched.formulations.moe_comm_schedule`) is warm-started by the better of ``lina`` and
   ``priority`` (the rules whose schedules are in its space), and the schedule with the smallest step
   time among the solver's and all the rules' is returned: ``exact`` is never slower than any policy
-  (status ``heuristic-fallback``, naming the rule, when a rule's schedule wins). The time limit covers
-  the rules, the build, the solver and the replay.
+  (status ``heuristic-fallback``, naming the rule, when a rule's schedule wins). A rule that fails on
+  the round (``InfeasibleError``: it would leave an operation waiting forever) is skipped and named in
+  the decision's message; the others serve as warm start and fallback. The time limit covers the
+  rules, the build, the solver and the replay: the whole-operation rules (``fair``, ``priority``,
+  ``defer``: one task per operation, as cheap as reading the round) always run, the micro-op rules
+  (``microop``, ``lina``) run only while time is left and one the limit cuts short is skipped (named in
+  the message); the micro-op count is bounded when the round is read
+  (:data:`~optsched.rounds.moe_comm.problem.MAX_MICRO_OPS`).
 
 Decisions report ``objective = -step ms`` and ``bound = -(lower bound)``.
 """
@@ -25,7 +31,7 @@ from typing import ClassVar
 
 from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
-from optsched.core.errors import ValidationError
+from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
 from optsched.formulations import moe_comm_schedule
 from optsched.formulations.solution import MIN_SOLVER_SECONDS
@@ -35,6 +41,7 @@ from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.moe_comm.decision import to_decision
 from optsched.rounds.moe_comm.problem import MoECommRound
+from optsched.rounds.moe_comm.timeline import Timeline
 
 #: the rules whose schedules the exact model can represent (warm starts)
 HINT_RULES = ("lina", "priority")
@@ -74,28 +81,51 @@ class CommExactPolicy:
         t0 = time.perf_counter()
         deadline = Deadline(self.time_limit, start=t0 if self.clock_start is None else self.clock_start)
         comm = round_of(problem, MoECommRound, self.name)
-        timelines = {name: rule.schedule(comm) for name, rule in POLICIES.items()}
-        best = min(timelines, key=lambda n: (timelines[n].step_ms, list(POLICIES).index(n)))
-        h_step = timelines[best].step_ms
-        if deadline.expired(reserve=MIN_SOLVER_SECONDS):
+        timelines, skipped = _rule_timelines(comm, deadline)
+        best = min(timelines, key=lambda n: (timelines[n].step_ms, list(POLICIES).index(n)), default=None)
+        h_step = None if best is None else timelines[best].step_ms
+        if best is not None and deadline.expired(reserve=MIN_SOLVER_SECONDS):
             return to_decision(comm, timelines[best], method=self.name, status="heuristic-fallback",
                                solve_seconds=time.perf_counter() - t0, heuristic_step=h_step,
                                message=f"no time left for the solver within {self.time_limit:g} s; the best rule "
-                                       f"was {best!r}")
-        hint = min(HINT_RULES, key=lambda n: timelines[n].step_ms)
+                                       f"was {best!r}{skipped}")
+        hint = min((n for n in HINT_RULES if n in timelines), key=lambda n: timelines[n].step_ms, default=None)
         sol = moe_comm_schedule.solve(comm, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
-                                      workers=self.workers, hint=timelines[hint])
-        note = f"model variables={sol.size.variables} constraints={sol.size.constraints}; warm start {hint!r}"
+                                      workers=self.workers, hint=None if hint is None else timelines[hint])
+        note = (f"model variables={sol.size.variables} constraints={sol.size.constraints}; "
+                f"{'no warm start' if hint is None else f'warm start {hint!r}'}{skipped}")
         bound = None if sol.bound is None else -sol.bound
-        if sol.objective is not None and -sol.objective <= h_step + 1e-9:
+        if sol.objective is not None and (h_step is None or -sol.objective <= h_step + 1e-9):
             return to_decision(comm, sol.payload["timeline"], method=self.name, status=sol.status, lower_bound=bound,
                                solve_seconds=time.perf_counter() - t0, heuristic_step=h_step,
                                warm_start=sol.warm_start, message=note)
+        if best is None:
+            raise InfeasibleError(f"{self.name}: no rule scheduled the round and the solver found no schedule within "
+                                  f"{self.time_limit:g} s ({note})")
         why = ("the solver found no schedule" if sol.objective is None
                else f"the solver's best ({-sol.objective:.6g} ms) is slower than rule {best!r}")
         return to_decision(comm, timelines[best], method=self.name, status="heuristic-fallback", lower_bound=bound,
                            solve_seconds=time.perf_counter() - t0, heuristic_step=h_step, warm_start=sol.warm_start,
                            message=f"{note}; {why} within {self.time_limit:g} s")
+
+
+def _rule_timelines(comm: MoECommRound, deadline: Deadline) -> tuple[dict[str, Timeline], str]:
+    """The rules' timelines of ``comm`` and a note naming the rules skipped (module docstring: a rule
+    that raises ``InfeasibleError`` on the round, or a micro-op rule the ``deadline`` cut short; empty
+    when none was)."""
+    timelines: dict[str, Timeline] = {}
+    failed: list[str] = []
+    for name, rule in POLICIES.items():
+        try:
+            got = rule.schedule_until(comm, deadline if rule.split else None)
+        except InfeasibleError as err:
+            failed.append(f"{name} ({err})")
+            continue
+        if got is None:
+            failed.append(f"{name} (cut short by the time limit)")
+        else:
+            timelines[name] = got
+    return timelines, "" if not failed else f"; rules skipped: {', '.join(failed)}"
 
 
 def _rule(name: str):  # noqa: ANN202 - a factory of factories

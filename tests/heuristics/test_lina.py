@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from experts_helpers import experts_round
+from experts_helpers import experts_round, minimums_round, random_small_round
 
 from optsched.heuristics.lina import lina_plan, uniform_plan
 from optsched.rounds.experts import generate
@@ -82,3 +82,21 @@ def test_generated_rounds_get_feasible_plans_and_lina_beats_uniform(seed: int) -
     lina, uni = lina_plan(r), uniform_plan(r)
     assert violations(r, lina) == [] and violations(r, uni) == []
     assert makespan(r, lina) <= makespan(r, uni) + 1e-9
+
+
+@pytest.mark.parametrize(("specs", "devices", "slots"), [
+    # the text's rule leaves expert 4 (no load, 2 replicas) with its two last slots on one device
+    ([(634, 2, None), (766, 2, 3), (364, 2, None), (948, 1, None), (0, 2, 4), (846, 2, None)], 4, 3),
+    # ... and expert 1's second piece with only devices that already host it
+    ([(382, 1, 1), (933, 2, 3), (816, 1, 3), (876, 2, None), (589, 2, None)], 4, 2),
+])
+def test_replica_minimums_get_distinct_devices(specs: list, devices: int, slots: int) -> None:
+    r = minimums_round(specs, devices, slots)
+    assert violations(r, lina_plan(r)) == []
+
+
+def test_lina_is_feasible_on_random_small_rounds() -> None:
+    rounds = [r for r in map(random_small_round, range(1000)) if r is not None]
+    assert len(rounds) > 400
+    for r in rounds:
+        assert violations(r, lina_plan(r)) == [], r.to_dict()["experts"]

@@ -4,10 +4,12 @@ the fair-sharing execution on hand-computed cases, replay, and the feasibility c
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
 
+from optsched.core.deadline import Deadline
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
 from optsched.heuristics.moe_comm import POLICIES, fair_rule, priority_rule
@@ -82,6 +84,13 @@ def test_a_rule_that_never_launches_is_an_error() -> None:
         simulate(r, build_tasks(r, split=False), lambda state: [])
 
 
+def test_a_rule_stops_when_the_deadline_passes() -> None:
+    r = _tiny()
+    past = Deadline(1.0, start=time.perf_counter() - 2.0)
+    assert simulate(r, build_tasks(r, split=True), fair_rule, deadline=past) is None
+    assert simulate(r, build_tasks(r, split=True), fair_rule, deadline=Deadline.never()) is not None
+
+
 def test_json_round_trip() -> None:
     r = generate(seed=3, moe_layers=3)
     data = json.loads(json.dumps(r.to_dict()))
@@ -101,6 +110,7 @@ def test_json_round_trip() -> None:
     ({"stream": [{"name": "c", "op": "send", "ms": 1}]}, r"stream\[0\]: expected an object with op"),
     ({"sharing_efficiency": 1.5}, "sharing_efficiency must be <= 1"),
     ({"partition_mb": 0}, "partition_mb must be > 0"),
+    ({"partition_mb": 0.1}, "partition_mb 0.1 splits the communication into 1200 micro-ops, more than the limit of 1000"),
     ({"link_gbps": -3}, "link_gbps must be > 0"),
 ])
 def test_bad_rounds_get_one_clear_error(change: dict, message: str) -> None:

@@ -27,11 +27,15 @@ the paper's evaluation, Sec. 4.7.1), ``ceil(size / partition_mb)`` equal chunks 
 
 Checked when built (``ValidationError`` naming the operation and rule): no jobs or running allocations,
 operation names unique, sizes > 0, durations >= 0, an allreduce's ``after`` names a compute operation
-of the stream, at least one compute operation, numbers in range.
+of the stream, at least one compute operation, numbers in range, and at most :data:`MAX_MICRO_OPS`
+micro-ops at ``partition_mb`` over all communication operations (the paper's 30 MB gives tens for a
+pass; a partition of a fraction of a megabyte gives thousands, which no policy needs and on which
+CP-SAT overruns its time limit: about 6 s for a 1 s limit at 2,000 micro-ops).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
@@ -43,6 +47,8 @@ from optsched.rounds.jobless import JoblessRound
 DEFAULT_PARTITION_MB = 30.0
 #: per (micro-)op launch/partition/concatenation overhead, ms
 DEFAULT_OP_OVERHEAD_MS = 0.1
+#: most micro-ops (all communication operations at ``partition_mb``) a round may have (module docstring)
+MAX_MICRO_OPS = 1000
 #: compute roles
 ROLES = ("compute", "combine", "ffn")
 COMPUTE, ALL_TO_ALL = "compute", "all-to-all"
@@ -153,6 +159,11 @@ class MoECommRound(JoblessRound):
             if ar.after not in computes:
                 raise ValidationError(f"round: allreduce {ar.name!r} comes after {ar.after!r}, which is not a compute "
                                       "operation of the stream")
+        sizes = [op.mb for op in self.stream if op.op == ALL_TO_ALL] + [ar.mb for ar in self.allreduces]
+        micro_ops = sum(math.ceil(mb / self.partition_mb - 1e-9) for mb in sizes)
+        if micro_ops > MAX_MICRO_OPS:
+            raise ValidationError(f"round: partition_mb {self.partition_mb:g} splits the communication into {micro_ops} "
+                                  f"micro-ops, more than the limit of {MAX_MICRO_OPS}")
 
     @property
     def bandwidth(self) -> float:
@@ -182,5 +193,5 @@ class MoECommRound(JoblessRound):
                 "sharing_efficiency": data.get("sharing_efficiency", 1.0)}
 
 
-__all__ = ["ALL_TO_ALL", "COMPUTE", "DEFAULT_OP_OVERHEAD_MS", "DEFAULT_PARTITION_MB", "ROLES", "AllReduce",
-           "MoECommRound", "StreamOp"]
+__all__ = ["ALL_TO_ALL", "COMPUTE", "DEFAULT_OP_OVERHEAD_MS", "DEFAULT_PARTITION_MB", "MAX_MICRO_OPS", "ROLES",
+           "AllReduce", "MoECommRound", "StreamOp"]

@@ -18,11 +18,13 @@ timeline breaks.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
+from optsched.core.deadline import Deadline
 from optsched.core.errors import InfeasibleError
 from optsched.rounds.moe_comm.problem import ALL_TO_ALL, MoECommRound
 from optsched.rounds.moe_comm.tasks import TaskGraph
@@ -53,27 +55,43 @@ class Timeline:
 
 @dataclass
 class LaunchState:
-    """What a launch rule sees (module docstring): the ``time``, the ready link tasks not started
-    (``waiting``, by ready time then index), the running link tasks (``active``), the graph, the
-    all-to-all operations started and finished so far (whole operations: all parts), and the role of the
-    running compute task (None when the compute stream is idle)."""
+    """What a launch rule sees (module docstring): the ``time``, the ready link tasks not started (two
+    queues, all-to-all and allreduce, each by ready time then index: :meth:`first`, :attr:`waiting`), the
+    running link tasks (``active``), the graph, the all-to-all operations started and finished so far
+    (whole operations: all parts), the role of the running compute task (None when the compute stream
+    is idle) and the number of all-to-all operations of the pass (``a2a_ops``)."""
 
     time: float
-    waiting: list[int]
+    queues: dict[bool, list[tuple[float, int]]]
     active: list[int]
     graph: TaskGraph
     a2a_started: int
     a2a_done: int
     computing: str | None
+    a2a_ops: int
+
+    def first(self, a2a: bool | None = None) -> int | None:
+        """The first waiting all-to-all task (``a2a`` True), allreduce task (False) or either (None);
+        None when there is none. O(1)."""
+        heads = [q[0] for is_a2a, q in self.queues.items() if q and a2a in (None, is_a2a)]
+        return min(heads)[1] if heads else None
+
+    @property
+    def waiting(self) -> list[int]:
+        """Every waiting task by ready time, then index (O(w log w): for inspection, not for rules)."""
+        return [k for _, k in sorted(self.queues[True] + self.queues[False])]
 
 
-#: a launch rule: which of ``state.waiting`` to launch now
+#: a launch rule: which waiting tasks to launch now
 LaunchRule = Callable[[LaunchState], Sequence[int]]
 
 
-def simulate(problem: MoECommRound, graph: TaskGraph, rule: LaunchRule, *, name: str = "policy") -> Timeline:
-    """Execute ``graph`` under ``rule`` (module docstring). ``InfeasibleError`` when the rule leaves
-    ready operations waiting with nothing else running (it would wait forever)."""
+def simulate(problem: MoECommRound, graph: TaskGraph, rule: LaunchRule, *, name: str = "policy",
+             deadline: Deadline | None = None) -> Timeline | None:
+    """Execute ``graph`` under ``rule`` (module docstring); None when ``deadline`` passes first.
+    ``InfeasibleError`` when the rule leaves ready operations waiting with nothing else running (it
+    would wait forever). The waiting tasks are kept in two heaps and only running tasks are advanced at
+    an event, so a pass of ``n`` tasks costs O(n log n) plus the rule's calls."""
     tasks = graph.tasks
     n = len(tasks)
     bw, eff = problem.bandwidth, problem.sharing_efficiency
@@ -83,7 +101,17 @@ def simulate(problem: MoECommRound, graph: TaskGraph, rule: LaunchRule, *, name:
         for d in t.deps:
             users[d].append(t.index)
     start, end = np.full(n, np.nan), np.full(n, np.nan)
-    ready_at = np.where(left == 0, 0.0, np.inf)
+    queues: dict[bool, list[tuple[float, int]]] = {True: [], False: []}
+    queued = np.zeros(n, dtype=bool)
+
+    def enqueue(k: int, at: float) -> None:
+        if tasks[k].on_link:
+            heapq.heappush(queues[tasks[k].kind == ALL_TO_ALL], (at, k))
+            queued[k] = True
+
+    for t in graph.link:
+        if left[t.index] == 0:
+            enqueue(t.index, 0.0)
     compute = [t.index for t in graph.compute]
     ptr, running = 0, None  # running compute: (task, end time)
     work = {t.index: t.mb + problem.op_overhead_ms * bw for t in graph.link}
@@ -104,20 +132,27 @@ def simulate(problem: MoECommRound, graph: TaskGraph, rule: LaunchRule, *, name:
         for u in users[k]:
             left[u] -= 1
             if left[u] == 0:
-                ready_at[u] = now
+                enqueue(u, now)
 
     while finished < n:
+        if deadline is not None and deadline.expired():
+            return None
         if running is None and ptr < len(compute) and left[compute[ptr]] == 0:
             k = compute[ptr]
             start[k], running, ptr = now, (k, now + tasks[k].ms), ptr + 1
-        waiting = sorted((t.index for t in graph.link if np.isnan(start[t.index]) and left[t.index] == 0),
-                         key=lambda k: (ready_at[k], k))
-        if waiting:
-            state = LaunchState(now, waiting, sorted(active), graph, len(started_ops), a2a_done,
-                                None if running is None else tasks[running[0]].role)
+        if queues[True] or queues[False]:
+            state = LaunchState(now, queues, sorted(active), graph, len(started_ops), a2a_done,
+                                None if running is None else tasks[running[0]].role, len(a2a_parts))
             for k in rule(state):
-                if k not in waiting or k in active:
+                if not (0 <= k < n and queued[k]):
                     raise InfeasibleError(f"{name}: launched task {k}, which is not waiting")
+                q = queues[tasks[k].kind == ALL_TO_ALL]
+                if q[0][1] == k:
+                    heapq.heappop(q)
+                else:
+                    q.remove((next(at for at, j in q if j == k), k))
+                    heapq.heapify(q)
+                queued[k] = False
                 start[k] = now
                 active[k] = work[k]
                 if tasks[k].kind == ALL_TO_ALL:
@@ -127,8 +162,9 @@ def simulate(problem: MoECommRound, graph: TaskGraph, rule: LaunchRule, *, name:
         steps = [running[1] - now] if running is not None else []
         steps += [r / rate for r in active.values()]
         if not steps:
+            first = min(q[0] for q in queues.values() if q)[1] if queues[True] or queues[False] else None
             raise InfeasibleError(f"{name}: ready communication operations wait with nothing running (the rule "
-                                  f"never launches {tasks[waiting[0]].op!r})" if waiting else f"{name}: deadlock")
+                                  f"never launches {tasks[first].op!r})" if first is not None else f"{name}: deadlock")
         dt = max(0.0, min(steps))
         now += dt
         for k in list(active):
