@@ -96,7 +96,8 @@ def _fits(problem: CriusRound, table: CriusTable, chosen: Mapping[str, int], kep
 
 def brute_force(problem: CriusRound, table: CriusTable) -> float:
     """The best objective over every combination of (nothing, keep, a candidate Cell) per job that obeys
-    the admission and the search depth and maps onto the nodes."""
+    the admission and the search depth, suspends no running job but opportunistic, dropped and late
+    ones, and maps onto the nodes."""
     adm = admit(problem, table)
     options: list[list[object]] = []
     for j, job in enumerate(problem.jobs):
@@ -104,8 +105,12 @@ def brute_force(problem: CriusRound, table: CriusTable) -> float:
         if job.name in adm.dropped:
             options.append(opts)
             continue
-        if table.current_row[j] >= 0:
+        cur = int(table.current_row[j])
+        if cur >= 0:
             opts.append("keep")
+            late = problem.objective == "deadline" and job.deadline is not None and not table.deadline_ok[cur]
+            if job.name not in adm.opportunistic and not late:
+                opts.remove(None)  # may not be suspended
         opts.extend(int(r) for r in allowed_rows(problem, table, j, table.candidates_of(j)))
         options.append(opts)
     best = float("-inf")

@@ -9,7 +9,9 @@ Cells meeting their deadlines, dropped jobs do not run), the search depth and no
 * ``x[k]`` (bool): candidate row k is chosen (rows a job may use, :func:`~optsched.rounds.crius.admission.allowed_rows`);
   ``keep[j]`` (bool): running job j keeps its allocation (not for a guaranteed job whose current Cell
   misses its deadline, nor a dropped one). ``sum_k x[k] + keep[j] <= 1`` per job, ``= 1`` for the
-  protected and the guaranteed jobs.
+  protected and the guaranteed jobs and for every running job that may keep its allocation and is not
+  opportunistic: Crius suspends only opportunistic jobs, to launch the pending one (Sec. 6.1), and
+  dropped or late deadline jobs (Sec. 8.5); every other running job keeps or is rescaled.
 * **Search depth**: ``sum over running jobs of sum_k x[k] <= D`` (a running job choosing a row is
   rescaled, Sec. 6.1).
 * **Capacity** by the packing rule of :mod:`~optsched.rounds.crius.capacity` (exact: any solution maps
@@ -164,7 +166,8 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
             for node, share in alloc.placement.shares:
                 held.setdefault(index[node], []).append((kv, share.gpus, share.cpus,
                                                          math.ceil(share.mem_gib * MIB - 1e-6)))
-        if name == admission.protected or name in admission.guaranteed:
+        if name == admission.protected or name in admission.guaranteed or (running and j in keep and name not in
+                                                                             admission.opportunistic):
             if vs:
                 m.add_exactly_one(vs)
             else:

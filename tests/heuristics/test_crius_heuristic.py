@@ -56,7 +56,7 @@ def test_baselines_are_feasible(case) -> None:
     r, t = case
     for f in BASELINES:
         s = f(r, t)
-        assert violations(r, t, s.choices, s.admission, search_depth=False) == [], f.__name__
+        assert violations(r, t, s.choices, s.admission, search_depth=False, suspensions=False) == [], f.__name__
 
 
 def _one_type_round(running_gpus: int, depth: int, queued_gpus: int = 2) -> CriusRound:
@@ -151,4 +151,5 @@ def test_baselines_keep_shapes_and_capacities_under_the_deadline_objective(case)
     t = build_crius_table(rr)
     for f in BASELINES:
         s = f(rr, t)
-        assert violations(rr, t, s.choices, s.admission, search_depth=False, deadline_rows=False) == [], f.__name__
+        assert violations(rr, t, s.choices, s.admission, search_depth=False, deadline_rows=False,
+                          suspensions=False) == [], f.__name__

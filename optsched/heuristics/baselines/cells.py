@@ -17,7 +17,7 @@ each) share, over a Crius round's table (:mod:`optsched.rounds.crius.table`).
   baselines are not bound by them, and they schedule for throughput under either objective (their
   decisions are scored by the round's objective all the same, and pass
   :func:`~optsched.rounds.crius.feasibility.violations` with ``search_depth=False,
-  deadline_rows=False``).
+  deadline_rows=False, suspensions=False``).
 """
 
 from __future__ import annotations

@@ -2,14 +2,15 @@
 nodes of the row's GPU type in the row's shape, node capacities in GPUs, CPUs and memory, the search
 depth (at most ``search_depth`` running jobs rescaled), the protected job started, guaranteed jobs
 kept on Cells meeting their deadlines, deadline jobs only on such Cells and dropped jobs not running
-(:mod:`~optsched.rounds.crius.admission`).
+(:mod:`~optsched.rounds.crius.admission`), and no running job suspended but the opportunistic ones
+(for the protected job, Sec. 6.1) and the dropped or late deadline jobs (Sec. 8.5).
 
 Crius's methods (Algorithm 1 and the exact model) pass every rule. The baselines (Sec. 8.1), which are
 not Crius, pass the rules of shapes and capacities only: they are bound neither by the search depth
-nor by opportunistic execution (their admission protects nobody) nor by the deadline rules -- they
-schedule for throughput under either objective and are scored by it
+nor by opportunistic execution (their admission protects nobody; they may preempt any job) nor by
+the deadline rules -- they schedule for throughput under either objective and are scored by it
 (:mod:`~optsched.heuristics.baselines.cells`); check them with ``search_depth=False,
-deadline_rows=False``."""
+deadline_rows=False, suspensions=False``."""
 
 from __future__ import annotations
 
@@ -27,10 +28,11 @@ CAPACITY_TOL = 1e-6
 
 def violations(problem: CriusRound, table: CriusTable, choices: Mapping[str, Choice],
                admission: CriusAdmission | None = None, *, search_depth: bool = True,
-               deadline_rows: bool = True) -> list[str]:
+               deadline_rows: bool = True, suspensions: bool = True) -> list[str]:
     """Every rule ``choices`` breaks (module docstring; empty: feasible). ``search_depth=False`` leaves
     the search-depth bound out, ``deadline_rows=False`` the rule that deadline jobs run only on Cells
-    meeting their deadlines (both: the baselines)."""
+    meeting their deadlines, ``suspensions=False`` the rule that only opportunistic, dropped and late
+    running jobs are suspended (all three: the baselines)."""
     admission = admission or admit(problem, table)
     out: list[str] = []
     usage = NodeUsage()
@@ -72,6 +74,14 @@ def violations(problem: CriusRound, table: CriusTable, choices: Mapping[str, Cho
     for name in admission.guaranteed:
         if name not in choices:
             out.append(f"job {name!r}, guaranteed its deadline, does not run")
+    if suspensions:
+        for j, job in enumerate(problem.jobs):
+            cur = int(table.current_row[j])
+            if cur < 0 or job.name in choices or job.name in admission.opportunistic or job.name in admission.dropped:
+                continue
+            if not (deadline_mode and job.deadline is not None and not table.deadline_ok[cur]):  # not late
+                out.append(f"running job {job.name!r} is suspended, but only opportunistic jobs (for the protected "
+                           "job) and dropped or late deadline jobs may be (Crius Sec. 6.1, 8.5)")
     if search_depth:
         rescaled, _ = counts(problem, table, choices)
         if rescaled > problem.search_depth:
