@@ -140,13 +140,16 @@ class CriusExactPolicy:
         choices = sol.payload.get("choices")
         wall = time.perf_counter() - t0
         # the heuristic's answer is a fallback only when it keeps the round's rules (feasibility)
-        hint_ok = not violations(crius, table, hint.choices, admission)
-        if choices is not None and sol.objective is not None and (sol.objective >= h_obj - 1e-9 or not hint_ok):
+        broken = violations(crius, table, hint.choices, admission)
+        if choices is not None and sol.objective is not None and (sol.objective >= h_obj - 1e-9 or broken):
             return to_decision(crius, table, choices, method=self.name, status=sol.status, bound=sol.bound,
                                solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
                                message=note, admission=admission, left_out=hint.left_out)
         why = ("the solver found no solution" if choices is None
                else f"the solver's best ({sol.objective:.6g}) is below the heuristic's")
+        if broken:  # never a decision that breaks the round's rules
+            raise InfeasibleError(f"{self.name}: {why} within {self.time_limit:g} s, and Algorithm 1's decision "
+                                  f"breaks the round's rules: {'; '.join(broken[:5])}")
         return to_decision(crius, table, hint.choices, method=self.name, status="heuristic-fallback", bound=sol.bound,
                            solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
                            message=_join(f"{note}; {why} within {self.time_limit:g} s", hint.message),

@@ -110,6 +110,29 @@ def test_exact_never_falls_back_to_a_decision_that_breaks_the_rules() -> None:
     assert d.status == "optimal" and d.objective == pytest.approx(brute_force(r, t), abs=1e-6)
 
 
+
+def test_exact_reports_rather_than_returns_a_rule_breaking_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the solver finds nothing and Algorithm 1's answer breaks the round's rules (here: a patched
+    Algorithm 1 that keeps the late job), ``exact`` raises a clear error instead of returning it."""
+    import optsched.policies.crius as crius_policies
+    from optsched.core.errors import InfeasibleError
+    from optsched.formulations.solution import ModelSize, Solution
+    from optsched.rounds.crius.choice import keep_choice
+    from optsched.rounds.crius.decision import Schedule
+
+    r = late_deadline_round(0)
+
+    def keep_all(problem, table, admission=None, **_):  # noqa: ANN001, ANN202
+        choices = {j.name: keep_choice(problem, table, table.index_of(j.name)) for j in problem.jobs
+                   if problem.current(j.name) is not None}
+        return Schedule(choices, admission)
+
+    monkeypatch.setattr(crius_policies, "algorithm1", keep_all)
+    monkeypatch.setattr(crius_policies.crius_round, "solve", lambda *a, **k: Solution(
+        "unknown", None, None, 0.0, True, ModelSize(0, 0, "unbuilt"), {}))
+    with pytest.raises(InfeasibleError, match="breaks the round's rules"):
+        optsched.make_policy("exact", kind="crius").decide(r)
+
 def test_a_job_no_cell_fits_waits_under_every_method() -> None:
     """A moe-27b@256 job on one A10 (pinned): its table has no row; every method answers, the job waits
     with the reason (alone, and next to a job that runs)."""
