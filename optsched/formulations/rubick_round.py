@@ -359,7 +359,6 @@ def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tu
     place, ``y`` 1 for the other chosen rows, parts counted per (row, size, node or class); rows first,
     then parts, then rows in place."""
     class_of = {built.nodes.names[i]: ci for ci, c in enumerate(built.classes) for i in c}
-    t = built.table
     trimmed = {ch.row for name, ch in hint.items() if ch.row in built.trims
                and sorted(ch.parts) == sorted(_current_parts(built, name))}
     chosen_rows = {ch.row for ch in hint.values()} - trimmed

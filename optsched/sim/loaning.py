@@ -34,6 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
+from optsched.core.checks import require_seed
 from optsched.core.allocation import NodeShare
 from optsched.core.errors import ValidationError
 from optsched.core.events import CapacityChange, PoolTarget
@@ -99,6 +100,7 @@ def synthetic_usage(days: float = 7.0, *, seed: int = 0, peak: float = 0.95, pea
             lo = mid
         else:
             hi = mid
+    require_seed("synthetic_usage", seed)
     rng = np.random.default_rng(seed)
     smooth = np.convolve(rng.normal(0.0, noise, n + 5), np.ones(6) / 6, mode="valid")[:n]
     values = np.clip(trough + (peak - trough) * _shape(hours, math.sqrt(lo * hi)) + smooth, 0.0, 1.0)

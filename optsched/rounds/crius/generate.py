@@ -29,8 +29,7 @@ import numpy as np
 
 from optsched.core.allocation import Allocation, Placement
 from optsched.core.catalog import get_cluster
-from optsched.core.checks import require_int, require_number
-from optsched.core.errors import ValidationError
+from optsched.core.checks import require_int, require_number, require_seed
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.perf.crius.cell_estimator import CellEstimator
@@ -69,17 +68,6 @@ def draw_request(rng: np.random.Generator, graph: OperatorGraph, cluster: Cluste
         if ok or 2 * req > min(cap, max(totals.values())):
             return req
         req *= 2
-
-
-#: seeds are below this (a solver's seed is a 32-bit integer)
-SEED_LIMIT = 2 ** 31
-
-
-def require_seed(owner: str, seed: object) -> None:
-    """``ValidationError`` naming ``seed`` unless ``0 <= seed < 2**31``."""
-    require_int(owner, "seed", seed, 0)
-    if seed >= SEED_LIMIT:  # type: ignore[operator]
-        raise ValidationError(f"{owner}: seed must be < 2**31, got {seed}")
 
 
 def generate_crius_round(num_jobs: int = 40, seed: int = 0, *, cluster: Cluster | str = DEFAULT_CLUSTER,
@@ -141,4 +129,4 @@ def generate_crius_round(num_jobs: int = 40, seed: int = 0, *, cluster: Cluster 
                       search_depth=search_depth, objective=objective)
 
 
-__all__ = ["DEFAULT_CLUSTER", "SEED_LIMIT", "draw_model", "draw_request", "generate_crius_round", "require_seed"]
+__all__ = ["DEFAULT_CLUSTER", "draw_model", "draw_request", "generate_crius_round"]

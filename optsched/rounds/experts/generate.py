@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from optsched.core.catalog import GPU_TYPES
-from optsched.core.checks import require_int
+from optsched.core.checks import require_int, require_seed
 from optsched.core.errors import ValidationError
 from optsched.core.hardware import Cluster, Node
 from optsched.perf.expert_popularity import DEFAULT_PATH_LENGTH, estimate_popularity, profile_paths
@@ -61,6 +61,7 @@ def generate_experts_round(experts: int = 16, devices: int | None = None, seed: 
                               f"{GENERATED_LAYERS} MoE layers)")
     if experts > devices * slots:
         raise ValidationError(f"{owner}: {experts} experts do not fit {devices} devices x {slots} slots")
+    require_seed("generate_experts_round", seed)
     rng = np.random.default_rng(seed)
     router = SyntheticRouter.create(experts, GENERATED_LAYERS, seed)
     profile = profile_paths(router.sample(PROFILE_BATCHES, PROFILE_TOKENS, seed), path_length)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from optsched.core.checks import require_int
+from optsched.core.checks import require_int, require_seed
 from optsched.rounds.experts.generate import lina_cluster
 from optsched.rounds.moe_comm.problem import ALL_TO_ALL, COMPUTE, AllReduce, MoECommRound, StreamOp
 
@@ -56,6 +56,7 @@ def generate_comm_round(moe_layers: int = 2, seed: int = 0) -> MoECommRound:
     """A random backward pass of ``moe_layers`` MoE layers (module docstring)."""
     require_int("generate_comm_round", "moe_layers", moe_layers, 1)
     require_int("generate_comm_round", "seed", seed, 0)
+    require_seed("generate_comm_round", seed)
     rng = np.random.default_rng(seed)
     stream: list[StreamOp] = []
     allreduces: list[AllReduce] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from optsched.core.checks import require_seed
 from optsched.rounds.lyra.jobs import base_workers, max_workers
 from optsched.rounds.lyra_allocate.capacity import available
 from optsched.rounds.lyra.generate import lyra_state
@@ -22,6 +23,7 @@ def generate_placement_round(*, seed: int = 0, servers: int = 8, training: int =
                              occupancy: float = 0.6, elastic: float = 0.3) -> PlacementRound:
     """A random placement round (module docstring)."""
     builder, inf, cluster = lyra_state(seed, servers, training, jobs, occupancy, elastic, "placement")
+    require_seed("generate_placement_round", seed)
     rng = np.random.default_rng(seed + 1)
     flexible = tuple((j, tuple(s.items())) for j, s in builder.flexible.items())
     base = LyraAllocateRound(cluster=cluster, jobs=tuple(builder.jobs), running=tuple(builder.running),  # type: ignore[arg-type]

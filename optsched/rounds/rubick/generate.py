@@ -51,7 +51,7 @@ import numpy as np
 
 from optsched.core.allocation import Allocation, NodeShare, Placement
 from optsched.core.catalog import MODELS, NO_3D_MODELS, a800_cluster
-from optsched.core.checks import require_int, require_number
+from optsched.core.checks import require_int, require_number, require_seed
 from optsched.core.errors import ValidationError
 from optsched.core.hardware import Cluster, GPUType
 from optsched.core.job import Job
@@ -274,6 +274,7 @@ def generate_rubick_round(num_nodes: int, gpus_per_node: int, num_jobs: int, see
     _check_args(num_nodes, gpus_per_node, num_jobs, seed, tenants,
                 {"guaranteed_fraction": guaranteed_fraction, "running_fraction": running_fraction,
                  "occupied_fraction": occupied_fraction})
+    require_seed("generate_rubick_round", seed)
     rng = np.random.default_rng(seed)
     cluster = a800_cluster(num_nodes, gpus_per_node)
     total = cluster.total_gpus

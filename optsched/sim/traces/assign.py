@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from optsched.core.catalog import MODELS, NO_3D_MODELS, get_model
-from optsched.core.checks import require_int
+from optsched.core.checks import require_int, require_seed
 from optsched.core.errors import ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.job import DEFAULT_CPUS_PER_GPU, Job
@@ -231,6 +231,7 @@ def finish_trace(p: Path, raw: list[RawJob], cluster: Cluster, seed: int,
     if not raw:
         raise ValidationError(f"{p}: no job left after the start/end/max_jobs selection")
     it = iteration_time if iteration_time is not None else default_iteration_time(cluster)
+    require_seed("finish_trace", seed)
     rng = np.random.default_rng(seed)
     jobs = assign_jobs(raw, cluster, rng, it, plan_choice=plan_choice, models=models, gpu_type=gpu_type,
                        cpus_per_gpu=cpus_per_gpu)

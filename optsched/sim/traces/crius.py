@@ -37,13 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
-from optsched.core.checks import require_int, require_number
+from optsched.core.checks import require_int, require_number, require_seed
 from optsched.core.errors import OptschedError, ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.perf.crius.cell_estimator import cell_plan, shared_estimator
 from optsched.perf.crius.models import crius_model
-from optsched.rounds.crius.generate import draw_model, draw_request, require_seed
+from optsched.rounds.crius.generate import draw_model, draw_request
 from optsched.rounds.crius.table import stage_counts
 from optsched.sim.crius_truth import CriusGroundTruth
 from optsched.sim.traces.assign import RawJob

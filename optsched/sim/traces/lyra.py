@@ -21,6 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
+from optsched.core.checks import require_seed
 from optsched.core.errors import ValidationError
 from optsched.core.job import Job
 from optsched.sim.traces.csv_rows import (RowError, RowErrors, check_field_count, gpu_count_field, non_negative_field,
@@ -59,6 +60,7 @@ def philly_rows(path: str | Path, *, max_jobs: int | None = None, skip_invalid: 
 def synthetic_rows(jobs: int, *, seed: int = 0, hours: float = 12.0, max_gpus: int = 32) -> list[RawRow]:
     """``jobs`` rows over ``hours``: Poisson arrivals, GPUs 1-32 with Philly-like weights (most jobs 1
     GPU, a few 8+), log-normal durations (median 20 minutes, heavy tail)."""
+    require_seed("synthetic_rows", seed)
     rng = np.random.default_rng(seed)
     submit = np.sort(rng.uniform(0.0, hours * 3600.0, jobs))
     gpus = rng.choice([1, 2, 4, 8, 16, 32], size=jobs, p=[0.62, 0.12, 0.12, 0.1, 0.03, 0.01])
@@ -76,6 +78,7 @@ def lyra_jobs(rows: Sequence[RawRow], *, seed: int = 0, elastic_count: float = 0
     kept = [r for r in rows if max_gpus is None or r[2] <= max_gpus]
     if not kept:
         raise ValidationError("lyra trace: no job left")
+    require_seed("lyra_jobs", seed)
     rng = np.random.default_rng(seed)
     dur = np.minimum(np.array([max(1.0, r[1]) for r in kept]), max_duration_s)
     gpus = np.array([r[2] for r in kept])

@@ -50,7 +50,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from optsched.core.checks import require_int, require_number
+from optsched.core.checks import require_int, require_number, require_seed
 from optsched.core.errors import ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.job import DEFAULT_CPUS_PER_GPU
@@ -111,6 +111,7 @@ def synthetic_trace(cluster: Cluster, *, num_jobs: int = 200, seed: int = 0, loa
     require_number(owner, "min_duration", min_duration, 0.0, strict=True)
     require_number(owner, "max_duration", max_duration, min_duration)
     pool = gpu_pool(cluster, gpu_type)
+    require_seed("synthetic_trace", seed)
     rng = np.random.default_rng(seed)
 
     gpus, durations = sample_philly_jobs(rng, num_jobs, min_duration=min_duration, max_duration=max_duration)
