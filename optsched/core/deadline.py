@@ -26,6 +26,12 @@ class Deadline:
     def never(cls) -> "Deadline":
         return cls(math.inf)
 
+    @classmethod
+    def since(cls, seconds: float, clock_start: float | None = None) -> "Deadline":
+        """``seconds`` counted from ``clock_start`` (a ``time.perf_counter()`` reading, e.g. when the
+        caller began reading the round: ``PolicyOptions.clock_start``), or from now when it is None."""
+        return cls(seconds) if clock_start is None else cls(seconds, clock_start)
+
     @property
     def at(self) -> float:
         """The ``time.perf_counter()`` reading at which the budget runs out."""

@@ -34,4 +34,17 @@ class SolutionTrace(cp_model.CpSolverSolutionCallback):
                          self.best_objective_bound / self.divisor + self.offset))
 
 
-__all__ = ["SolutionTrace", "cp_solver"]
+def solve_scaled(solver: cp_model.CpSolver, model: cp_model.CpModel, scale: float, offset: float,
+                 trace: list[tuple[float, float, float]] | None = None, t0: float = 0.0
+                 ) -> tuple[str, bool, float | None, list[int] | None]:
+    """Solve a model whose objective is the decision's objective times ``scale`` less ``offset`` (integer
+    weights): (status name, whether a solution was found, the proven bound in the decision's frame, the
+    solution's values by variable index), recording progress in ``trace`` (:class:`SolutionTrace`)."""
+    status = solver.solve(model, None if trace is None else SolutionTrace(trace, t0, scale, offset))
+    name = solver.status_name(status)
+    found = name in ("OPTIMAL", "FEASIBLE")
+    bound = solver.best_objective_bound / scale + offset if found else None
+    return name, found, bound, list(solver.response_proto.solution) if found else None
+
+
+__all__ = ["SolutionTrace", "cp_solver", "solve_scaled"]

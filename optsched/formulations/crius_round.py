@@ -46,7 +46,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from optsched.formulations import milp
-from optsched.formulations.cpsat import SolutionTrace, cp_solver
+from optsched.formulations.cpsat import cp_solver, solve_scaled
 from optsched.formulations.solution import ModelSize, Solution, solver_seconds
 from optsched.rounds.crius.admission import CriusAdmission, admit, allowed_rows
 from optsched.rounds.crius.capacity import MIB, NodeState, place, slot_rates
@@ -339,11 +339,7 @@ def solve(problem: CriusRound, table: CriusTable, *, time_limit: float, seed: in
         # measured (benchmarks/crius.py): the full LP relaxation with cuts closes the last 0.1% that the
         # default level leaves open at 300 jobs
         solver.parameters.linearization_level = 2
-        status = solver.solve(built.model, None if trace is None else SolutionTrace(trace, t0, SCALE, built.offset))
-        name = solver.status_name(status)
-        found = name in ("OPTIMAL", "FEASIBLE")
-        bound = solver.best_objective_bound / SCALE + built.offset if found else None
-        values: Sequence[int] | None = list(solver.response_proto.solution) if found else None
+        name, found, bound, values = solve_scaled(solver, built.model, SCALE, built.offset, trace, t0)
     else:
         res = milp.solve_milp(built.model, backend, solver_seconds(time_limit, t0), hint=start or {}, threads=workers)
         name = res.status.upper()

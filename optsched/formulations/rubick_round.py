@@ -66,7 +66,7 @@ from ortools.sat.python import cp_model
 from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.formulations import milp
-from optsched.formulations.cpsat import SolutionTrace, cp_solver
+from optsched.formulations.cpsat import cp_solver, solve_scaled
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Solution, solver_seconds
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
@@ -582,11 +582,7 @@ def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_l
         solver.parameters.linearization_level = 2
         for key, value in params.items():
             setattr(solver.parameters, key, value)
-        status = solver.solve(built.model, None if trace is None else SolutionTrace(trace, t0, SCALE, built.offset))
-        name = solver.status_name(status)
-        found = name in ("OPTIMAL", "FEASIBLE")
-        bound = solver.best_objective_bound / SCALE + built.offset if found else None
-        values: Sequence[int] | None = list(solver.response_proto.solution) if found else None
+        name, found, bound, values = solve_scaled(solver, built.model, SCALE, built.offset, trace, t0)
     else:
         start = None if not hint else {v.index: value for v, value in _hint_values(built, hint)}
         res = milp.solve_milp(built.model, backend, solver_seconds(time_limit, t0), hint=start or {},

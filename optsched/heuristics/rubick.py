@@ -118,7 +118,7 @@ import logging
 import math
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -359,24 +359,21 @@ class Algorithm1(RoundState):
         mapping of it onto the job's current placement keeps the job as it runs
         (:func:`~optsched.rounds.rubick.choice.is_kept`: same plan, the shape of the current placement,
         its CPUs and memory); all False for a queued job. Made once per job."""
-        out = self._keepable.get(j)
-        if out is None:
-            parts = self.current_parts[j]
-            py = self.rows[j].py
-            if parts is None:
-                out = [False] * len(py.rows)
-            else:
-                shape = sorted(g for _, g in parts)
-                out = [sorted(py.shapes[i]) == shape
-                       and is_kept(self.problem, self.table, j, Choice(row, parts)) for i, row in enumerate(py.rows)]
-            self._keepable[j] = out
-        return out
+        return self._on_current_shape(j, self._keepable, lambda i, row, parts: is_kept(
+            self.problem, self.table, j, Choice(row, parts)))
 
     def trimmable(self, j: int) -> list[bool]:
         """Per row of job ``j`` (in :class:`~optsched.heuristics.round_state.JobRows` order): whether a
         mapping of it onto the job's current placement trims the job (its current plan, the shape of its
         current placement, not keepable: :meth:`keepable`); all False for a queued job. Made once per job."""
-        out = self._trimmable.get(j)
+        keep = self.keepable(j)
+        return self._on_current_shape(j, self._trimmable, lambda i, row, _: not keep[i] and self.same_plan(j, row))
+
+    def _on_current_shape(self, j: int, cache: dict[int, list[bool]],
+                          test: Callable[[int, int, tuple[tuple[str, int], ...]], bool]) -> list[bool]:
+        """Per row of job ``j``: whether the row has the shape of the job's current placement and
+        ``test(i, row, current parts)`` holds (all False for a queued job); made once per job in ``cache``."""
+        out = cache.get(j)
         if out is None:
             parts = self.current_parts[j]
             py = self.rows[j].py
@@ -384,10 +381,8 @@ class Algorithm1(RoundState):
                 out = [False] * len(py.rows)
             else:
                 shape = sorted(g for _, g in parts)
-                keep = self.keepable(j)
-                out = [not keep[i] and sorted(py.shapes[i]) == shape and self.same_plan(j, row)
-                       for i, row in enumerate(py.rows)]
-            self._trimmable[j] = out
+                out = [sorted(py.shapes[i]) == shape and test(i, row, parts) for i, row in enumerate(py.rows)]
+            cache[j] = out
         return out
 
     def walk_parts(self, j: int) -> _Parts:

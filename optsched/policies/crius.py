@@ -52,7 +52,7 @@ FINISH_S_PER_JOB = 2e-4
 
 
 def _deadline(time_limit: float, clock_start: float | None, problem: RoundProblem) -> Deadline:
-    whole = Deadline(time_limit, start=time.perf_counter() if clock_start is None else clock_start)
+    whole = Deadline.since(time_limit, clock_start)
     return whole.earlier(FINISH_S_PER_JOB * len(problem.jobs))
 
 

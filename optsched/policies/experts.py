@@ -71,7 +71,7 @@ class ExpertsExactPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
-        deadline = Deadline(self.time_limit, start=t0 if self.clock_start is None else self.clock_start)
+        deadline = Deadline.since(self.time_limit, self.clock_start)
         experts = round_of(problem, ExpertsRound, self.name)
         hint, rule = lina_plan(experts), "Lina"
         broken = violations(experts, hint)

@@ -72,10 +72,6 @@ from optsched.rounds.placement import PlacementRound
 from optsched.rounds.placement.evaluate import objective as placement_objective
 from optsched.rounds.placement.evaluate import placement_decision
 
-def _deadline(time_limit: float, clock_start: float | None) -> Deadline:
-    return Deadline(time_limit) if clock_start is None else Deadline(time_limit, clock_start)
-
-
 def _warm_started(heuristic: object, h_obj: float, assemble: Callable[..., Decision], key: str, deadline: Deadline,
                   time_limit: float, solve: Callable[[float], Solution]) -> Decision:
     """The rule of every ``exact`` method (module docstring): ``solve`` gets what is left of the time
@@ -131,7 +127,7 @@ class ReclaimExactPolicy:
     clock_start: float | None = None
 
     def decide(self, problem: RoundProblem) -> Decision:
-        deadline = _deadline(self.time_limit, self.clock_start)
+        deadline = Deadline.since(self.time_limit, self.clock_start)
         p = round_of(problem, LyraReclaimRound, self.name)
         view = ReclaimView(p)
         hint = lyra_reclaim(view, p.reclaim)
@@ -257,7 +253,7 @@ class AllocatePolicy:
     clock_start: float | None = None
 
     def decide(self, problem: RoundProblem) -> Decision:
-        deadline = _deadline(self.allocator.time_limit, self.clock_start)
+        deadline = Deadline.since(self.allocator.time_limit, self.clock_start)
         p = round_of(problem, LyraAllocateRound, self.name)
         plan = self.allocator.plan(p, deadline)
         return allocation_decision(p, counts(p, plan.first.base, plan.first.pool, plan.extra), plan.objective,
@@ -304,7 +300,7 @@ class PlacementPolicy:
     clock_start: float | None = None
 
     def decide(self, problem: RoundProblem) -> Decision:
-        deadline = _deadline(self.time_limit, self.clock_start)
+        deadline = Deadline.since(self.time_limit, self.clock_start)
         p = round_of(problem, PlacementRound, self.name)
         heur = best_fit_decreasing(p, self.lyra)
         if not self.exact:
@@ -374,7 +370,7 @@ class LyraSimPolicy:
         return dataclasses.replace(p, flexible=tuple(sorted(entries)))
 
     def decide(self, problem: RoundProblem) -> Decision:
-        deadline = _deadline(self.allocator.time_limit, self.clock_start)
+        deadline = Deadline.since(self.allocator.time_limit, self.clock_start)
         p = self._remembered(round_of(problem, LyraSimRound, self.name))
         plan = self.allocator.plan(p, deadline)
         wc = counts(p, plan.first.base, plan.first.pool, plan.extra)

@@ -79,7 +79,7 @@ class CommExactPolicy:
 
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
-        deadline = Deadline(self.time_limit, start=t0 if self.clock_start is None else self.clock_start)
+        deadline = Deadline.since(self.time_limit, self.clock_start)
         comm = round_of(problem, MoECommRound, self.name)
         timelines, skipped = _rule_timelines(comm, deadline)
         best = min(timelines, key=lambda n: (timelines[n].step_ms, list(POLICIES).index(n)), default=None)

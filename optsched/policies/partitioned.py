@@ -84,7 +84,7 @@ class PartitionedPolicy:
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
         o = self.options
-        deadline = Deadline(o.time_limit, start=t0 if o.clock_start is None else o.clock_start)
+        deadline = Deadline.since(o.time_limit, o.clock_start)
         partitioner = round_kind(problem.kind).partitioner
         assert partitioner is not None
         split = partitioner.split(problem, self.parts, o.seed, o.perf_models, deadline=deadline)

@@ -117,7 +117,7 @@ FINISH_S_PER_JOB = 3e-5
 def _deadline(time_limit: float, clock_start: float | None, problem: RoundProblem) -> Deadline:
     """The deadline of the table, heuristic and solver: the time limit from ``clock_start`` (or now),
     less :data:`FINISH_S_PER_JOB` per job."""
-    whole = Deadline(time_limit, start=time.perf_counter() if clock_start is None else clock_start)
+    whole = Deadline.since(time_limit, clock_start)
     return whole.earlier(FINISH_S_PER_JOB * len(problem.jobs))
 
 
