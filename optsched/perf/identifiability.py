@@ -46,12 +46,14 @@ shows it:
   Measured: tied and with ``k_cpu_dp``, BERT's cross-validated error is 4.1 / 9.9% (free, main:
   4.5 / 11.6%; held at 1: 8.4 / 19.8%).
 * ``k_cpu_dp``: three ZeRO-Offload rows with three different DP sizes.
+* ``m_single``: two one-GPU rows of plan families that also have rows on more GPUs (the contrast
+  within a family separates the one-GPU factor from the family's own).
 
 **Minimum rows** = identified parameters + 1. The v2 terms ask for more: a fit with v2 terms needs at
 least twice as many rows as it has free parameters (as many rows to spare as it fits), so a fit on the
 six or seven rows of the paper's protocol is exactly Eq. 1's. Terms are held until the rules hold:
 first the v2 terms (neutral), in the reverse of the order ``k_odd``, the multipliers (most rows
-first), ``k_odd_node``, ``k_mb``, ``k_nic``; then the overlap exponents ``k_swap``, ``k_off``, ``k_sync`` (at their prior values:
+first), ``k_cpu_dp``, ``m_single``, ``k_odd_node``, ``k_mb``, ``k_nic``; then the overlap exponents ``k_swap``, ``k_off``, ``k_sync`` (at their prior values:
 they only shape how two known times overlap, and the paper's seven rows for seven parameters leave
 no row to check a fit against). When even the remaining Eq. 1 parameters have too few rows,
 :func:`identify` raises ``ValidationError`` naming the parameters, the rows needed and what would
@@ -92,6 +94,7 @@ NEEDS: dict[str, str] = {
     "k_nic": "2 rows whose DP group has an odd count on its thinnest node, 1 with an even count",
     "k_mb": "3 different per-GPU micro-batch sizes",
     "k_cpu_dp": f"{MIN_OFFLOAD_ROWS} zero-offload rows with 3 different DP sizes",
+    "m_single": "2 one-GPU rows of families that also have rows on more GPUs",
     **{m: f"{MIN_FAMILY_ROWS} rows of the family (not the reference one)" for m in FAMILY_MULTIPLIERS.values()},
     "m_zero_offload": f"{MIN_FAMILY_ROWS} zero-offload rows at 2 or more CPU counts per GPU, or a CPU anchor",
 }
@@ -198,6 +201,10 @@ def _v2_free(plans: Sequence[ExecutionPlan], f: PlanFeatures, fix_fwd: bool, rea
     ok["k_mb"] = len(set(np.round(f.mb_rel, 9).tolist())) >= 3
     offload = f.offload
     ok["k_cpu_dp"] = int(offload.sum()) >= MIN_OFFLOAD_ROWS and len(set(f.dp[offload].tolist())) >= 3
+    single = f.single > 0
+    contrasted = [i for i in range(len(PLAN_FAMILIES))
+                  if ((f.family == i) & single).any() and ((f.family == i) & ~single).any()]
+    ok["m_single"] = int((single & np.isin(f.family, contrasted)).sum()) >= 2
     counts = {fam: int((f.family == i).sum()) for i, fam in enumerate(PLAN_FAMILIES)}
     for fam, n in counts.items():
         if n == 0:
@@ -214,6 +221,7 @@ def _v2_free(plans: Sequence[ExecutionPlan], f: PlanFeatures, fix_fwd: bool, rea
         reasons[FAMILY_MULTIPLIERS[reference]] = "the reference family (fwd_s is fitted)"
     multipliers = [FAMILY_MULTIPLIERS[fam] for fam in families]
     ordered = ((["k_odd"] if ok["k_odd"] else []) + multipliers + (["k_cpu_dp"] if ok["k_cpu_dp"] else [])
+               + (["m_single"] if ok["m_single"] else [])
                + [t for t in ("k_odd_node", "k_mb", "k_nic") if ok[t]])
     assert set(ordered) <= set(SHAPE_TERMS) | set(FAMILY_MULTIPLIERS.values())
     return ordered

@@ -93,7 +93,8 @@ class PerfParams:
 
     Units: k_opt, k_opt_off in seconds per 10^9 parameters (k_opt_off per CPU core), k_const and
     fwd_s in seconds; k_bwd a ratio; k_sync, k_off, k_swap overlap exponents (>= 1). v2: k_odd and
-    k_odd_node ratios (>= 0), k_nic a weight in [0, 1], k_mb and k_cpu_dp exponents, m_* factors.
+    k_odd_node ratios (>= 0), k_nic a weight in [0, 1], k_mb and k_cpu_dp exponents, m_* factors
+    (m_single on jobs of one GPU, the others on a plan family).
     """
 
     k_bwd: float = 2.0
@@ -109,6 +110,7 @@ class PerfParams:
     k_nic: float = 0.0
     k_mb: float = 1.0
     k_cpu_dp: float = 1.0
+    m_single: float = 1.0
     m_dp: float = 1.0
     m_ga: float = 1.0
     m_gc: float = 1.0
@@ -121,7 +123,7 @@ class PerfParams:
               "k_opt_off": (0.0, 200.0), "k_off": (1.0, 100.0), "k_swap": (1.0, 100.0),
               "k_const": (0.0, 10.0), "fwd_s": (1e-6, 100.0),
               "k_odd": (0.0, 50.0), "k_odd_node": (0.0, 5.0), "k_nic": (0.0, 1.0), "k_mb": (0.3, 1.0),
-              "k_cpu_dp": (0.0, 1.0),
+              "k_cpu_dp": (0.0, 1.0), "m_single": (0.25, 4.0),
               **{m: (0.25, 4.0) for m in FAMILY_MULTIPLIERS.values()}}
     SEVEN = ("k_bwd", "k_sync", "k_opt", "k_opt_off", "k_off", "k_swap", "k_const")
     #: the parameters of plain Eq. 1: the seven and fwd_s
@@ -189,6 +191,7 @@ class PlanFeatures:
     t_tp_pair: np.ndarray
     mb_rel: np.ndarray  # per-GPU micro-batch / (global batch / GPUs per node)
     family: np.ndarray  # index into PLAN_FAMILIES
+    single: np.ndarray  # 0/1: the job runs on one GPU
     dp: np.ndarray  # DP size d
     cpus: np.ndarray  # CPU cores per GPU c
 
@@ -314,7 +317,8 @@ def breakdown(features: PlanFeatures, params: PerfParams) -> IterationBreakdown:
     """Evaluate Eq. 1 part by part for every sample in ``features``, with model v2's terms where
     ``params`` sets them (:mod:`optsched.perf.model_v2`; neutral terms leave Eq. 1 exactly).
 
-    ``T_iter = m_family (T_cc + T_oo,gpu + k_const + T_odd) + T_cpu`` where, under ZeRO-Offload,
+    ``T_iter = m_family m_1 (T_cc + T_oo,gpu + k_const + T_odd) + T_cpu`` (``m_1 = m_single`` for a job
+    on one GPU, else 1) where, under ZeRO-Offload,
     ``T_oo,gpu = f_k_off(T_dp, T_off)`` and ``T_cpu = f_k_swap(T_opt, T_off)`` (the two halves of
     A.2's T_oo), and otherwise ``T_oo,gpu = T_opt`` (the GPU optimizer step) and ``T_cpu = 0``. With
     every m = 1 this is Eq. 1."""
@@ -343,6 +347,8 @@ def breakdown(features: PlanFeatures, params: PerfParams) -> IterationBreakdown:
     multipliers = [getattr(params, FAMILY_MULTIPLIERS[fam]) for fam in PLAN_FAMILIES]
     if any(m != 1.0 for m in multipliers):
         t_gpu = t_gpu * family_factor(f.family, multipliers)
+    if params.m_single != 1.0:
+        t_gpu = t_gpu * np.where(f.single > 0, params.m_single, 1.0)
     t_iter = t_gpu + t_cpu
     return IterationBreakdown(t_fwd, t_bwd, t_dp, t_tp, f.t_pp, t_opt, f.t_off, t_cc, t_oo, t_iter, t_odd, t_cpu)
 

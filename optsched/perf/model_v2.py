@@ -40,6 +40,19 @@ Terms (parameters of :class:`~optsched.perf.iteration_time.PerfParams`):
   not the node's memory bandwidth), GPT-2 1068 to 460 ms, RoBERTa 287 to 113 ms: about d^-0.4
   (d^-0.29 to d^-0.54 over the models). So ``T_opt = k_opt_off P / (d^k_cpu_dp c)``: the step still
   scales with the cores as A.2 says, only the share of it that partitioning removes is fitted.
+* **One-GPU jobs** (``m_single`` > 0; neutral 1) on the GPU side of a job that runs on one GPU. A
+  one-GPU job has no data-parallel machinery at all (no gradient bucketing, no collective, no ZeRO
+  partitioning), which Eq. 1 only sees as T_dp = 0. RoBERTa shows that this can be worth far more
+  than the missing all-reduce: two GPUs of one node take as long as one (GA 0.705 s on ``1``, 0.737 s
+  on ``11``; ZeRO-DP 0.684 s on ``1``, 0.698 s on ``2``; ZeRO-Offload 1.101 s on ``1``, 0.921 s on
+  ``2``), while from 2 to 4 to 8 GPUs the time halves as Eq. 1 says (GA 0.737, 0.373, 0.234 s); per
+  GPU and sample the one-GPU runs take 11.0 ms against 21.8-29.3 ms on 2 to 8 GPUs, and the
+  ``overlap_sync`` column is the same on ``1`` and ``2`` (0.652 and 0.650 s for ZeRO-DP) while the
+  per-micro-step ``forward`` column is 0.02 s everywhere. No smooth function of the micro-batch
+  gives that step (a fit with ``k_mb`` misses these rows by 20-70% held out), a factor on one-GPU
+  jobs does. Fitted on every row: RoBERTa 0.56; ViT 1.29, BERT 1.09, T5 0.96, GPT-2 1.06 (their
+  one-GPU rows are close to Eq. 1). Freed only by two one-GPU rows of families that also have rows
+  on more GPUs (:mod:`optsched.perf.identifiability`), so a family factor cannot stand in for it.
 * **Per-family multipliers** (``m_dp``, ``m_ga``, ``m_gc``, ``m_zero_dp``, ``m_zero_offload``,
   ``m_3d`` > 0; neutral 1) on the *GPU side* of a plan family's iteration, for the efficiency of
   each implementation that Eq. 1's shared constants miss (T5 ZeRO-DP on ``11`` needs 320 ms of
@@ -91,12 +104,12 @@ MODEL_FORMS = ("eq1", "v2")
 #: the form ``optsched fit`` and the built-in defaults use
 DEFAULT_FORM = "v2"
 #: the v2 shape and efficiency terms (not the family multipliers)
-SHAPE_TERMS = ("k_odd", "k_odd_node", "k_nic", "k_mb", "k_cpu_dp")
+SHAPE_TERMS = ("k_odd", "k_odd_node", "k_nic", "k_mb", "k_cpu_dp", "m_single")
 #: the multiplier parameter of each plan family (:data:`optsched.core.plan.PLAN_FAMILIES`)
 FAMILY_MULTIPLIERS: dict[str, str] = {"dp": "m_dp", "ga": "m_ga", "gc": "m_gc", "zero-dp": "m_zero_dp",
                                       "zero-offload": "m_zero_offload", "3d": "m_3d"}
 #: every v2 parameter and its neutral value (at which the model is Eq. 1)
-NEUTRAL: dict[str, float] = {"k_odd": 0.0, "k_odd_node": 0.0, "k_nic": 0.0, "k_mb": 1.0, "k_cpu_dp": 1.0,
+NEUTRAL: dict[str, float] = {"k_odd": 0.0, "k_odd_node": 0.0, "k_nic": 0.0, "k_mb": 1.0, "k_cpu_dp": 1.0, "m_single": 1.0,
                              **{m: 1.0 for m in FAMILY_MULTIPLIERS.values()}}
 #: the DP-family plan codes the extrapolation floor compares with
 DP_FAMILY_CODES = ("dp", "ga", "gc", "zero-dp", "zero-offload")
@@ -111,7 +124,7 @@ def check_form(form: str) -> str:
 
 def shape_values(plan: ExecutionPlan, gpus_per_node: tuple[int, ...], v_dp: float, share_bps: float,
                  dp_k: int, tp_k: int, t_dp: float, t_tp: float, micro_batch: float, mb0: float
-                 ) -> tuple[float, float, float, float, float, float, float]:
+                 ) -> tuple[float, float, float, float, float, float, float, float]:
     """The v2 features of one sample (:class:`~optsched.perf.iteration_time.PlanFeatures` fields
     ``odd_span, funnel, largest_node, t_dp_pair, t_tp_pair, mb_rel, family``): the odd-node flag, the
     funnel time F (seconds), the largest node's GPUs, the DP and TP times with NIC-pair shares, the
@@ -120,7 +133,8 @@ def shape_values(plan: ExecutionPlan, gpus_per_node: tuple[int, ...], v_dp: floa
     odd = spans and any(g % 2 for g in gpus_per_node) and plan.zero is not ZeroMode.OFFLOAD
     funnel = plan.dp * v_dp / share_bps if spans else 0.0
     return (1.0 if odd else 0.0, float(funnel), float(max(gpus_per_node)), _pair_time(t_dp, dp_k),
-            _pair_time(t_tp, tp_k), float(micro_batch / mb0), float(PLAN_FAMILIES.index(plan.family)))
+            _pair_time(t_tp, tp_k), float(micro_batch / mb0), float(PLAN_FAMILIES.index(plan.family)),
+            1.0 if plan.num_gpus == 1 else 0.0)
 
 
 def _pair_time(t: float, k: int) -> float:

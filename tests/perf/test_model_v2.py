@@ -73,6 +73,20 @@ def test_family_multiplier_scales_only_its_family() -> None:
     assert one(ga, (4,), params).t_iter[0] == one(ga, (4,), BASE).t_iter[0]
 
 
+def test_one_gpu_factor_scales_the_gpu_side_of_one_gpu_jobs_only() -> None:
+    params = BASE.replace(m_single=0.5)
+    for plan in (ExecutionPlan(dp=1, ga_steps=2), ExecutionPlan(dp=1, gc=True), ExecutionPlan(dp=1, zero=ZeroMode.DP)):
+        assert one(plan, (1,), params).t_iter[0] == pytest.approx(0.5 * one(plan, (1,), BASE).t_iter[0])
+    # ZeRO-Offload: the GPU side halves, the CPU step f_swap(T_opt, T_off) does not
+    off = ExecutionPlan(dp=1, zero=ZeroMode.OFFLOAD)
+    plain, v2 = one(off, (1,), BASE), one(off, (1,), params)
+    assert v2.t_cpu[0] == plain.t_cpu[0] > 0
+    assert v2.t_iter[0] == pytest.approx(0.5 * (plain.t_iter[0] - plain.t_cpu[0]) + plain.t_cpu[0])
+    # two GPUs, on one node or two: unchanged
+    for gpn in ((2,), (1, 1)):
+        assert one(ExecutionPlan(dp=2), gpn, params).t_iter[0] == one(ExecutionPlan(dp=2), gpn, BASE).t_iter[0]
+
+
 def test_neutral_terms_are_exactly_eq1() -> None:
     assert PerfParams().is_eq1 and not BASE.replace(k_nic=0.1).is_eq1
     configs = [(ExecutionPlan(dp=8), (3, 3, 2), 8.0), (ExecutionPlan(dp=4, zero=ZeroMode.OFFLOAD), (2, 2), 4.0),
@@ -160,6 +174,32 @@ def test_each_v2_term_needs_its_contrast() -> None:
     ident = _ident(even + odd + _zdp((2, 2)) * 12, fix_fwd=False)
     assert "m_zero_dp" in ident.held and "reference" in ident.reasons["m_zero_dp"]
     assert "k_bwd" in ident.held and "gc row" in ident.reasons["k_bwd"]
+
+
+def test_the_one_gpu_factor_needs_two_one_gpu_rows_of_families_with_larger_rows() -> None:
+    many = _zdp((4, 4), (2, 2), (8,), (2,), (4,)) * 3
+    ga = [(ExecutionPlan(dp=g, ga_steps=2), (g,), 8.0) for g in (1, 2, 4)]
+    assert "m_single" in _ident(many + _zdp((1,)) + ga).free  # ZeRO-DP and GA each on 1 GPU and on more
+    ident = _ident(many + _zdp((1,)))  # one one-GPU row
+    assert "m_single" in ident.held and "2 one-GPU rows" in ident.reasons["m_single"]
+    # two one-GPU rows, but GC has no row on more GPUs: its factor could stand in for m_single
+    gc_one = [(ExecutionPlan(dp=1, gc=True), (1,), 8.0)]
+    assert "m_single" in _ident(many + _zdp((1,)) + gc_one).held
+
+
+def test_v2_recovers_a_one_gpu_factor_and_predicts_a_held_out_one_gpu_row() -> None:
+    base = prior_performance_model(BERT, CLUSTER, "A800")
+    truth = base.with_params(TRUE.replace(m_single=0.55), form="v2")
+    cfg = _configs()
+    held = [i for i, c in enumerate(cfg) if c[1] == (1,) and c[0].zero is ZeroMode.DP]
+    train = [c for i, c in enumerate(cfg) if i not in held]
+    v2 = fit(base, train, truth.iteration_times(train), fwd_s=TRUE.fwd_s, starts=2, form="v2")
+    assert "m_single" in v2.identified and v2.params.m_single == pytest.approx(0.55, rel=0.02)
+    test = [cfg[i] for i in held]
+    assert np.allclose(v2.iteration_times(test), truth.iteration_times(test), rtol=2e-2)
+    # Eq. 1 cannot: it predicts the held-out one-GPU row about 1 / 0.55 too slow
+    eq1 = fit(base, train, truth.iteration_times(train), fwd_s=TRUE.fwd_s, starts=2, form="eq1")
+    assert eq1.iteration_times(test)[0] > 1.3 * truth.iteration_times(test)[0]
 
 
 def test_few_rows_hold_the_v2_terms_then_the_overlap_exponents_then_fail() -> None:
