@@ -53,11 +53,11 @@ shows it:
 least twice as many rows as it has free parameters (as many rows to spare as it fits), so a fit on the
 six or seven rows of the paper's protocol is exactly Eq. 1's. Terms are held until the rules hold:
 first the v2 terms (neutral), in the reverse of the order ``k_odd``, the multipliers (most rows
-first), ``k_cpu_dp``, ``m_single``, ``k_odd_node``, ``k_mb``, ``k_nic``; then the overlap exponents ``k_swap``, ``k_off``, ``k_sync`` (at their prior values:
-they only shape how two known times overlap, and the paper's seven rows for seven parameters leave
-no row to check a fit against). When even the remaining Eq. 1 parameters have too few rows,
-:func:`identify` raises ``ValidationError`` naming the parameters, the rows needed and what would
-identify the held ones.
+first), ``k_cpu_dp``, ``m_single``, ``k_odd_node``, ``k_mb``, ``k_nic``; then the overlap exponents
+``k_swap``, ``k_off``, ``k_sync`` (at their prior values: they only shape how two known times
+overlap, and the paper's seven rows for seven parameters leave no row to check a fit against). When
+even the remaining Eq. 1 parameters have too few rows, :func:`identify` raises ``ValidationError``
+naming the parameters, the rows needed and what would identify the held ones.
 """
 
 from __future__ import annotations

@@ -109,8 +109,8 @@ SHAPE_TERMS = ("k_odd", "k_odd_node", "k_nic", "k_mb", "k_cpu_dp", "m_single")
 FAMILY_MULTIPLIERS: dict[str, str] = {"dp": "m_dp", "ga": "m_ga", "gc": "m_gc", "zero-dp": "m_zero_dp",
                                       "zero-offload": "m_zero_offload", "3d": "m_3d"}
 #: every v2 parameter and its neutral value (at which the model is Eq. 1)
-NEUTRAL: dict[str, float] = {"k_odd": 0.0, "k_odd_node": 0.0, "k_nic": 0.0, "k_mb": 1.0, "k_cpu_dp": 1.0, "m_single": 1.0,
-                             **{m: 1.0 for m in FAMILY_MULTIPLIERS.values()}}
+NEUTRAL: dict[str, float] = {"k_odd": 0.0, "k_odd_node": 0.0, "k_nic": 0.0, "k_mb": 1.0, "k_cpu_dp": 1.0,
+                             "m_single": 1.0, **{m: 1.0 for m in FAMILY_MULTIPLIERS.values()}}
 #: the DP-family plan codes the extrapolation floor compares with
 DP_FAMILY_CODES = ("dp", "ga", "gc", "zero-dp", "zero-offload")
 
@@ -126,9 +126,10 @@ def shape_values(plan: ExecutionPlan, gpus_per_node: tuple[int, ...], v_dp: floa
                  dp_k: int, tp_k: int, t_dp: float, t_tp: float, micro_batch: float, mb0: float
                  ) -> tuple[float, float, float, float, float, float, float, float]:
     """The v2 features of one sample (:class:`~optsched.perf.iteration_time.PlanFeatures` fields
-    ``odd_span, funnel, largest_node, t_dp_pair, t_tp_pair, mb_rel, family``): the odd-node flag, the
-    funnel time F (seconds), the largest node's GPUs, the DP and TP times with NIC-pair shares, the
-    micro-batch relative to mb0, and the family's index in ``PLAN_FAMILIES``."""
+    ``odd_span, funnel, largest_node, t_dp_pair, t_tp_pair, mb_rel, family, single``): the odd-node
+    flag, the funnel time F (seconds), the largest node's GPUs, the DP and TP times with NIC-pair
+    shares, the micro-batch relative to mb0, the family's index in ``PLAN_FAMILIES``, and whether the
+    job runs on one GPU."""
     spans = len(gpus_per_node) > 1
     odd = spans and any(g % 2 for g in gpus_per_node) and plan.zero is not ZeroMode.OFFLOAD
     funnel = plan.dp * v_dp / share_bps if spans else 0.0

@@ -75,7 +75,8 @@ def test_family_multiplier_scales_only_its_family() -> None:
 
 def test_one_gpu_factor_scales_the_gpu_side_of_one_gpu_jobs_only() -> None:
     params = BASE.replace(m_single=0.5)
-    for plan in (ExecutionPlan(dp=1, ga_steps=2), ExecutionPlan(dp=1, gc=True), ExecutionPlan(dp=1, zero=ZeroMode.DP)):
+    for plan in (ExecutionPlan(dp=1, ga_steps=2), ExecutionPlan(dp=1, gc=True),
+                 ExecutionPlan(dp=1, zero=ZeroMode.DP)):
         assert one(plan, (1,), params).t_iter[0] == pytest.approx(0.5 * one(plan, (1,), BASE).t_iter[0])
     # ZeRO-Offload: the GPU side halves, the CPU step f_swap(T_opt, T_off) does not
     off = ExecutionPlan(dp=1, zero=ZeroMode.OFFLOAD)
