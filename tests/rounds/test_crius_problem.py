@@ -167,3 +167,21 @@ def test_the_table_cache_keeps_clusters_apart() -> None:
     types_a = {n.gpu_type for n in a.cluster.nodes}
     assert set(first.gpu_type) <= types_a and set(other.gpu_type) - types_a
     assert again.gpu_type == first.gpu_type and np.array_equal(again.throughput, first.throughput)
+
+
+def test_a_cache_fed_a_new_cluster_object_every_round_stays_bounded() -> None:
+    """A caller that parses every round anew brings a new (equal) cluster object each time: the cache
+    keeps at most MAX_CLUSTERS of them and their blocks, and its tables stay the same."""
+    from dataclasses import replace
+
+    from optsched.core.catalog import get_cluster
+    from optsched.rounds.crius.table import MAX_CLUSTERS, CriusTableCache
+    jobs = (Job("j0", "bert-1.3b@128", 4, 1000), Job("j1", "wresnet-1b@512", 2, 1000))
+    base = get_cluster("crius-testbed-64")
+    cache = CriusTableCache()
+    first = build_crius_table(CriusRound(cluster=base, jobs=jobs, time=10.0), cache)
+    for _ in range(3 * MAX_CLUSTERS):
+        table = build_crius_table(CriusRound(cluster=replace(base), jobs=jobs, time=10.0), cache)
+        assert len(cache._estimators) <= MAX_CLUSTERS
+        assert len({id(cl) for _, cl, _ in cache._blocks.values()}) <= MAX_CLUSTERS
+    assert np.array_equal(table.throughput, first.throughput)

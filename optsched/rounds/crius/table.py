@@ -63,6 +63,9 @@ MAX_STAGES = 16
 DEADLINE_RTOL = 1e-9
 #: job blocks a :class:`CriusTableCache` keeps before it starts again (rounds of new operator graphs)
 MAX_BLOCKS = 20_000
+#: cluster objects a :class:`CriusTableCache` keeps estimators for before it starts again (a caller that
+#: parses every round anew, e.g. from JSON, brings a new cluster object each time)
+MAX_CLUSTERS = 16
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,9 @@ class CriusTableCache:
     def estimator(self, cluster: Cluster) -> CellEstimator:
         got = self._estimators.get(id(cluster))
         if got is None or got[0] is not cluster:
+            if len(self._estimators) >= MAX_CLUSTERS:  # the blocks hold their clusters too
+                self._estimators.clear()
+                self._blocks.clear()
             got = (cluster, shared_estimator(cluster) if self.params is None else CellEstimator(cluster, self.params))
             self._estimators[id(cluster)] = got
         return got[1]
