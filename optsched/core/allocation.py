@@ -75,6 +75,11 @@ class Placement:
         return sum(s.mem_gib for _, s in self.shares)
 
     @property
+    def gpu_parts(self) -> tuple[tuple[str, int], ...]:
+        """(node, GPUs) of the nodes with at least one GPU, by node name (a round's ``Choice.parts``)."""
+        return tuple((n, s.gpus) for n, s in self.shares if s.gpus > 0)
+
+    @property
     def gpus_per_node(self) -> tuple[int, ...]:
         """GPU counts of the nodes with at least one GPU, largest first (the perf model's view)."""
         return tuple(sorted((s.gpus for _, s in self.shares if s.gpus > 0), reverse=True))

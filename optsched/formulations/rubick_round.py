@@ -177,7 +177,7 @@ def _in_place(problem: RubickRound, table: CoefficientTable, names: list[str], j
     (node index in ``names``, GPUs, CPUs, MiB rounded up)."""
     cur = problem.current(table.jobs[j])
     assert cur is not None
-    choice = Choice(k, tuple((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0))
+    choice = Choice(k, cur.placement.gpu_parts)
     return choice, [(names.index(n), s.gpus, s.cpus, _mib_up(s.mem_gib))
                     for n, s in placement_of(problem, table, j, choice).shares]
 
@@ -394,7 +394,7 @@ def _current_parts(built: RubickRoundModel, name: str) -> tuple[tuple[str, int],
     """(node, GPUs) of running job ``name``'s current placement."""
     alloc = built.problem.current(name)
     assert alloc is not None
-    return tuple((n, s.gpus) for n, s in alloc.placement.shares if s.gpus > 0)
+    return alloc.placement.gpu_parts
 
 
 def _choices_per_node(built: RubickRoundModel, values: Sequence[int]) -> dict[str, Choice]:
@@ -453,7 +453,7 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
                     free_g[i] -= s.gpus
                     free_c[i] -= s.cpus
                     free_m[i] -= _mib_up(s.mem_gib)
-                return Choice(k, tuple((n, s.gpus) for n, s in alloc.placement.shares if s.gpus > 0))
+                return Choice(k, alloc.placement.gpu_parts)
             return None
         used: list[tuple[int, int, int, int]] = []
         for s in t.gpus_per_node[k]:

@@ -289,7 +289,7 @@ class RoundState:
                 shares = tuple(sorted((self.ledger.index[n], s.gpus, s.cpus, float(s.mem_gib))
                                       for n, s in cur.placement.shares))
                 self.current[j] = Config(int(table.current_row[j]), shares, True)
-                self.current_parts[j] = tuple(sorted((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0))
+                self.current_parts[j] = tuple(sorted(cur.placement.gpu_parts))
                 for n, *_ in shares:
                     self.on_current_node[j, n] = True
                 self.current_nodes[j] = frozenset(n for n, *_ in shares)

@@ -33,7 +33,7 @@ class Choice:
 def current_parts(problem: CriusRound, job: str) -> tuple[tuple[str, int], ...]:
     """``((node, gpus), ...)`` of a running job's allocation, sorted by node."""
     cur = problem.current(job)
-    return () if cur is None else tuple((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0)
+    return () if cur is None else cur.placement.gpu_parts
 
 
 def is_kept(problem: CriusRound, table: CriusTable, j: int, choice: Choice | None) -> bool:

@@ -126,7 +126,7 @@ def choices_of(decision: Decision, table: CriusTable, problem: CriusRound) -> di
             continue
         j = table.index_of(d.job)
         a = d.allocation
-        parts = tuple((n, s.gpus) for n, s in a.placement.shares if s.gpus > 0)
+        parts = a.placement.gpu_parts
         if d.action == "keep" and table.current_row[j] >= 0:
             out[d.job] = Choice(int(table.current_row[j]), parts)
             continue

@@ -95,7 +95,7 @@ class LyraRound(RoundProblem):
         for j in self.jobs:
             check_workers(j)
         for a in self.running:
-            self._check_running(self.job(a.job), dict((n, s.gpus) for n, s in a.placement.shares if s.gpus > 0))
+            self._check_running(self.job(a.job), dict(a.placement.gpu_parts))
         flex = _flexible_tuple(self.flexible)
         object.__setattr__(self, "flexible", flex)
         flex_map: dict[str, dict[str, int]] = {}

@@ -61,7 +61,7 @@ def is_kept(problem: RubickRound, table: CoefficientTable, job: int, choice: Cho
     assert cur is not None
     row = choice.row
     return (table.plans[row] == cur.plan
-            and sorted(choice.parts) == sorted((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0)
+            and sorted(choice.parts) == sorted(cur.placement.gpu_parts)
             and (row == cur_row or (table.cpus[row] == cur.placement.total_cpus
                                     and abs(table.mem_gib[row] - cur.placement.total_mem_gib) < KEPT_MEM_TOL)))
 
@@ -71,7 +71,7 @@ def _same_gpus(problem: RubickRound, table: CoefficientTable, job: int, choice: 
     cur = problem.current(table.jobs[job])
     assert cur is not None
     return (table.plans[choice.row] == cur.plan
-            and sorted(choice.parts) == sorted((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0))
+            and sorted(choice.parts) == sorted(cur.placement.gpu_parts))
 
 
 def is_trim(problem: RubickRound, table: CoefficientTable, job: int, choice: Choice | None) -> bool:

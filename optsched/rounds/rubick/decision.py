@@ -66,7 +66,7 @@ def keep_unchanged(problem: RubickRound, table: CoefficientTable, choices: Mappi
         cur = problem.current(name)
         assert cur is not None
         if (table.plans[choice.row] == cur.plan and table.throughput[cur_row] >= table.throughput[choice.row]
-                and sorted(choice.parts) == sorted((n, s.gpus) for n, s in cur.placement.shares if s.gpus > 0)):
+                and sorted(choice.parts) == sorted(cur.placement.gpu_parts)):
             candidates.append((name, j, choice, cur_row))
     if not candidates:
         return choices
@@ -163,7 +163,7 @@ def choices_of(decision: Decision, table: CoefficientTable, problem: RubickRound
             continue
         j = table.index_of(d.job)
         a = d.allocation
-        parts = tuple((n, s.gpus) for n, s in a.placement.shares if s.gpus > 0)
+        parts = a.placement.gpu_parts
         rows = table.configs_of(d.job)
         gtype = problem.cluster.node(parts[0][0]).gpu_type
         cand = [int(k) for k in rows if table.plans[k] == a.plan and table.gpus_per_node[k] == a.placement.gpus_per_node
