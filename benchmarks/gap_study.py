@@ -1,5 +1,5 @@
 """Gap study (issue "Scale and optimality gap", item 5): for every round kind with a probe
-(:data:`optsched.experiments.gap.PROBES`) and a size sweep, the heuristic's and the exact objective, the
+(:func:`optsched.experiments.gap.probe_of`) and a size sweep, the heuristic's and the exact objective, the
 bound and the gap, solve times, the times to the first solution and to a 1% gap with and without the
 heuristic's warm start, and the pulp LP bound as a second opinion.
 
@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from optsched.experiments.gap import PROBES, GapPoint, growth_exponent, median_by, plot_study, run_gap_point  # noqa: E402
+from optsched.experiments.gap import GapPoint, probe_kinds, growth_exponent, median_by, plot_study, run_gap_point  # noqa: E402
 from optsched.experiments.sweep import run_sweep  # noqa: E402
 from report import OUT, emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
@@ -77,10 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runner", choices=("local", "ray", "auto"), default="local")
     args = ap.parse_args(argv)
     sizes = [(int(n), int(j)) for n, j in (s.split(":") for s in args.sizes)]
-    kinds = sorted(PROBES) if args.kinds is None else list(dict.fromkeys(args.kinds))
-    unknown = [k for k in kinds if k not in PROBES]
+    kinds = list(probe_kinds()) if args.kinds is None else list(dict.fromkeys(args.kinds))
+    unknown = [k for k in kinds if k not in probe_kinds()]
     if unknown:
-        ap.error(f"no gap study for kind(s) {', '.join(unknown)} (known: {', '.join(sorted(PROBES))})")
+        ap.error(f"no gap study for kind(s) {', '.join(unknown)} (known: {', '.join(probe_kinds())})")
     missing = sorted(set(kinds) - set(SWEEPS))
     if missing:
         ap.error(f"no sweep for kind(s) {', '.join(missing)}: add them to SWEEPS")

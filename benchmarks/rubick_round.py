@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from optsched.rounds.rubick.generate import generate_rubick_round
-from optsched.policies.rubick import RubickExactPolicy, RubickHeuristicPolicy
+from optsched.policies import PolicyOptions, make_policy
+from optsched.policies.rubick import RubickHeuristicPolicy
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
 CASES = ((8, 20), (8, 40), (8, 80), (160, 200), (160, 400))
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             h = RubickHeuristicPolicy("heuristic").decide(problem)
             h_s = time.perf_counter() - t0
-            e = RubickExactPolicy("exact", args.time_limit, seed, workers=args.workers).decide(problem)
+            e = make_policy("exact", PolicyOptions(args.time_limit, seed, args.workers)).decide(problem)
             model = dict(re.findall(r"(\w+)=(\S+)", e.message))
             size, variables = model.get("encoding", ""), model.get("variables", "")
             rows.append((nodes * 8, jobs, seed, f"{h.objective:.4f}", f"{h_s:.2f}", f"{e.objective:.4f}",

@@ -1,8 +1,9 @@
 """Optimality-gap studies: how far the papers' heuristics are from the exact optimum, and how the exact
 solve scales (issue "Scale and optimality gap", item 5).
 
-For one round, :func:`gap_row` measures with the round kind's *probe* (one per kind, :data:`PROBES`;
-a new kind adds its own): the heuristic's objective and time; the exact objective, its proven bound,
+For one round, :func:`gap_row` measures with the round kind's *probe* (:func:`probe_of`: every kind
+with an exact contract, :mod:`optsched.policies.exact`, is probed through it by :func:`contract_probe`;
+:data:`PROBES` holds the others): the heuristic's objective and time; the exact objective, its proven bound,
 the gap and the solve time; the times to the first feasible solution and to a 1% gap, with the
 heuristic's warm start and without it; and an LP-relaxation bound through pulp as an independent
 second opinion on the solver's bound (when the kind's formulation offers one). :func:`growth_exponent`
@@ -29,6 +30,9 @@ from optsched.core.decision import relative_gap
 from optsched.core.errors import ValidationError
 from optsched.core.kinds import round_kind
 from optsched.core.round import RoundProblem
+from optsched.formulations.solution import Solution
+from optsched.policies import PolicyOptions, make_policy
+from optsched.policies.exact import exact_contract, exact_kinds, not_worse
 
 log = logging.getLogger(__name__)
 
@@ -36,28 +40,31 @@ log = logging.getLogger(__name__)
 TARGET_GAP = 0.01
 
 
-def _rubick_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
-    from optsched.formulations import rubick_round
-    from optsched.heuristics.rubick import algorithm1
-    from optsched.rounds.rubick.admission import admit
-    from optsched.rounds.rubick.objective import objective
-    from optsched.rounds.rubick.table import build_round_table
-
+def contract_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
+    """The probe of every kind with an exact contract (:mod:`optsched.policies.exact`): the contract's
+    preparation (``table_s``), its warm-start heuristic, the model warm and cold
+    (:func:`_warm_cold_rows`), and the contract's LP-relaxation bound where it has one (``lp_bound``,
+    else None). Uses the contract's :meth:`~optsched.policies.exact.ExactKind.for_study` form (Rubick:
+    unreachable guarantees deferred, so a generated round never fails)."""
+    contract = exact_contract(problem.kind, PolicyOptions(time_limit=time_limit, seed=seed)).for_study()
+    p = contract.round_of(problem, "gap study")
+    never = Deadline.never()
     t0 = time.perf_counter()
-    table = build_round_table(problem)  # type: ignore[arg-type]
+    ctx = contract.prepare(p, never)
     table_s = time.perf_counter() - t0
-    sched: Any = None
+    t1 = time.perf_counter()
+    warm = contract.warm_start(ctx, never)
+    row: dict[str, Any] = {"table_s": table_s, "heuristic_objective": warm.objective,
+                           "heuristic_s": time.perf_counter() - t1}
 
-    def heuristic() -> tuple[Any, float]:
-        nonlocal sched
-        sched = algorithm1(problem, table, admit(problem, table), defer=True)  # type: ignore[arg-type]
-        return sched.choices, objective(problem, table, sched.choices)  # type: ignore[arg-type]
-    row = _probe_row(heuristic, lambda **kw: rubick_round.solve(  # type: ignore[arg-type]
-        problem, table, time_limit=time_limit, seed=seed, admission=sched.admission, **kw), table_s)
+    def solve(cold: bool, trace: list[tuple[float, float, float]]) -> Solution:
+        return contract.solve(ctx, warm, time_limit=time_limit, seed=seed, workers=1, backend="cpsat", cold=cold,
+                              trace=trace)
+    row.update(_warm_cold_rows(warm.objective, solve))
     t2 = time.perf_counter()
-    row["lp_bound"] = rubick_round.lp_relaxation_bound(problem, table, sched.admission,  # type: ignore[arg-type]
-                                                       time_limit=time_limit)
-    row["lp_s"] = time.perf_counter() - t2
+    row["lp_bound"] = contract.lp_bound(ctx, warm, time_limit)
+    if row["lp_bound"] is not None:
+        row["lp_s"] = time.perf_counter() - t2
     return row
 
 
@@ -73,28 +80,18 @@ def _trace_times(label: str, trace: Sequence[tuple[float, float, float]], object
     return {f"first_{label}_s": first, f"gap1_{label}_s": to_target}
 
 
-def _probe_row(heuristic: Callable[[], tuple[Any, float]], solve: Callable[..., Any],
-               table_s: float = 0.0) -> dict[str, Any]:
-    """The columns every solver probe shares: ``heuristic()`` (returning the hint for the solver and its
-    objective in the decision's frame) timed, then :func:`_warm_cold_rows` of ``solve``."""
-    t1 = time.perf_counter()
-    hint, h_obj = heuristic()
-    row: dict[str, Any] = {"table_s": table_s, "heuristic_objective": h_obj, "heuristic_s": time.perf_counter() - t1}
-    row.update(_warm_cold_rows(h_obj, solve, hint))
-    return row
-
-
-def _warm_cold_rows(h_obj: float, solve: Callable[..., Any], hint: Any) -> dict[str, Any]:
-    """The solver columns of a probe whose ``solve(hint=..., trace=...)`` returns a ``Solution`` in the
+def _warm_cold_rows(h_obj: float, solve: Callable[[bool, list[tuple[float, float, float]]], Solution]
+                    ) -> dict[str, Any]:
+    """The solver columns of a probe whose ``solve(cold, trace)`` returns a ``Solution`` in the
     decision's (maximising) frame: warm and cold times to the first solution and to 1%, and the warm
     solve's objective (never below the heuristic's ``h_obj``), bound, gap, time, status and size."""
     row: dict[str, Any] = {}
-    for label, start in (("warm", hint), ("cold", None)):
+    for label, cold in (("warm", False), ("cold", True)):
         trace: list[tuple[float, float, float]] = []
-        sol = solve(hint=start, trace=trace)
+        sol = solve(cold, trace)
         row.update(_trace_times(label, trace, sol.objective, sol.bound, sol.wall_seconds))
         if label == "warm":
-            best = sol.objective if sol.objective is not None and sol.objective >= h_obj - 1e-9 else h_obj
+            best = sol.objective if sol.objective is not None and not_worse(sol.objective, h_obj) else h_obj
             row.update(exact_objective=best, bound=sol.bound, gap=relative_gap(sol.bound, best),
                        exact_s=sol.wall_seconds, status=sol.status, encoding=sol.size.encoding,
                        variables=sol.size.variables)
@@ -102,73 +99,11 @@ def _warm_cold_rows(h_obj: float, solve: Callable[..., Any], hint: Any) -> dict[
     return row
 
 
-def _experts_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
-    """Lina's first-fit decreasing against the exact expert packing (objectives are -makespan)."""
-    from optsched.formulations import expert_packing
-    from optsched.heuristics.lina import lina_plan
-    from optsched.rounds.experts.plan import makespan
-
-    def heuristic() -> tuple[Any, float]:
-        plan = lina_plan(problem)  # type: ignore[arg-type]
-        return plan, -makespan(problem, plan)  # type: ignore[arg-type]
-    row = _probe_row(heuristic, lambda **kw: expert_packing.solve(  # type: ignore[arg-type]
-        problem, time_limit=time_limit, seed=seed, **kw))
-    row["lp_bound"] = None
-    return row
-
-
-def _moe_comm_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
-    """Lina's micro-op rule against the exact CP-SAT schedule (objectives are -step ms)."""
-    from optsched.formulations import moe_comm_schedule
-    from optsched.heuristics.moe_comm import POLICIES
-
-    def heuristic() -> tuple[Any, float]:
-        timeline = POLICIES["lina"].schedule(problem)  # type: ignore[arg-type]
-        return timeline, -timeline.step_ms
-    row = _probe_row(heuristic, lambda **kw: moe_comm_schedule.solve(  # type: ignore[arg-type]
-        problem, time_limit=time_limit, seed=seed, **kw))
-    row["lp_bound"] = None
-    return row
-
-
-def _crius_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
-    """Crius Algorithm 1 against the exact Cell-selection round, with the round's LP-relaxation bound."""
-    from optsched.formulations import crius_round
-    from optsched.heuristics.crius import algorithm1
-    from optsched.rounds.crius.admission import admit
-    from optsched.rounds.crius.objective import objective
-    from optsched.rounds.crius.table import build_crius_table
-
-    t0 = time.perf_counter()
-    table = build_crius_table(problem)  # type: ignore[arg-type]
-    table_s = time.perf_counter() - t0
-    admission = admit(problem, table)  # type: ignore[arg-type]
-
-    def heuristic() -> tuple[Any, float]:
-        choices = algorithm1(problem, table, admission).choices  # type: ignore[arg-type]
-        return choices, objective(problem, table, choices)  # type: ignore[arg-type]
-    row = _probe_row(heuristic, lambda **kw: crius_round.solve(  # type: ignore[arg-type]
-        problem, table, time_limit=time_limit, seed=seed, admission=admission, **kw), table_s)
-    t2 = time.perf_counter()
-    row["lp_bound"] = crius_round.lp_relaxation_bound(problem, table, admission,  # type: ignore[arg-type]
-                                                      time_limit=time_limit)
-    row["lp_s"] = time.perf_counter() - t2
-    return row
-
-
-#: round kind -> probe(problem, time_limit, seed) -> measurements (module docstring)
-PROBES: dict[str, Callable[[RoundProblem, float, int], dict[str, Any]]] = {"rubick": _rubick_probe}
-PROBES["experts"] = _experts_probe
-PROBES["moe-comm"] = _moe_comm_probe
-PROBES["crius"] = _crius_probe
-
-
 def policy_probe(heuristic: str, exact: str = "exact") -> Callable[[RoundProblem, float, int], dict[str, Any]]:
     """A probe that runs two registered methods of the round's kind, a ``heuristic`` and an ``exact`` one
     (the Lyra kinds): their objectives and times, the exact method's bound, gap and status, and the
     heuristic's gap to that bound."""
     def probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[str, Any]:
-        from optsched.policies import PolicyOptions, make_policy
         options = PolicyOptions(time_limit=time_limit, seed=seed)
         h = make_policy(heuristic, options, kind=problem.kind).decide(problem)
         e = make_policy(exact, options, kind=problem.kind).decide(problem)
@@ -178,30 +113,39 @@ def policy_probe(heuristic: str, exact: str = "exact") -> Callable[[RoundProblem
     return probe
 
 
-PROBES["lyra-reclaim"] = policy_probe("lyra")
-PROBES["lyra-allocate"] = policy_probe("afs")
-PROBES["placement"] = policy_probe("lyra")
+Probe = Callable[[RoundProblem, float, int], dict[str, Any]]
 
-#: what measures the size of a round of a kind in a gap study (growth exponents and plots are over it):
-#: kind -> (name of the measure, measure of a problem); kinds not listed are measured in GPUs
-SIZE_MEASURES: dict[str, tuple[str, Callable[[RoundProblem], int]]] = {
-    "crius": ("jobs", lambda p: len(p.jobs)),
-    "experts": ("experts x devices", lambda p: p.num_experts * p.num_devices),  # type: ignore[attr-defined]
-    "moe-comm": ("operations", lambda p: len(p.stream) + len(p.allreduces)),  # type: ignore[attr-defined]
-}
+#: probes of kinds studied otherwise than by :func:`contract_probe`: ``lyra-allocate`` by two of its
+#: methods (its knapsack is no contract; Lyra's dynamic program is exact, so the AFS-like greedy is the
+#: heuristic studied)
+PROBES: dict[str, Probe] = {"lyra-allocate": policy_probe("afs")}
+
+
+def probe_of(kind: str) -> Probe | None:
+    """The probe of ``kind`` (module docstring): :data:`PROBES`, else :func:`contract_probe` for a kind
+    with an exact contract, else None."""
+    return PROBES.get(kind) or (contract_probe if kind in exact_kinds() else None)
+
+
+def probe_kinds() -> tuple[str, ...]:
+    """The kinds a gap study can probe, sorted."""
+    return tuple(sorted(set(PROBES) | set(exact_kinds())))
 
 
 def size_of(problem: RoundProblem) -> tuple[str, int]:
-    """(name of the measure, size) of ``problem`` in a gap study (:data:`SIZE_MEASURES`, else GPUs)."""
-    name, measure = SIZE_MEASURES.get(problem.kind, ("GPUs", lambda p: sum(n.num_gpus for n in p.cluster.nodes)))
-    return name, int(measure(problem))
+    """(name of the measure, size) of ``problem`` in a gap study: its kind's contract's
+    (:meth:`~optsched.policies.exact.ExactKind.size`), GPUs for a kind without one."""
+    if problem.kind in exact_kinds():
+        contract = exact_contract(problem.kind)
+        return contract.size(contract.round_of(problem, "gap study"))
+    return "GPUs", sum(n.num_gpus for n in problem.cluster.nodes)
 
 
 def gap_row(problem: RoundProblem, *, time_limit: float = 30.0, seed: int = 0, label: str = "") -> dict[str, Any]:
     """One row of a gap study for ``problem`` (module docstring); ``label`` names the instance."""
-    probe = PROBES.get(problem.kind)
+    probe = probe_of(problem.kind)
     if probe is None:
-        raise ValidationError(f"no gap study for rounds of kind {problem.kind!r} (known: {', '.join(sorted(PROBES))})")
+        raise ValidationError(f"no gap study for rounds of kind {problem.kind!r} (known: {', '.join(probe_kinds())})")
     gpus = sum(n.num_gpus for n in problem.cluster.nodes)
     size_name, size = size_of(problem)
     row: dict[str, Any] = {"instance": label, "kind": problem.kind, "nodes": len(problem.cluster.nodes),
@@ -226,9 +170,9 @@ class GapPoint:
     time_limit: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.kind not in PROBES:
+        if probe_of(self.kind) is None:
             raise ValidationError(f"gap point: no gap study for rounds of kind {self.kind!r} "
-                                  f"(known: {', '.join(sorted(PROBES))})")
+                                  f"(known: {', '.join(probe_kinds())})")
         known = round_kind(self.kind).generator_options
         opts = tuple(sorted(dict(self.options).items()))
         bad = [k for k, _ in opts if k not in known or k == "seed"]
@@ -328,5 +272,5 @@ def plot_study(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[P
     return paths
 
 
-__all__ = ["PROBES", "SIZE_MEASURES", "TARGET_GAP", "GapPoint", "gap_row", "growth_exponent", "median_by", "plot_study", "size_of",
+__all__ = ["PROBES", "Probe", "TARGET_GAP", "contract_probe", "policy_probe", "probe_kinds", "probe_of", "GapPoint", "gap_row", "growth_exponent", "median_by", "plot_study", "size_of",
            "run_gap_point"]

@@ -24,21 +24,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Mapping
 
 from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
 from optsched.formulations import crius_round
-from optsched.formulations.solution import MIN_SOLVER_SECONDS
+from optsched.formulations.solution import Solution
 from optsched.heuristics.baselines import schedule_elasticflow, schedule_fcfs, schedule_gandiva, schedule_gavel
 from optsched.heuristics.crius import algorithm1
 from optsched.perf.crius.cell_estimator import EstimatorParams
 from optsched.policies.checks import round_of
+from optsched.policies.exact import ExactKind, Outcome, WarmStart, exact_method, hint_of, register_exact
+from optsched.policies.notes import finishing_deadline, join_notes, table_cut_note
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
-from optsched.rounds.crius.admission import admit
+from optsched.rounds.crius.admission import CriusAdmission, admit
+from optsched.rounds.crius.choice import Choice
 from optsched.rounds.crius.decision import Schedule, heuristic_decision, to_decision
 from optsched.rounds.crius.feasibility import violations
 from optsched.rounds.crius.objective import objective
@@ -52,22 +55,15 @@ FINISH_S_PER_JOB = 2e-4
 
 
 def _deadline(time_limit: float, clock_start: float | None, problem: RoundProblem) -> Deadline:
-    whole = Deadline.since(time_limit, clock_start)
-    return whole.earlier(FINISH_S_PER_JOB * len(problem.jobs))
-
-
-def _join(*notes: str) -> str:
-    return "; ".join(n for n in notes if n)
+    return finishing_deadline(time_limit, clock_start, len(problem.jobs), FINISH_S_PER_JOB)
 
 
 def _cut(schedule: Schedule, left_out: list[str]) -> Schedule:
     """``schedule`` marked incomplete when the table left jobs out."""
     if not left_out:
         return schedule
-    names = ", ".join(map(repr, left_out[:10])) + (" ..." if len(left_out) > 10 else "")
-    note = (f"partial: the time limit ran out while the round's table was built; {len(left_out)} job(s) were not "
-            f"considered (running ones keep their Cell, queued ones wait): {names}")
-    return Schedule(schedule.choices, schedule.admission, _join(note, schedule.message), complete=False,
+    note = table_cut_note(left_out, "Cell")
+    return Schedule(schedule.choices, schedule.admission, join_notes(note, schedule.message), complete=False,
                     left_out=tuple(left_out))
 
 
@@ -100,60 +96,67 @@ class CriusHeuristicPolicy:
 
 
 @dataclass(frozen=True)
-class CriusExactPolicy:
-    """The CP-SAT round warm-started by Algorithm 1 (module docstring); ``backend`` solves the model
-    (``PolicyOptions.backend``)."""
+class CriusContext:
+    """What the driver keeps of one Crius round: the round, its Cell table, the admission and the jobs
+    the table left out."""
 
-    kind: ClassVar[str] = "crius"
+    problem: CriusRound
+    table: CriusTable
+    admission: CriusAdmission
+    left_out: tuple[str, ...]
 
-    name: str = "exact"
-    time_limit: float = DEFAULT_TIME_LIMIT
-    seed: int = 0
-    workers: int = 1
-    clock_start: float | None = None
-    backend: str = "cpsat"
+
+@dataclass(frozen=True)
+class CriusExact(ExactKind[CriusRound, CriusContext, Mapping[str, Choice]]):
+    """The exact Crius round for the driver (module docstring): Algorithm 1 warm-starts the CP-SAT Cell
+    selection (or the MILP of ``backend``); Algorithm 1's decision never wins when it breaks a rule of
+    :func:`~optsched.rounds.crius.feasibility.violations`."""
+
+    problem_type: ClassVar[type[RoundProblem]] = CriusRound
+
     cache: CriusTableCache = field(default_factory=CriusTableCache, compare=False, repr=False)
 
-    def decide(self, problem: RoundProblem) -> Decision:
-        t0 = time.perf_counter()
-        crius = round_of(problem, CriusRound, self.name)
-        deadline = _deadline(self.time_limit, self.clock_start, crius)
+    def deadline(self, time_limit: float, clock_start: float | None, problem: CriusRound) -> Deadline:
+        return _deadline(time_limit, clock_start, problem)
+
+    def prepare(self, problem: CriusRound, deadline: Deadline) -> CriusContext:
         left_out: list[str] = []
-        table = build_crius_table(crius, self.cache, deadline=deadline, left_out=left_out)
-        admission = admit(crius, table)
-        hint = _cut(algorithm1(crius, table, admission, deadline=deadline), left_out)
-        h_obj = objective(crius, table, hint.choices)
-        if not hint.complete or deadline.expired(reserve=MIN_SOLVER_SECONDS):
-            note = "" if not hint.complete else f"no time left for the solver within {self.time_limit:g} s"
-            return to_decision(crius, table, hint.choices, method=self.name,
-                               status="heuristic-fallback" if hint.complete else "partial",
-                               solve_seconds=time.perf_counter() - t0, heuristic_objective=h_obj,
-                               message=_join(note, hint.message), admission=admission,
-                               left_out=hint.left_out)
-        sol = crius_round.solve(crius, table, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
-                                workers=self.workers, hint=hint.choices, admission=admission, backend=self.backend)
-        size = sol.size
-        note = f"model variables={size.variables} constraints={size.constraints}"
-        if sol.status == "infeasible":  # pragma: no cover - admission only protects what fits
-            raise InfeasibleError("round infeasible: the protected and guaranteed jobs cannot all run",
-                                  tuple(sorted(admission.guaranteed | {admission.protected or ""} - {""})))
-        choices = sol.payload.get("choices")
-        wall = time.perf_counter() - t0
-        # the heuristic's answer is a fallback only when it keeps the round's rules (feasibility)
-        broken = violations(crius, table, hint.choices, admission)
-        if choices is not None and sol.objective is not None and (sol.objective >= h_obj - 1e-9 or broken):
-            return to_decision(crius, table, choices, method=self.name, status=sol.status, bound=sol.bound,
-                               solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
-                               message=note, admission=admission, left_out=hint.left_out)
-        why = ("the solver found no solution" if choices is None
-               else f"the solver's best ({sol.objective:.6g}) is below the heuristic's")
-        if broken:  # never a decision that breaks the round's rules
-            raise InfeasibleError(f"{self.name}: {why} within {self.time_limit:g} s, and Algorithm 1's decision "
-                                  f"breaks the round's rules: {'; '.join(broken[:5])}")
-        return to_decision(crius, table, hint.choices, method=self.name, status="heuristic-fallback", bound=sol.bound,
-                           solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
-                           message=_join(f"{note}; {why} within {self.time_limit:g} s", hint.message),
-                           admission=admission, left_out=hint.left_out)
+        table = build_crius_table(problem, self.cache, deadline=deadline, left_out=left_out)
+        return CriusContext(problem, table, admit(problem, table), tuple(left_out))
+
+    def warm_start(self, ctx: CriusContext, deadline: Deadline) -> WarmStart[Mapping[str, Choice]]:
+        hint = _cut(algorithm1(ctx.problem, ctx.table, ctx.admission, deadline=deadline), list(ctx.left_out))
+        return WarmStart(hint.choices, objective(ctx.problem, ctx.table, hint.choices), complete=hint.complete,
+                         message=hint.message)
+
+    def solve(self, ctx: CriusContext, warm: WarmStart[Mapping[str, Choice]] | None, *, time_limit: float,
+              seed: int, workers: int, backend: str, cold: bool = False,
+              trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        return crius_round.solve(ctx.problem, ctx.table, time_limit=time_limit, seed=seed, workers=workers,
+                                 hint=hint_of(warm, cold), admission=ctx.admission,
+                                 backend=backend, trace=trace)
+
+    def violations(self, ctx: CriusContext, warm: WarmStart[Mapping[str, Choice]]) -> list[str]:
+        return violations(ctx.problem, ctx.table, warm.answer, ctx.admission)
+
+    def infeasible(self, ctx: CriusContext, warm: WarmStart[Mapping[str, Choice]] | None) -> InfeasibleError:
+        a = ctx.admission  # pragma: no cover - admission only protects what fits
+        return InfeasibleError("round infeasible: the protected and guaranteed jobs cannot all run",
+                               tuple(sorted(a.guaranteed | {a.protected or ""} - {""})))
+
+    def assemble(self, ctx: CriusContext, warm: WarmStart[Mapping[str, Choice]] | None,
+                 answer: Mapping[str, Choice], outcome: Outcome, method: str) -> Decision:
+        return to_decision(ctx.problem, ctx.table, answer, method=method, status=outcome.status, bound=outcome.bound,
+                           solve_seconds=outcome.solve_seconds, heuristic_objective=outcome.heuristic_objective,
+                           warm_start=outcome.warm_start, message=outcome.message, admission=ctx.admission,
+                           left_out=ctx.left_out)
+
+    def lp_bound(self, ctx: CriusContext, warm: WarmStart[Mapping[str, Choice]] | None,
+                 time_limit: float) -> float | None:
+        return crius_round.lp_relaxation_bound(ctx.problem, ctx.table, ctx.admission, time_limit=time_limit)
+
+    def size(self, problem: CriusRound) -> tuple[str, int]:
+        return "jobs", len(problem.jobs)
 
 
 # -- registration ---------------------------------------------------------------------------------------
@@ -164,10 +167,11 @@ def _cache(o: PolicyOptions) -> CriusTableCache:
     return CriusTableCache(params)
 
 
-def _exact(name: str):  # noqa: ANN202 - a factory of factories
-    def build(o: PolicyOptions) -> CriusExactPolicy:
-        return CriusExactPolicy(name, o.time_limit, o.seed, o.workers, o.clock_start, o.backend, _cache(o))
-    return build
+def _contract(o: PolicyOptions) -> CriusExact:
+    return CriusExact(_cache(o))
+
+
+register_exact("crius", _contract)
 
 
 def _heuristic(name: str, scheduler: Scheduler):  # noqa: ANN202
@@ -179,8 +183,8 @@ def _heuristic(name: str, scheduler: Scheduler):  # noqa: ANN202
 _EXACT = "CP-SAT Cell selection warm-started by Crius Algorithm 1; never worse than it"
 _HEUR = "Crius Algorithm 1: Cell-based scheduling, search depth, opportunistic execution (heuristic)"
 for _name, _build, _summary in (
-        ("exact", _exact("exact"), _EXACT),
-        ("crius-exact", _exact("crius-exact"), _EXACT + " (alias of exact)"),
+        ("exact", exact_method("exact", _contract), _EXACT),
+        ("crius-exact", exact_method("crius-exact", _contract), _EXACT + " (alias of exact)"),
         ("crius", _heuristic("crius", algorithm1), _HEUR),
         ("heuristic", _heuristic("heuristic", algorithm1), _HEUR + " (alias of crius)"),
         ("fcfs", _heuristic("fcfs", schedule_fcfs), "FCFS on the requested GPUs (baseline)"),
@@ -191,4 +195,4 @@ for _name, _build, _summary in (
     register_method("crius", _name, _build, _summary, (ESTIMATOR_PARAMS,))
 
 
-__all__ = ["CriusExactPolicy", "CriusHeuristicPolicy", "ESTIMATOR_PARAMS", "FINISH_S_PER_JOB"]
+__all__ = ["CriusContext", "CriusExact", "CriusHeuristicPolicy", "ESTIMATOR_PARAMS", "FINISH_S_PER_JOB"]

@@ -28,10 +28,11 @@ from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.round import RoundProblem
 from optsched.formulations import expert_packing
-from optsched.formulations.solution import MIN_SOLVER_SECONDS
+from optsched.formulations.solution import Solution
 from optsched.heuristics.lina import lina_plan, uniform_plan
 from optsched.policies.checks import round_of
-from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+from optsched.policies.exact import ExactKind, Outcome, WarmStart, exact_method, hint_of, register_exact
+from optsched.policies.options import PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.experts.decision import to_decision
 from optsched.rounds.experts.plan import ReplicaPlan, makespan, violations
@@ -56,59 +57,58 @@ class ExpertsHeuristicPolicy:
 
 
 @dataclass(frozen=True)
-class ExpertsExactPolicy:
-    """The exact model warm-started by Lina (module docstring); the time limit counts from
-    ``clock_start`` (a ``time.perf_counter()`` reading) or from the call of :meth:`decide`."""
+class ExpertsExact(ExactKind[ExpertsRound, ExpertsRound, ReplicaPlan]):
+    """The exact expert packing for the driver (module docstring): Lina's plan (the ``uniform`` plan
+    should Lina's break a rule of the round) warm-starts the model; objectives are ``-makespan``."""
 
-    kind: ClassVar[str] = "experts"
+    problem_type: ClassVar[type[RoundProblem]] = ExpertsRound
+    answer_key: ClassVar[str] = "plan"
 
-    name: str = "exact"
-    time_limit: float = DEFAULT_TIME_LIMIT
-    seed: int = 0
-    workers: int = 1
-    clock_start: float | None = None
-    backend: str = "cpsat"
+    def prepare(self, problem: ExpertsRound, deadline: Deadline) -> ExpertsRound:
+        return problem
 
-    def decide(self, problem: RoundProblem) -> Decision:
-        t0 = time.perf_counter()
-        deadline = Deadline.since(self.time_limit, self.clock_start)
-        experts = round_of(problem, ExpertsRound, self.name)
-        hint, rule = lina_plan(experts), "Lina"
-        broken = violations(experts, hint)
+    def warm_start(self, ctx: ExpertsRound, deadline: Deadline) -> WarmStart[ReplicaPlan]:
+        plan, rule = lina_plan(ctx), "Lina"
+        broken = violations(ctx, plan)
         if broken:
-            hint, rule = uniform_plan(experts), f"uniform (Lina's plan breaks the round: {broken[0]})"
-        h_cost = makespan(experts, hint)
-        if deadline.expired(reserve=MIN_SOLVER_SECONDS):
-            return to_decision(experts, hint, method=self.name, status="heuristic-fallback",
-                               solve_seconds=time.perf_counter() - t0, heuristic_makespan=h_cost,
-                               message=f"no time left for the solver within {self.time_limit:g} s; plan of {rule}")
-        sol = expert_packing.solve(experts, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
-                                   workers=self.workers, hint=hint, backend=self.backend)
-        size = sol.size
-        note = (f"model variables={size.variables} constraints={size.constraints} backend={self.backend}; "
-                f"warm start {rule}")
-        bound = None if sol.bound is None else -sol.bound
-        plan = sol.payload.get("plan")
-        if plan is not None and sol.objective is not None and -sol.objective <= h_cost * (1 + 1e-12):
-            return to_decision(experts, plan, method=self.name, status=sol.status, lower_bound=bound,
-                               solve_seconds=time.perf_counter() - t0, heuristic_makespan=h_cost,
-                               warm_start=sol.warm_start, message=note)
-        why = ("the solver found no solution" if plan is None
-               else f"the solver's best makespan ({-sol.objective:.6g}) is above the warm start's")
-        return to_decision(experts, hint, method=self.name, status="heuristic-fallback", lower_bound=bound,
-                           solve_seconds=time.perf_counter() - t0, heuristic_makespan=h_cost,
-                           warm_start=sol.warm_start, message=f"{note}; {why} within {self.time_limit:g} s")
+            plan, rule = uniform_plan(ctx), f"uniform (Lina's plan breaks the round: {broken[0]})"
+        return WarmStart(plan, -makespan(ctx, plan), message=f"warm start {rule}")
+
+    def solve(self, ctx: ExpertsRound, warm: WarmStart[ReplicaPlan] | None, *, time_limit: float, seed: int,
+              workers: int, backend: str, cold: bool = False,
+              trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        return expert_packing.solve(ctx, time_limit=time_limit, seed=seed, workers=workers,
+                                    hint=hint_of(warm, cold), trace=trace, backend=backend)
+
+    def describe(self, sol: Solution) -> str:
+        return f"{super().describe(sol)} backend={sol.payload.get('backend', 'cpsat')}"
+
+    def assemble(self, ctx: ExpertsRound, warm: WarmStart[ReplicaPlan] | None, answer: ReplicaPlan,
+                 outcome: Outcome, method: str) -> Decision:
+        return to_decision(ctx, answer, method=method, status=outcome.status, lower_bound=_negated(outcome.bound),
+                           solve_seconds=outcome.solve_seconds,
+                           heuristic_makespan=_negated(outcome.heuristic_objective), warm_start=outcome.warm_start,
+                           message=outcome.message)
+
+    def size(self, problem: ExpertsRound) -> tuple[str, int]:
+        return "experts x devices", problem.num_experts * problem.num_devices
 
 
-def _exact(o: PolicyOptions) -> ExpertsExactPolicy:
-    return ExpertsExactPolicy("exact", o.time_limit, o.seed, o.workers, o.clock_start, o.backend)
+def _negated(value: float | None) -> float | None:
+    """A cost from a maximised objective (and back); None stays None."""
+    return None if value is None else -value
 
 
-register_method("experts", "exact", _exact,
+def _contract(o: PolicyOptions) -> ExpertsExact:
+    return ExpertsExact()
+
+
+register_exact("experts", _contract)
+register_method("experts", "exact", exact_method("exact", _contract),
                 "CP-SAT expert packing (minimise the most loaded device) warm-started by Lina; never worse than it")
 register_method("experts", "lina", lambda o: ExpertsHeuristicPolicy("lina", lina_plan),
                 "Lina: Eq. 4.1 device counts and first-fit decreasing (heuristic)")
 register_method("experts", "uniform", lambda o: ExpertsHeuristicPolicy("uniform", uniform_plan),
                 "experts round-robin on devices, equal shares (baseline)")
 
-__all__ = ["ExpertsExactPolicy", "ExpertsHeuristicPolicy"]
+__all__ = ["ExpertsExact", "ExpertsHeuristicPolicy"]

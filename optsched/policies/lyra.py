@@ -30,11 +30,14 @@ of Sec. 3.7.1), ``fifo`` and ``fifo-strict`` (the Baseline: FIFO,
 requested GPUs, no scaling, naive placement; as for ``lyra-allocate``). Whether servers are lent at all is the simulation's choice (pool targets),
 so "scaling only" is ``lyra`` without loaning.
 
-Every ``exact`` method follows one rule: the time limit covers the whole call (index structures,
-heuristic, solver; counted from ``clock_start`` when given); the solver's answer is returned when it
-is at least as good as the heuristic's by the round objective, else the heuristic's with status
-``heuristic-fallback`` (also when no time is left for the solver), so an exact method is never worse
-than its warm start.
+The ``exact`` methods of ``lyra-reclaim`` and ``placement`` are the one driver of
+:mod:`optsched.policies.exact` over :class:`ReclaimExact` and :class:`PlacementExact`: the time limit
+covers the whole call (index structures, heuristic, solver; counted from ``clock_start`` when given);
+the solver's answer is returned when it is at least as good as the heuristic's by the round objective
+(:func:`~optsched.policies.exact.not_worse`), else the heuristic's with status ``heuristic-fallback``
+(also when no time is left for the solver), so an exact method is never worse than its warm start.
+The knapsack of ``lyra-allocate`` and ``lyra`` applies the same comparison per pool
+(:class:`Allocator`).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from __future__ import annotations
 import time
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -58,6 +61,8 @@ from optsched.heuristics.lyra_placement import best_fit_decreasing
 from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one
 from optsched.heuristics.lyra_reclaim import lyra_reclaim, random_reclaim, scf_reclaim
 from optsched.policies.checks import round_of
+from optsched.policies.exact import (ExactKind, ExactPolicy, Outcome, WarmStart, exact_method, hint_of, not_worse,
+                                     register_exact)
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.lyra.cluster import worker_allocation
@@ -71,25 +76,7 @@ from optsched.rounds.lyra_reclaim import LyraReclaimRound, ReclaimView, reclaim_
 from optsched.rounds.placement import PlacementRound
 from optsched.rounds.placement.evaluate import objective as placement_objective
 from optsched.rounds.placement.evaluate import placement_decision
-
-def _warm_started(heuristic: object, h_obj: float, assemble: Callable[..., Decision], key: str, deadline: Deadline,
-                  time_limit: float, solve: Callable[[float], Solution]) -> Decision:
-    """The rule of every ``exact`` method (module docstring): ``solve`` gets what is left of the time
-    limit; its answer (``payload[key]``) when it is at least as good as the heuristic's, else the
-    heuristic's with status ``heuristic-fallback``. ``assemble(answer, **top-level fields)`` makes the
-    decision."""
-    if deadline.expired(reserve=MIN_SOLVER_SECONDS):
-        return assemble(heuristic, status="heuristic-fallback", solve_seconds=deadline.elapsed(),
-                        heuristic_objective=h_obj, message=f"no time left for the solver within {time_limit:g} s")
-    sol = solve(max(deadline.remaining(), MIN_SOLVER_SECONDS))
-    note = f"{sol.size.encoding}: variables={sol.size.variables} constraints={sol.size.constraints}"
-    if sol.objective is not None and sol.objective >= h_obj:
-        return assemble(sol.payload[key], status=sol.status, solve_seconds=deadline.elapsed(), bound=sol.bound,
-                        heuristic_objective=h_obj, warm_start=True, message=note)
-    return assemble(heuristic, status="heuristic-fallback", solve_seconds=deadline.elapsed(), bound=sol.bound,
-                    heuristic_objective=h_obj, warm_start=True,
-                    message=f"{note}; the solver found nothing better within {time_limit:g} s")
-
+from optsched.rounds.placement.payload import WorkerPlacement
 
 # -- lyra-reclaim ---------------------------------------------------------------------------------------
 ReclaimChooser = Callable[[ReclaimView, int, np.random.Generator], list[int]]
@@ -114,36 +101,55 @@ class ReclaimHeuristicPolicy:
                                 solve_seconds=time.perf_counter() - t0)
 
 
+def _model_note(sol: Solution) -> str:
+    """What a Lyra kind's decision says of its model (encoding and size)."""
+    return f"{sol.size.encoding}: variables={sol.size.variables} constraints={sol.size.constraints}"
+
+
 @dataclass(frozen=True)
-class ReclaimExactPolicy:
-    """The exact selection warm-started by Lyra's heuristic (module docstring)."""
+class ReclaimContext:
+    """A reclaim round as the driver keeps it: the index structures and the number of servers to return."""
 
-    kind: ClassVar[str] = "lyra-reclaim"
+    view: ReclaimView
+    count: int
 
-    name: str = "exact"
-    time_limit: float = DEFAULT_TIME_LIMIT
-    seed: int = 0
-    workers: int = 1
-    clock_start: float | None = None
 
-    def decide(self, problem: RoundProblem) -> Decision:
-        deadline = Deadline.since(self.time_limit, self.clock_start)
-        p = round_of(problem, LyraReclaimRound, self.name)
-        view = ReclaimView(p)
-        hint = lyra_reclaim(view, p.reclaim)
-        h_obj = float(view.kept(view.outcome(hint)))
+@dataclass(frozen=True)
+class ReclaimExact(ExactKind[LyraReclaimRound, ReclaimContext, Sequence[int]]):
+    """The exact selection warm-started by Lyra's heuristic, for the driver (module docstring)."""
 
-        def assemble(servers: object, **kw: object) -> Decision:
-            return reclaim_decision(view, servers, method=self.name, **kw)  # type: ignore[arg-type]
-        return _warm_started(hint, h_obj, assemble, "servers", deadline, self.time_limit,
-                             lambda limit: reclaim_model.solve(view, p.reclaim, time_limit=limit, seed=self.seed,
-                                                               workers=self.workers, hint=hint))
+    problem_type: ClassVar[type[RoundProblem]] = LyraReclaimRound
+    answer_key: ClassVar[str] = "servers"
+
+    def prepare(self, problem: LyraReclaimRound, deadline: Deadline) -> ReclaimContext:
+        return ReclaimContext(ReclaimView(problem), problem.reclaim)
+
+    def warm_start(self, ctx: ReclaimContext, deadline: Deadline) -> WarmStart[Sequence[int]]:
+        hint = lyra_reclaim(ctx.view, ctx.count)
+        return WarmStart(hint, float(ctx.view.kept(ctx.view.outcome(hint))))
+
+    def solve(self, ctx: ReclaimContext, warm: WarmStart[Sequence[int]] | None, *, time_limit: float, seed: int,
+              workers: int, backend: str, cold: bool = False,
+              trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        return reclaim_model.solve(ctx.view, ctx.count, time_limit=time_limit, seed=seed, workers=workers,
+                                   hint=hint_of(warm, cold))
+
+    def describe(self, sol: Solution) -> str:
+        return _model_note(sol)
+
+    def assemble(self, ctx: ReclaimContext, warm: WarmStart[Sequence[int]] | None, answer: Sequence[int],
+                 outcome: Outcome, method: str) -> Decision:
+        return reclaim_decision(ctx.view, answer, method=method, status=outcome.status,
+                                solve_seconds=outcome.solve_seconds, bound=outcome.bound,
+                                heuristic_objective=outcome.heuristic_objective, warm_start=outcome.warm_start,
+                                message=outcome.message)
 
 
 def _reclaim_heuristic(name: str, choose: ReclaimChooser) -> Callable[[PolicyOptions], ReclaimHeuristicPolicy]:
     return lambda o: ReclaimHeuristicPolicy(name, choose, o.seed)
 
 
+register_exact("lyra-reclaim", lambda o: ReclaimExact())
 _LYRA_RECLAIM = "Lyra's reclaiming heuristic: cheapest server by server fractions, flexible group first (Sec. 3.4)"
 for _name, _build, _summary in (
         ("lyra", _reclaim_heuristic("lyra", lambda v, k, _rng: lyra_reclaim(v, k)), _LYRA_RECLAIM),
@@ -152,7 +158,7 @@ for _name, _build, _summary in (
         ("random", _reclaim_heuristic("random", random_reclaim), "random on-loan servers (baseline, Sec. 3.7.1)"),
         ("scf", _reclaim_heuristic("scf", lambda v, k, _rng: scf_reclaim(v, k)),
          "smallest job count first (baseline, Sec. 3.7.1)"),
-        ("exact", lambda o: ReclaimExactPolicy("exact", o.time_limit, o.seed, o.workers, o.clock_start),
+        ("exact", exact_method("exact", lambda o: ReclaimExact()),
          "CP-SAT: the servers preempting the fewest jobs, warm-started by lyra; never worse than it")):
     register_method("lyra-reclaim", _name, _build, _summary)
 
@@ -230,7 +236,7 @@ class Allocator:
                 sol = lyra_mckp.solve(items, cap, time_limit=max(share, MIN_SOLVER_SECONDS),
                                       seed=self.seed, workers=self.workers, hint=got)
                 notes.append(f"{pool}: {sol.size.variables} items")
-                if sol.objective is not None and sol.objective >= value - 1e-9:
+                if sol.objective is not None and not_worse(sol.objective, value):
                     got, value = sol.payload["extra"], sol.objective
                     status = _weaker(status, "optimal" if sol.status == "optimal" else "feasible")
                 else:
@@ -286,41 +292,62 @@ for _name, _build, _summary in (
 # -- placement ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PlacementPolicy:
-    """Best-fit decreasing (``lyra``: with Lyra's preferences and groups), or, with ``exact``, the CP-SAT
-    packing under the same rules warm-started by it (module docstring)."""
+    """Best-fit decreasing (``lyra``: with Lyra's preferences and groups) as a policy; status
+    ``heuristic``."""
 
     kind: ClassVar[str] = "placement"
 
     name: str
     lyra: bool = True
-    exact: bool = False
-    time_limit: float = DEFAULT_TIME_LIMIT
-    seed: int = 0
-    workers: int = 1
-    clock_start: float | None = None
 
     def decide(self, problem: RoundProblem) -> Decision:
-        deadline = Deadline.since(self.time_limit, self.clock_start)
+        t0 = time.perf_counter()
         p = round_of(problem, PlacementRound, self.name)
         heur = best_fit_decreasing(p, self.lyra)
-        if not self.exact:
-            return placement_decision(p, heur, method=self.name, status="heuristic", solve_seconds=deadline.elapsed())
-        h_obj = placement_objective(p, heur)
-
-        def assemble(placement: object, **kw: object) -> Decision:
-            return placement_decision(p, placement, method=self.name, **kw)  # type: ignore[arg-type]
-        return _warm_started(heur, h_obj, assemble, "placement", deadline, self.time_limit,
-                             lambda limit: lyra_placement.solve(p, lyra=self.lyra, time_limit=limit, seed=self.seed,
-                                                                workers=self.workers, hint=heur))
+        return placement_decision(p, heur, method=self.name, status="heuristic", solve_seconds=time.perf_counter() - t0)
 
 
+@dataclass(frozen=True)
+class PlacementExact(ExactKind[PlacementRound, PlacementRound, WorkerPlacement]):
+    """The CP-SAT packing under Lyra's rules (``lyra``) warm-started by best-fit decreasing with the same
+    rules, for the driver (module docstring)."""
+
+    problem_type: ClassVar[type[RoundProblem]] = PlacementRound
+    answer_key: ClassVar[str] = "placement"
+
+    lyra: bool = True
+
+    def prepare(self, problem: PlacementRound, deadline: Deadline) -> PlacementRound:
+        return problem
+
+    def warm_start(self, ctx: PlacementRound, deadline: Deadline) -> WarmStart[WorkerPlacement]:
+        heur = best_fit_decreasing(ctx, self.lyra)
+        return WarmStart(heur, placement_objective(ctx, heur))
+
+    def solve(self, ctx: PlacementRound, warm: WarmStart[WorkerPlacement] | None, *, time_limit: float, seed: int,
+              workers: int, backend: str, cold: bool = False,
+              trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        return lyra_placement.solve(ctx, lyra=self.lyra, time_limit=time_limit, seed=seed, workers=workers,
+                                    hint=hint_of(warm, cold))
+
+    def describe(self, sol: Solution) -> str:
+        return _model_note(sol)
+
+    def assemble(self, ctx: PlacementRound, warm: WarmStart[WorkerPlacement] | None, answer: WorkerPlacement,
+                 outcome: Outcome, method: str) -> Decision:
+        return placement_decision(ctx, answer, method=method, status=outcome.status,
+                                  solve_seconds=outcome.solve_seconds, bound=outcome.bound,
+                                  heuristic_objective=outcome.heuristic_objective, warm_start=outcome.warm_start,
+                                  message=outcome.message)
+
+
+register_exact("placement", lambda o: PlacementExact())
 _LYRA_PLACE = "best-fit decreasing, elastic jobs on inference servers, base/flexible groups (Sec. 3.5.3)"
 for _name, _build, _summary in (
         ("lyra", lambda o: PlacementPolicy("lyra"), _LYRA_PLACE),
         ("heuristic", lambda o: PlacementPolicy("heuristic"), _LYRA_PLACE + " (alias of lyra)"),
         ("bfd", lambda o: PlacementPolicy("bfd", lyra=False), "naive best-fit decreasing (Table 3.6 ablation)"),
-        ("exact", lambda o: PlacementPolicy("exact", exact=True, time_limit=o.time_limit, seed=o.seed,
-                                            workers=o.workers, clock_start=o.clock_start),
+        ("exact", exact_method("exact", lambda o: PlacementExact()),
          "CP-SAT bin packing under Lyra's rules (fewest servers), warm-started by lyra; never worse than it")):
     register_method("placement", _name, _build, _summary)
 
@@ -408,7 +435,7 @@ class LyraSimPolicy:
             raise ValidationError(f"policy {self.name!r}: the lent servers {sorted(candidates)[:5]} are not the round's "
                                   f"on-loan servers {list(rr.on_loan)[:5]}")
         if self.reclaimer == "exact":
-            d = ReclaimExactPolicy("exact", self.allocator.time_limit, workers=self.allocator.workers).decide(rr)
+            d = ExactPolicy(ReclaimExact(), "exact", self.allocator.time_limit, workers=self.allocator.workers).decide(rr)
             view = ReclaimView(rr)
             outcome = view.outcome([view.server_index[s] for s in d.payload.servers])
         else:
@@ -457,5 +484,5 @@ for _name, _build, _summary in (
     register_method("lyra", _name, _build, _summary)
 
 
-__all__ = ["AllocatePolicy", "LyraSimPolicy", "AllocationPlan", "Allocator", "ReclaimExactPolicy", "ReclaimHeuristicPolicy",
+__all__ = ["AllocatePolicy", "LyraSimPolicy", "AllocationPlan", "Allocator", "PlacementExact", "ReclaimContext", "ReclaimExact", "ReclaimHeuristicPolicy",
            "PlacementPolicy", "SCALERS"]

@@ -34,10 +34,11 @@ from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
 from optsched.formulations import moe_comm_schedule
-from optsched.formulations.solution import MIN_SOLVER_SECONDS
+from optsched.formulations.solution import Solution
 from optsched.heuristics.moe_comm import POLICIES, CommPolicy
 from optsched.policies.checks import round_of
-from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+from optsched.policies.exact import ExactKind, Outcome, WarmStart, exact_method, hint_of, register_exact
+from optsched.policies.options import PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.moe_comm.decision import to_decision
 from optsched.rounds.moe_comm.problem import MoECommRound
@@ -65,48 +66,42 @@ class CommRulePolicy:
 
 
 @dataclass(frozen=True)
-class CommExactPolicy:
-    """The CP-SAT schedule, never slower than any rule (module docstring); the time limit counts from
-    ``clock_start`` (a ``time.perf_counter()`` reading) or from the call."""
+class CommExact(ExactKind[MoECommRound, MoECommRound, Timeline]):
+    """The exact schedule for the driver (module docstring): the fallback is the fastest rule's
+    timeline, the hint the faster of :data:`HINT_RULES`; objectives are ``-step ms``."""
 
-    kind: ClassVar[str] = "moe-comm"
+    problem_type: ClassVar[type[RoundProblem]] = MoECommRound
+    answer_key: ClassVar[str] = "timeline"
 
-    name: str = "exact"
-    time_limit: float = DEFAULT_TIME_LIMIT
-    seed: int = 0
-    workers: int = 1
-    clock_start: float | None = None
+    def prepare(self, problem: MoECommRound, deadline: Deadline) -> MoECommRound:
+        return problem
 
-    def decide(self, problem: RoundProblem) -> Decision:
-        t0 = time.perf_counter()
-        deadline = Deadline.since(self.time_limit, self.clock_start)
-        comm = round_of(problem, MoECommRound, self.name)
-        timelines, skipped = _rule_timelines(comm, deadline)
+    def warm_start(self, ctx: MoECommRound, deadline: Deadline) -> WarmStart[Timeline]:
+        timelines, skipped = _rule_timelines(ctx, deadline)
         best = min(timelines, key=lambda n: (timelines[n].step_ms, list(POLICIES).index(n)), default=None)
-        h_step = None if best is None else timelines[best].step_ms
-        if best is not None and deadline.expired(reserve=MIN_SOLVER_SECONDS):
-            return to_decision(comm, timelines[best], method=self.name, status="heuristic-fallback",
-                               solve_seconds=time.perf_counter() - t0, heuristic_step=h_step,
-                               message=f"no time left for the solver within {self.time_limit:g} s; the best rule "
-                                       f"was {best!r}{skipped}")
-        hint = min((n for n in HINT_RULES if n in timelines), key=lambda n: timelines[n].step_ms, default=None)
-        sol = moe_comm_schedule.solve(comm, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
-                                      workers=self.workers, hint=None if hint is None else timelines[hint])
-        note = (f"model variables={sol.size.variables} constraints={sol.size.constraints}; "
-                f"{'no warm start' if hint is None else f'warm start {hint!r}'}{skipped}")
-        bound = None if sol.bound is None else -sol.bound
-        if sol.objective is not None and (h_step is None or -sol.objective <= h_step + 1e-9):
-            return to_decision(comm, sol.payload["timeline"], method=self.name, status=sol.status, lower_bound=bound,
-                               solve_seconds=time.perf_counter() - t0, heuristic_step=h_step,
-                               warm_start=sol.warm_start, message=note)
         if best is None:
-            raise InfeasibleError(f"{self.name}: no rule scheduled the round and the solver found no schedule within "
-                                  f"{self.time_limit:g} s ({note})")
-        why = ("the solver found no schedule" if sol.objective is None
-               else f"the solver's best ({-sol.objective:.6g} ms) is slower than rule {best!r}")
-        return to_decision(comm, timelines[best], method=self.name, status="heuristic-fallback", lower_bound=bound,
-                           solve_seconds=time.perf_counter() - t0, heuristic_step=h_step, warm_start=sol.warm_start,
-                           message=f"{note}; {why} within {self.time_limit:g} s")
+            raise InfeasibleError(f"no rule scheduled the round{skipped}")
+        hint = min((n for n in HINT_RULES if n in timelines), key=lambda n: timelines[n].step_ms, default=None)
+        start = "no warm start" if hint is None else f"warm start {hint!r}"
+        return WarmStart(timelines[best], -timelines[best].step_ms, hint=None if hint is None else timelines[hint],
+                         message=f"the best rule was {best!r}; {start}{skipped}", info=hint is not None)
+
+    def solve(self, ctx: MoECommRound, warm: WarmStart[Timeline] | None, *, time_limit: float, seed: int,
+              workers: int, backend: str, cold: bool = False,
+              trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        hint = hint_of(warm, cold) if warm is not None and warm.info else None  # info: a hint rule ran
+        return moe_comm_schedule.solve(ctx, time_limit=time_limit, seed=seed, workers=workers, hint=hint, trace=trace)
+
+    def assemble(self, ctx: MoECommRound, warm: WarmStart[Timeline] | None, answer: Timeline, outcome: Outcome,
+                 method: str) -> Decision:
+        return to_decision(ctx, answer, method=method, status=outcome.status,
+                           lower_bound=None if outcome.bound is None else -outcome.bound,
+                           solve_seconds=outcome.solve_seconds,
+                           heuristic_step=None if outcome.heuristic_objective is None else -outcome.heuristic_objective,
+                           warm_start=outcome.warm_start, message=outcome.message)
+
+    def size(self, problem: MoECommRound) -> tuple[str, int]:
+        return "operations", len(problem.stream) + len(problem.allreduces)
 
 
 def _rule_timelines(comm: MoECommRound, deadline: Deadline) -> tuple[dict[str, Timeline], str]:
@@ -134,14 +129,15 @@ def _rule(name: str):  # noqa: ANN202 - a factory of factories
     return build
 
 
-def _exact(o: PolicyOptions) -> CommExactPolicy:
+def _contract(o: PolicyOptions) -> CommExact:
     if o.backend != "cpsat":
         raise ValidationError(f"the moe-comm exact schedule uses CP-SAT interval variables; backend {o.backend!r} "
                               "cannot solve it (use cpsat)")
-    return CommExactPolicy("exact", o.time_limit, o.seed, o.workers, o.clock_start)
+    return CommExact()
 
 
-register_method("moe-comm", "exact", _exact,
+register_exact("moe-comm", _contract)
+register_method("moe-comm", "exact", exact_method("exact", _contract),
                 "CP-SAT interval schedule (whole ops or micro-ops per operation) warm-started by the rules; never "
                 "slower than any of them")
 for _name, _summary in (("fair", "baseline: two streams fair-sharing the link (Fig. 4.7a)"),
@@ -151,4 +147,4 @@ for _name, _summary in (("fair", "baseline: two streams fair-sharing the link (F
                         ("lina", "Lina: micro-ops, all-to-all priority, pipelined expert FFN (Fig. 4.8b)")):
     register_method("moe-comm", _name, _rule(_name), _summary)
 
-__all__ = ["CommExactPolicy", "CommRulePolicy", "HINT_RULES"]
+__all__ = ["CommExact", "CommRulePolicy", "HINT_RULES"]

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from typing import ClassVar, Mapping
 
 from optsched.core.catalog import GPU_TYPES
 from optsched.core.deadline import Deadline
@@ -43,17 +43,20 @@ from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
 from optsched.formulations import rubick_round
-from optsched.formulations.solution import MIN_SOLVER_SECONDS
+from optsched.formulations.solution import Solution
 from optsched.heuristics.baselines import antman_round, schedule_fifo, schedule_sia, schedule_synergy
 from optsched.heuristics.baselines.synergy import SYNERGY_TUNE_FRACTION
 from optsched.heuristics.rubick import algorithm1
 from optsched.perf.coefficients import CoefficientTable
 from optsched.perf.lookup import PerfLookup, PerfSource, prediction_notes
 from optsched.policies.checks import round_of
+from optsched.policies.exact import ExactKind, Outcome, WarmStart, exact_method, hint_of, register_exact
+from optsched.policies.notes import finishing_deadline, join_notes, table_cut_note
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.rubick.admission import NO_GUARANTEES, Admission, admit
 from optsched.rounds.rubick.baseline_tables import BaselineCache, request_table, sia_table, synergy_table
+from optsched.rounds.rubick.choice import Choice
 from optsched.rounds.rubick.decision import Schedule, heuristic_decision, keep_unchanged, to_decision
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
@@ -82,10 +85,6 @@ def _hinted(error: InfeasibleError) -> InfeasibleError:
     return InfeasibleError(f"{error.message} ({DEFER_HINT})", error.reasons)
 
 
-def _join(*notes: str) -> str:
-    return "; ".join(n for n in notes if n)
-
-
 def _lookup(perf: PerfSource, problem: RubickRound) -> PerfLookup:
     """The performance models of ``problem``: the policy's over the round's own models and fitted
     parameters (:meth:`~optsched.perf.lookup.PerfSource.lookup_for`)."""
@@ -105,7 +104,7 @@ def _with_prediction_notes(decision: Decision, problem: RubickRound, perf: PerfS
     notes = prediction_notes(pairs, problem.cluster, perf.fitted or None, problem.own_models, problem.perf_params)
     if not notes:
         return decision
-    return replace(decision, message=_join(decision.message, *notes))
+    return replace(decision, message=join_notes(decision.message, *notes))
 
 
 #: seconds per job of the round kept from the time limit for what follows the deadline of the table,
@@ -115,18 +114,7 @@ FINISH_S_PER_JOB = 3e-5
 
 
 def _deadline(time_limit: float, clock_start: float | None, problem: RoundProblem) -> Deadline:
-    """The deadline of the table, heuristic and solver: the time limit from ``clock_start`` (or now),
-    less :data:`FINISH_S_PER_JOB` per job."""
-    whole = Deadline.since(time_limit, clock_start)
-    return whole.earlier(FINISH_S_PER_JOB * len(problem.jobs))
-
-
-def _table_note(left_out: list[str]) -> str:
-    if not left_out:
-        return ""
-    names = ", ".join(map(repr, left_out[:10])) + (" ..." if len(left_out) > 10 else "")
-    return (f"partial: the time limit ran out while the round's table was built; {len(left_out)} job(s) were "
-            f"not considered (running ones keep their allocation, queued ones wait): {names}")
+    return finishing_deadline(time_limit, clock_start, len(problem.jobs), FINISH_S_PER_JOB)
 
 
 def _stopped(schedule: Schedule, deadline: Deadline, method: str) -> Schedule:
@@ -136,14 +124,14 @@ def _stopped(schedule: Schedule, deadline: Deadline, method: str) -> Schedule:
         return schedule
     note = (f"partial: the time limit ran out during {method}; the jobs it had not reached keep their "
             f"allocation or wait")
-    return Schedule(schedule.choices, schedule.admission, _join(note, schedule.message), complete=False)
+    return Schedule(schedule.choices, schedule.admission, join_notes(note, schedule.message), complete=False)
 
 
 def _cut(schedule: Schedule, left_out: list[str]) -> Schedule:
     """``schedule`` marked incomplete when the table left jobs out."""
     if not left_out:
         return schedule
-    return Schedule(schedule.choices, schedule.admission, _join(_table_note(left_out), schedule.message),
+    return Schedule(schedule.choices, schedule.admission, join_notes(table_cut_note(left_out), schedule.message),
                     complete=False)
 
 
@@ -201,83 +189,83 @@ class RubickHeuristicPolicy(_HeuristicPolicy):
 
 
 @dataclass(frozen=True)
-class RubickExactPolicy:
-    """The CP-SAT round warm-started by Algorithm 1 (module docstring, also for
-    ``defer_unreachable_guarantees``); ``backend`` solves the formulation (``PolicyOptions.backend``).
-    The time limit covers the table, the heuristic and the solver
-    (counted from ``clock_start``, or from the call of :meth:`decide` when None); when the heuristic
-    leaves no time for the solver its decision is returned (``heuristic-fallback``, or ``partial`` when
-    it was cut short itself)."""
+class RubickContext:
+    """What the driver keeps of one Rubick round: the round, its table and the admission of the table
+    (:mod:`optsched.policies.exact`)."""
 
-    kind: ClassVar[str] = "rubick"
+    problem: RubickRound
+    table: CoefficientTable
+    admission: Admission
+    left_out: list[str]
 
-    name: str = "rubick-exact"
-    time_limit: float = DEFAULT_TIME_LIMIT
-    seed: int = 0
-    workers: int = 1
+
+@dataclass(frozen=True)
+class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
+    """The exact Rubick round for the driver (module docstring): Algorithm 1 (with
+    ``defer_unreachable_guarantees``) warm-starts the CP-SAT round (or the MILP of ``backend``); the
+    warm start's admission (who is deferred) binds the model."""
+
+    problem_type: ClassVar[type[RoundProblem]] = RubickRound
+
     perf: PerfSource = field(default_factory=PerfSource, compare=False)
     cache: RoundTableCache = field(default_factory=RoundTableCache, compare=False, repr=False)
     defer_unreachable_guarantees: bool = False
-    clock_start: float | None = None
-    backend: str = "cpsat"
 
-    def decide(self, problem: RoundProblem) -> Decision:
-        rubick = round_of(problem, RubickRound, self.name)
-        try:
-            return _with_prediction_notes(self._decide(rubick), rubick, self.perf)
-        except InfeasibleError as e:
-            raise e if self.defer_unreachable_guarantees else _hinted(e) from None
+    def deadline(self, time_limit: float, clock_start: float | None, problem: RubickRound) -> Deadline:
+        return _deadline(time_limit, clock_start, problem)
 
-    def _decide(self, rubick: RubickRound) -> Decision:
-        t0 = time.perf_counter()
-        deadline = _deadline(self.time_limit, self.clock_start, rubick)
+    def prepare(self, problem: RubickRound, deadline: Deadline) -> RubickContext:
         left_out: list[str] = []
-        table = build_round_table(rubick, _lookup(self.perf, rubick), cache=self.cache, deadline=deadline,
+        table = build_round_table(problem, _lookup(self.perf, problem), cache=self.cache, deadline=deadline,
                                   left_out=left_out)
-        admission = admit(rubick, table)
-        hint: Schedule | None = None
-        heuristic_error: InfeasibleError | None = None
-        try:
-            hint = _cut(algorithm1(rubick, table, admission, defer=self.defer_unreachable_guarantees,
-                                   deadline=deadline), left_out)
-            admission = hint.admission
-        except InfeasibleError as e:
-            heuristic_error = e
-        if hint is not None:  # no reconfiguration without a change that matters (rounds/rubick/decision.py)
-            hint = replace(hint, choices=keep_unchanged(rubick, table, hint.choices))
-        h_obj = None if hint is None else objective(rubick, table, hint.choices)
-        if hint is not None and (not hint.complete or deadline.expired(reserve=MIN_SOLVER_SECONDS)):
-            status = "heuristic-fallback" if hint.complete else "partial"
-            note = "" if not hint.complete else f"no time left for the solver within {self.time_limit:g} s"
-            return to_decision(rubick, table, hint.choices, method=self.name, status=status,
-                               solve_seconds=time.perf_counter() - t0, heuristic_objective=h_obj,
-                               message=_join(note, hint.message), admission=admission)
-        sol = rubick_round.solve(rubick, table, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS),
-                                 seed=self.seed, workers=self.workers, hint=None if hint is None else hint.choices,
-                                 admission=admission, backend=self.backend)
-        wall = time.perf_counter() - t0
+        return RubickContext(problem, table, admit(problem, table), left_out)
+
+    def warm_start(self, ctx: RubickContext, deadline: Deadline) -> WarmStart[Mapping[str, Choice]]:
+        hint = _cut(algorithm1(ctx.problem, ctx.table, ctx.admission, defer=self.defer_unreachable_guarantees,
+                               deadline=deadline), ctx.left_out)
+        # no reconfiguration without a change that matters (rounds/rubick/decision.py)
+        choices = keep_unchanged(ctx.problem, ctx.table, hint.choices)
+        return WarmStart(choices, objective(ctx.problem, ctx.table, choices), complete=hint.complete,
+                         message=hint.message, info=hint.admission)
+
+    def _admission(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None) -> Admission:
+        return ctx.admission if warm is None else warm.info
+
+    def solve(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None, *, time_limit: float,
+              seed: int, workers: int, backend: str, cold: bool = False,
+              trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        return rubick_round.solve(ctx.problem, ctx.table, time_limit=time_limit, seed=seed, workers=workers,
+                                  hint=hint_of(warm, cold),
+                                  admission=self._admission(ctx, warm), backend=backend, trace=trace)
+
+    def describe(self, sol: Solution) -> str:
         size = sol.size
         note = f"model encoding={size.encoding} variables={size.variables} constraints={size.constraints}"
-        if "reason" in sol.payload:
-            note = f"{note}; {sol.payload['reason']}"
-        deferral = "" if hint is None else hint.message
-        if sol.status == "infeasible":
-            raise _infeasible_report(rubick, admission)
-        exact_choices = sol.payload.get("choices") if sol.objective is not None else None
-        if exact_choices is not None and (h_obj is None or sol.objective >= h_obj - 1e-9):
-            return to_decision(rubick, table, exact_choices, method=self.name, status=sol.status, bound=sol.bound,
-                               solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
-                               message=_join(note, deferral), admission=admission)
-        if hint is None:
-            assert heuristic_error is not None
-            raise InfeasibleError(f"no feasible decision found within {self.time_limit:g} s; the heuristic "
-                                  f"reported: {heuristic_error}", heuristic_error.reasons)
-        why = ("the solver found no solution" if exact_choices is None
-               else f"the solver's best ({sol.objective:.6g}) is below the heuristic's")
-        return to_decision(rubick, table, hint.choices, method=self.name, status="heuristic-fallback", bound=sol.bound,
-                           solve_seconds=wall, heuristic_objective=h_obj, warm_start=sol.warm_start,
-                           message=_join(f"{note}; {why} within {self.time_limit:g} s", deferral),
-                           admission=admission)
+        return f"{note}; {sol.payload['reason']}" if "reason" in sol.payload else note
+
+    def infeasible(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None) -> InfeasibleError:
+        return _infeasible_report(ctx.problem, self._admission(ctx, warm))
+
+    def assemble(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None,
+                 answer: Mapping[str, Choice], outcome: Outcome, method: str) -> Decision:
+        return to_decision(ctx.problem, ctx.table, answer, method=method, status=outcome.status, bound=outcome.bound,
+                           solve_seconds=outcome.solve_seconds, heuristic_objective=outcome.heuristic_objective,
+                           warm_start=outcome.warm_start, message=outcome.message,
+                           admission=self._admission(ctx, warm))
+
+    def finish(self, problem: RubickRound, decision: Decision) -> Decision:
+        return _with_prediction_notes(decision, problem, self.perf)
+
+    def explain(self, error: InfeasibleError) -> InfeasibleError:
+        return error if self.defer_unreachable_guarantees else _hinted(error)
+
+    def lp_bound(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None,
+                 time_limit: float) -> float | None:
+        return rubick_round.lp_relaxation_bound(ctx.problem, ctx.table, self._admission(ctx, warm),
+                                                time_limit=time_limit)
+
+    def for_study(self) -> RubickExact:
+        return replace(self, defer_unreachable_guarantees=True)
 
 
 # -- the baselines ------------------------------------------------------------------------------------
@@ -360,11 +348,11 @@ def _defer(options: PolicyOptions) -> bool:
     return value
 
 
-def _exact(name: str):  # noqa: ANN202 - a factory of factories
-    def build(o: PolicyOptions) -> RubickExactPolicy:
-        return RubickExactPolicy(name, o.time_limit, o.seed, o.workers, o.perf_source(),
-                                 defer_unreachable_guarantees=_defer(o), clock_start=o.clock_start, backend=o.backend)
-    return build
+def _contract(o: PolicyOptions) -> RubickExact:
+    return RubickExact(o.perf_source(), defer_unreachable_guarantees=_defer(o))
+
+
+register_exact("rubick", _contract)
 
 
 def _algorithm1(name: str, fixed_plan: bool = False, fixed_resources: bool = False):  # noqa: ANN202
@@ -383,8 +371,8 @@ def _baseline(cls: type[_HeuristicPolicy], name: str, **fields: object):  # noqa
 _EXACT = "CP-SAT round warm-started by Algorithm 1; never worse than it"
 _HEUR = "Rubick Algorithm 1 (heuristic)"
 for _name, _build, _summary, _extras in (
-        ("exact", _exact("exact"), _EXACT, (DEFER,)),
-        ("rubick-exact", _exact("rubick-exact"), _EXACT + " (alias of exact)", (DEFER,)),
+        ("exact", exact_method("exact", _contract), _EXACT, (DEFER,)),
+        ("rubick-exact", exact_method("rubick-exact", _contract), _EXACT + " (alias of exact)", (DEFER,)),
         ("heuristic", _algorithm1("heuristic"), _HEUR, (DEFER,)),
         ("rubick", _algorithm1("rubick"), _HEUR + " (alias of heuristic)", (DEFER,)),
         ("rubick-e", _algorithm1("rubick-e", fixed_resources=True), "Algorithm 1, plans only (Table 4 ablation)",
@@ -402,5 +390,5 @@ for _name, _build, _summary, _extras in (
     register_method("rubick", _name, _build, _summary, _extras)
 
 
-__all__ = ["AntManPolicy", "DEFER", "FifoPolicy", "RubickExactPolicy", "RubickHeuristicPolicy", "SiaPolicy",
+__all__ = ["AntManPolicy", "DEFER", "FifoPolicy", "RubickContext", "RubickExact", "RubickHeuristicPolicy", "SiaPolicy",
            "SynergyPolicy"]

@@ -42,7 +42,7 @@ def test_growth_exponent_and_medians() -> None:
 
 def test_unknown_kind_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     from optsched.experiments import gap
-    monkeypatch.setattr(gap, "PROBES", {})
+    monkeypatch.setattr(gap, "probe_of", lambda kind: None)
     with pytest.raises(ValidationError, match="no gap study for rounds of kind 'rubick'"):
         gap_row(generate_rubick_round(1, 8, 3, 0))
 

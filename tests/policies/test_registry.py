@@ -21,7 +21,8 @@ from optsched.policies import registry
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import kind_extras, make_policy, method, methods_of, register_method
 from optsched.policies.solve import solve
-from optsched.policies.rubick import RubickExactPolicy, RubickHeuristicPolicy, SiaPolicy
+from optsched.policies.exact import ExactPolicy
+from optsched.policies.rubick import RubickExact, RubickHeuristicPolicy, SiaPolicy
 from optsched.rounds.rubick.generate import generate_rubick_round
 
 RUBICK_METHODS = ("exact", "rubick-exact", "heuristic", "rubick", "rubick-e", "rubick-r", "rubick-n", "fifo",
@@ -61,9 +62,9 @@ def test_unknown_method_lists_the_methods_of_the_kind() -> None:
 def test_make_policy_builds_fresh_policies_from_options() -> None:
     opts = PolicyOptions(time_limit=3, seed=7, workers=2, extras={"defer_unreachable_guarantees": True})
     exact = make_policy("exact", opts)
-    assert isinstance(exact, RubickExactPolicy) and isinstance(exact, Policy)
+    assert isinstance(exact, ExactPolicy) and isinstance(exact, Policy) and isinstance(exact.contract, RubickExact)
     assert (exact.name, exact.kind, exact.time_limit, exact.seed, exact.workers) == ("exact", "rubick", 3.0, 7, 2)
-    assert exact.defer_unreachable_guarantees is True
+    assert exact.contract.defer_unreachable_guarantees is True
     r = make_policy("rubick-r", opts)
     assert isinstance(r, RubickHeuristicPolicy) and r.fixed_plan and not r.fixed_resources
     assert make_policy("rubick") is not make_policy("rubick")  # each call a new policy (own caches)

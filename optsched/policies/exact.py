@@ -1,0 +1,294 @@
+"""The one exact-with-fallback driver (DESIGN.md, "One driver"): every kind's ``exact`` method is this
+driver over a contract the kind registers (:class:`ExactKind`).
+
+What the driver does, for every kind, within one time limit counted from ``clock_start`` (or the call):
+
+1. ``prepare``: the kind's round context (coefficient table, admission, index structures);
+2. ``warm_start``: the kind's heuristic (:class:`WarmStart`: its answer, objective, the solver's hint,
+   whether it finished, the notes it carries). A heuristic that raises ``InfeasibleError`` leaves the
+   solver without a warm start (and the driver without a fallback);
+3. when the warm start was cut short (``complete=False``) its answer is returned with status
+   ``partial``; when less than :data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS` is left, with
+   status ``heuristic-fallback`` and the note ``no time left for the solver within T s``;
+4. ``solve``: the kind's exact model, warm-started by the hint, with what is left of the limit;
+5. the solver's answer is returned when it is at least as good as the warm start's by the round
+   objective (:func:`not_worse`, the one tolerance), or when the warm start breaks a rule of the round
+   (``violations``); otherwise the warm start's answer, status ``heuristic-fallback``, with the solver's
+   bound. A warm start that breaks a rule is never returned after a solve: the driver raises
+   ``InfeasibleError`` naming the rules instead. With neither an answer nor a warm start the driver
+   raises ``InfeasibleError`` with what the heuristic reported.
+
+Decisions maximise (a kind that minimises a cost reports ``objective = -cost``), so one comparison
+serves every kind. Status and bound: the solver's status and bound describe the decision only when
+its answer is returned; a fallback carries the solver's bound (still a bound of the round) and status
+``heuristic-fallback``.
+
+A kind registers a factory ``PolicyOptions -> ExactKind`` with :func:`register_exact`; its ``exact``
+methods are :class:`ExactPolicy` over it, and the gap studies (:mod:`optsched.experiments.gap`) probe the
+same contract.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Generic, TypeVar, cast
+
+from optsched.core.deadline import Deadline
+from optsched.core.decision import Decision
+from optsched.core.errors import InfeasibleError, ValidationError
+from optsched.core.kinds import round_kind
+from optsched.core.round import RoundProblem
+from optsched.formulations.solution import MIN_SOLVER_SECONDS, Solution
+from optsched.policies.checks import round_of
+from optsched.policies.notes import join_notes
+from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+
+#: relative tolerance of every comparison of two objectives (absolute below 1): float sums of the same
+#: decision computed in two orders differ by far less, a real improvement by far more
+TOLERANCE = 1e-9
+
+P = TypeVar("P", bound=RoundProblem)  # the kind's problem class
+C = TypeVar("C")                       # the kind's prepared context (table, admission, ...)
+A = TypeVar("A")                       # what a decision of the kind is assembled from (choices, a plan, ...)
+
+
+def not_worse(candidate: float, reference: float) -> bool:
+    """Whether ``candidate`` is at least ``reference`` (maximised objectives) within :data:`TOLERANCE`,
+    relative to ``|reference|`` when that is above 1, absolute below."""
+    return candidate >= reference - TOLERANCE * max(1.0, abs(reference))
+
+
+@dataclass(frozen=True)
+class WarmStart(Generic[A]):
+    """A kind's heuristic answer as the driver uses it: ``answer`` (the fallback, assembled by the
+    kind), its round ``objective`` (maximised), the ``hint`` the model is warm-started with (None: the
+    answer itself), whether the heuristic finished (``complete``), a ``message`` every decision made
+    from it or from the model it warm-started carries, and ``info`` the kind keeps with it (e.g. the
+    admission it satisfies)."""
+
+    answer: A
+    objective: float
+    hint: Any = None
+    complete: bool = True
+    message: str = ""
+    info: Any = None
+
+    @property
+    def solver_hint(self) -> Any:
+        return self.answer if self.hint is None else self.hint
+
+
+def hint_of(warm: WarmStart[Any] | None, cold: bool = False) -> Any:
+    """The solver's warm start from ``warm`` (None when there is none or the solve is ``cold``)."""
+    return None if warm is None or cold else warm.solver_hint
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The top-level fields of a decision the driver decides: ``status``, ``bound``, ``solve_seconds``,
+    the warm start's objective (``heuristic_objective``), whether the solver had a warm start, and the
+    ``message``. A kind's :meth:`ExactKind.assemble` puts them into its decision."""
+
+    status: str
+    solve_seconds: float
+    heuristic_objective: float | None
+    message: str = ""
+    bound: float | None = None
+    warm_start: bool = False
+
+
+class ExactKind(ABC, Generic[P, C, A]):
+    """What a kind registers for the driver (module docstring). One instance serves one policy (it may
+    hold the policy's caches and options). ``problem_type`` is the kind's problem class, ``answer_key``
+    the payload key of the model's answer."""
+
+    problem_type: ClassVar[type[RoundProblem]]
+    #: where the model's :class:`~optsched.formulations.solution.Solution` keeps its answer
+    answer_key: ClassVar[str] = "choices"
+
+    @property
+    def kind(self) -> str:
+        return self.problem_type.KIND
+
+    def deadline(self, time_limit: float, clock_start: float | None, problem: P) -> Deadline:
+        """The deadline of preparation, heuristic and solver (default: the whole limit; a kind may keep
+        time back for assembling a large decision)."""
+        return Deadline.since(time_limit, clock_start)
+
+    @abstractmethod
+    def prepare(self, problem: P, deadline: Deadline) -> C:
+        """The round's context: coefficient table, admission, index structures."""
+
+    @abstractmethod
+    def warm_start(self, ctx: C, deadline: Deadline) -> WarmStart[A]:
+        """The heuristic's answer (may raise ``InfeasibleError``: then no warm start)."""
+
+    @abstractmethod
+    def solve(self, ctx: C, warm: WarmStart[A] | None, *, time_limit: float, seed: int, workers: int,
+              backend: str, cold: bool = False, trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        """The exact model under the rules ``warm`` set (e.g. who is admitted), warm-started by its hint
+        (:func:`hint_of`: none when ``warm`` is None or ``cold``), within ``time_limit`` seconds, in the
+        decision's maximising frame; ``trace`` (where the model supports it) collects (seconds,
+        objective, bound) at each solution found."""
+
+    def answer(self, sol: Solution) -> A | None:
+        """The solver's answer in the form :meth:`assemble` takes (None when it found none): by default
+        ``sol.payload[answer_key]``."""
+        return sol.payload.get(self.answer_key)
+
+    @abstractmethod
+    def assemble(self, ctx: C, warm: WarmStart[A] | None, answer: A, outcome: Outcome, method: str) -> Decision:
+        """The decision of ``answer`` with the driver's ``outcome`` (top-level fields)."""
+
+    def describe(self, sol: Solution) -> str:
+        """What the decision's message says of the model (default: its size)."""
+        return f"model variables={sol.size.variables} constraints={sol.size.constraints}"
+
+    def violations(self, ctx: C, warm: WarmStart[A]) -> list[str]:
+        """Rules of the round the warm start breaks (default none): it then never wins."""
+        return []
+
+    def infeasible(self, ctx: C, warm: WarmStart[A] | None) -> InfeasibleError | None:
+        """What to raise when the model proves the round infeasible (default None: the driver goes on as
+        if the solver had found nothing)."""
+        return None
+
+    def finish(self, problem: P, decision: Decision) -> Decision:
+        """The decision as returned to the caller (default: unchanged; e.g. notes on predictions)."""
+        return decision
+
+    def explain(self, error: InfeasibleError) -> InfeasibleError:
+        """An ``InfeasibleError`` as the caller sees it (default: unchanged; e.g. with the option that
+        would avoid it)."""
+        return error
+
+    def lp_bound(self, ctx: C, warm: WarmStart[A] | None, time_limit: float) -> float | None:
+        """An independent bound of the round, under the rules ``warm`` set, from the model's LP
+        relaxation (gap studies; default None)."""
+        return None
+
+    def for_study(self) -> "ExactKind[P, C, A]":
+        """This contract as gap studies use it: one whose heuristic never fails a round that has a
+        feasible decision (default: itself; Rubick defers unreachable guarantees)."""
+        return self
+
+    def size(self, problem: P) -> tuple[str, int]:
+        """(name of the measure, size) of a round in gap studies (default: GPUs)."""
+        return "GPUs", sum(n.num_gpus for n in problem.cluster.nodes)
+
+    def round_of(self, problem: RoundProblem, method: str) -> P:
+        """``problem`` as this kind's round (``ValidationError`` naming ``method`` otherwise)."""
+        return cast(P, round_of(problem, self.problem_type, method))
+
+
+@dataclass(frozen=True)
+class ExactPolicy:
+    """A kind's exact method: the driver (module docstring) over ``contract`` with the policy's limits.
+    The time limit covers the whole :meth:`decide` call, counted from ``clock_start`` (a
+    ``time.perf_counter()`` reading) or from the call."""
+
+    contract: ExactKind[Any, Any, Any] = field(compare=False)
+    name: str = "exact"
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = 0
+    workers: int = 1
+    clock_start: float | None = None
+    backend: str = "cpsat"
+
+    @property
+    def kind(self) -> str:
+        return self.contract.kind
+
+    def decide(self, problem: RoundProblem) -> Decision:
+        c = self.contract
+        p = c.round_of(problem, self.name)
+        try:
+            return c.finish(p, self._decide(p))
+        except InfeasibleError as e:
+            raise c.explain(e) from None
+
+    def _decide(self, problem: RoundProblem) -> Decision:
+        c, t0, limit = self.contract, time.perf_counter(), self.time_limit
+        deadline = c.deadline(limit, self.clock_start, problem)
+        ctx = c.prepare(problem, deadline)
+        warm: WarmStart[Any] | None = None
+        heuristic_error: InfeasibleError | None = None
+        try:
+            warm = c.warm_start(ctx, deadline)
+        except InfeasibleError as e:
+            heuristic_error = e
+
+        def decision(answer: Any, status: str, message: str, **fields: Any) -> Decision:
+            outcome = Outcome(status, time.perf_counter() - t0, None if warm is None else warm.objective, message,
+                              **fields)
+            return c.assemble(ctx, warm, answer, outcome, self.name)
+
+        if warm is not None and (not warm.complete or deadline.expired(reserve=MIN_SOLVER_SECONDS)):
+            note = "" if not warm.complete else f"no time left for the solver within {limit:g} s"
+            return decision(warm.answer, "heuristic-fallback" if warm.complete else "partial",
+                            join_notes(note, warm.message))
+        sol = c.solve(ctx, warm, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
+                      workers=self.workers, backend=self.backend)
+        note = c.describe(sol)
+        if sol.status == "infeasible":
+            error = c.infeasible(ctx, warm)
+            if error is not None:
+                raise error
+        answer = c.answer(sol) if sol.objective is not None else None
+        carried = "" if warm is None else warm.message
+        broken = [] if warm is None else c.violations(ctx, warm)
+        if answer is not None and (warm is None or broken or not_worse(sol.objective, warm.objective)):
+            return decision(answer, sol.status, join_notes(note, carried), bound=sol.bound, warm_start=sol.warm_start)
+        if warm is None:
+            assert heuristic_error is not None
+            raise InfeasibleError(f"no feasible decision found within {limit:g} s; the heuristic reported: "
+                                  f"{heuristic_error}", heuristic_error.reasons)
+        why = ("the solver found no solution" if answer is None
+               else f"the solver's best ({sol.objective:.6g}) is below the heuristic's")
+        if broken:  # never a decision that breaks the round's rules
+            raise InfeasibleError(f"{self.name}: {why} within {limit:g} s, and the heuristic's decision breaks the "
+                                  f"round's rules: {'; '.join(broken[:5])}")
+        return decision(warm.answer, "heuristic-fallback", join_notes(f"{note}; {why} within {limit:g} s", carried),
+                        bound=sol.bound, warm_start=sol.warm_start)
+
+
+ContractFactory = Callable[[PolicyOptions], ExactKind[Any, Any, Any]]
+
+_CONTRACTS: dict[str, ContractFactory] = {}
+
+
+def register_exact(kind: str, factory: ContractFactory) -> None:
+    """Register the exact contract of ``kind`` (a registered kind; a second, different factory under
+    the same kind is a ``ValidationError``)."""
+    round_kind(kind)
+    old = _CONTRACTS.get(kind)
+    if old is not None and old is not factory:
+        raise ValidationError(f"round kind {kind!r} already has an exact contract")
+    _CONTRACTS[kind] = factory
+
+
+def exact_kinds() -> tuple[str, ...]:
+    """The kinds with an exact contract, sorted."""
+    return tuple(sorted(_CONTRACTS))
+
+
+def exact_contract(kind: str, options: PolicyOptions | None = None) -> ExactKind[Any, Any, Any]:
+    """A fresh contract of ``kind`` built from ``options`` (``ValidationError`` when the kind has none)."""
+    factory = _CONTRACTS.get(kind)
+    if factory is None:
+        raise ValidationError(f"round kind {kind!r} has no exact contract (kinds with one: "
+                              f"{', '.join(exact_kinds()) or 'none'})")
+    return factory(options or PolicyOptions())
+
+
+def exact_method(name: str, factory: ContractFactory) -> Callable[[PolicyOptions], ExactPolicy]:
+    """The registry factory of an exact method ``name`` over the contract ``factory``."""
+    def build(o: PolicyOptions) -> ExactPolicy:
+        return ExactPolicy(factory(o), name, o.time_limit, o.seed, o.workers, o.clock_start, o.backend)
+    return build
+
+
+__all__ = ["ContractFactory", "ExactKind", "ExactPolicy", "Outcome", "TOLERANCE", "WarmStart", "exact_contract",
+           "exact_kinds", "exact_method", "hint_of", "not_worse", "register_exact"]
