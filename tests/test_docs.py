@@ -58,12 +58,40 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-@pytest.mark.parametrize("page", ["README.md", "docs/architecture.md", "docs/rounds.md", "docs/simulation.md",
-                                  "docs/integration.md", "docs/perf_model.md"])
+def _anchors(text: str) -> set[str]:
+    return {_slug(h) for h in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/architecture.md", "docs/cli.md", "docs/rounds.md",
+                                  "docs/simulation.md", "docs/integration.md", "docs/perf_model.md"])
 def test_links_within_a_page_point_at_its_headings(page: str) -> None:
     text = _read(REPO_ROOT / page)
-    anchors = {_slug(h) for h in re.findall(r"^#+ (.*)$", text, re.M)}
+    anchors = _anchors(text)
     for target in re.findall(r"\]\(#([^)]+)\)", text):
         assert target in anchors, f"{page}: no heading for #{target}"
-    for target in re.findall(r"\]\(([\w./-]+\.md)\)", text):
-        assert (REPO_ROOT / page).parent.joinpath(target).exists(), f"{page}: {target} does not exist"
+    for target, anchor in re.findall(r"\]\(([\w./-]+\.md)(?:#([^)]+))?\)", text):
+        linked = (REPO_ROOT / page).parent.joinpath(target)
+        assert linked.exists(), f"{page}: {target} does not exist"
+        if anchor:
+            assert anchor in _anchors(linked.read_text(encoding="utf-8")), f"{page}: no heading for {target}#{anchor}"
+
+
+def test_the_readme_has_exactly_the_two_set_up_commands() -> None:
+    """A fresh machine needs two commands, in this order: the main job on built-in defaults, then the
+    tests (``.ci/run`` runs the second verbatim); the virtual environment is a prerequisite in prose."""
+    text = _read(REPO_ROOT / "README.md")
+    blocks: list[tuple[str, list[str]]] = []    # (info string, lines) of every fenced block
+    inside: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if inside is None:
+                inside = []
+                blocks.append((line[3:].strip(), inside))
+            else:
+                inside = None
+        elif inside is not None:
+            inside.append(line)
+    shell = ["\n".join(lines).strip() for info, lines in blocks if info in ("", "bash", "sh", "shell")]
+    assert shell == ['pip install -e . && optsched simulate', 'pip install -e ".[test]" && python -m pytest']
+    first_screen = "\n".join(text.splitlines()[:40])
+    assert "Python >= 3.11" in first_screen and "venv" in first_screen

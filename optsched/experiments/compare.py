@@ -100,11 +100,15 @@ def _ratio(v: float | None, base: float | None) -> str:
 def comparison_rows(results: Mapping[str, SimResult]) -> tuple[list[str], list[list[str]]]:
     """Header and rows: JCT average / median / P99, makespan and queuing time in hours with ratios to
     the first policy, counts (reconfigurations, trims, preemptions), GPU utilisation and simulation wall
-    time; one extra row per policy for guaranteed and best-effort jobs when the trace has both."""
-    header = ["policy", "jobs", "avg JCT h", "ratio", "p50 JCT h", "p99 JCT h", "ratio", "makespan h", "ratio",
-              "avg queue h", "reconfigs", "trims", "preempts", "GPU util", "unfinished", "wall s"]
+    time; one extra row per policy for guaranteed and best-effort jobs when the trace has both. A ratio
+    column's header says what it divides: e.g. ``avg JCT / rubick's`` is the row's average JCT over the
+    first policy's (``rubick``) average JCT of the same jobs (all, guaranteed or best-effort)."""
     summaries = {name: r.summary() for name, r in results.items()}
-    base = next(iter(summaries.values()))
+    first = next(iter(summaries))
+    base = summaries[first]
+    header = ["policy", "jobs", "avg JCT h", f"avg JCT / {first}'s", "p50 JCT h", "p99 JCT h",
+              f"p99 JCT / {first}'s", "makespan h", f"makespan / {first}'s", "avg queue h", "reconfigs", "trims",
+              "preempts", "GPU util", "unfinished", "wall s"]
     rows: list[list[str]] = []
     split = any(r["guaranteed"]["finished"] for r in summaries.values()) and \
         any(r["best_effort"]["finished"] for r in summaries.values())

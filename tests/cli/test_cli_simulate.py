@@ -30,6 +30,10 @@ def test_synthetic_default_run_writes_summary_jobs_and_timeline(tmp_path, capsys
                           "--no-plots", "--no-progress")
     assert code == 0, err
     assert "rubick" in out and "fifo" in out and "1.00x" in out
+    header = next(line for line in out.splitlines() if line.startswith("policy"))
+    # each ratio column says what it divides: the row's value over the first policy's
+    assert "avg JCT / rubick's" in header and "p99 JCT / rubick's" in header and "makespan / rubick's" in header
+    assert " ratio " not in f" {header} "
     doc = json.loads((out_dir / "summary.json").read_text())
     assert list(doc["policies"]) == ["rubick", "fifo"]
     for s in doc["policies"].values():
