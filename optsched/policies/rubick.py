@@ -58,6 +58,7 @@ from optsched.rounds.rubick.admission import NO_GUARANTEES, Admission, admit
 from optsched.rounds.rubick.baseline_tables import BaselineCache, request_table, sia_table, synergy_table
 from optsched.rounds.rubick.choice import Choice
 from optsched.rounds.rubick.decision import Schedule, heuristic_decision, keep_unchanged, to_decision
+from optsched.rounds.rubick.feasibility import violations
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import DEFAULT_GROWTH, RoundTableCache, build_round_table
@@ -242,6 +243,9 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
         size = sol.size
         note = f"model encoding={size.encoding} variables={size.variables} constraints={size.constraints}"
         return f"{note}; {sol.payload['reason']}" if "reason" in sol.payload else note
+
+    def violations(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]]) -> list[str]:
+        return violations(ctx.problem, ctx.table, warm.answer, warm.info)
 
     def infeasible(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None) -> InfeasibleError:
         return _infeasible_report(ctx.problem, self._admission(ctx, warm))
