@@ -1,7 +1,9 @@
 """The layering of the package (docs/architecture.md): each layer imports only the layers below it, and
 no two files import each other, directly or through others. The checker reads the import statements of
-every module (also imports inside functions; not those under ``if TYPE_CHECKING:``) and names every
-offending import; it is shown to fail on a deliberately bad tree."""
+every module (also imports inside functions and those under ``if TYPE_CHECKING:``: a type a module
+needs only for its annotations still ties it to the module defining it) and names every offending
+import, and every cycle, saying which of its imports are type-only; it is shown to fail on a
+deliberately bad tree."""
 
 from __future__ import annotations
 
@@ -55,17 +57,16 @@ def _type_checking_lines(tree: ast.AST) -> set[int]:
     return lines
 
 
-def imports_of(root: Path, path: Path) -> list[tuple[int, str]]:
-    """(line, imported module) of every import of ``path`` inside the package rooted at ``root``;
-    ``from a.b import c`` names ``a.b.c`` when that is a module of the package, else ``a.b``."""
+def imports_of(root: Path, path: Path) -> list[tuple[int, str, bool]]:
+    """(line, imported module, whether the import is type-only, under ``if TYPE_CHECKING:``) of every
+    import of ``path`` inside the package rooted at ``root``; ``from a.b import c`` names ``a.b.c`` when
+    that is a module of the package, else ``a.b``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_lines(tree)
+    type_only = _type_checking_lines(tree)
     here = _module_name(root, path).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
     out: list[tuple[int, str]] = []
     for node in ast.walk(tree):
-        if getattr(node, "lineno", None) in skip:
-            continue
         if isinstance(node, ast.Import):
             out.extend((node.lineno, a.name) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -76,27 +77,34 @@ def imports_of(root: Path, path: Path) -> list[tuple[int, str]]:
                 full = f"{base}.{a.name}"
                 sub = root.parent.joinpath(*full.split("."))
                 out.append((node.lineno, full if sub.with_suffix(".py").is_file() or sub.is_dir() else base))
-    return [(line, m) for line, m in out if m == root.name or m.startswith(root.name + ".")]
+    return [(line, m, line in type_only) for line, m in out if m == root.name or m.startswith(root.name + ".")]
 
 
 def check_layers(root: Path) -> list[str]:
     """Every import of the package at ``root`` that breaks :data:`ALLOWED`, and every import cycle
-    between its files, as messages naming the file, line and module."""
+    between its files (naming the steps of it that only type-only imports make), as messages naming
+    the file, line and module."""
     problems: list[str] = []
     graph = nx.DiGraph()
     for path in sorted(root.rglob("*.py")):
         module = _module_name(root, path)
         layer = _layer(module)
         graph.add_node(module)
-        for line, target in imports_of(root, path):
-            graph.add_edge(module, target)
+        for line, target, type_only in imports_of(root, path):
+            if graph.has_edge(module, target):
+                graph[module][target]["type_only"] &= type_only
+            else:
+                graph.add_edge(module, target, type_only=type_only)
             other = _layer(target)
             if other != layer and other not in ALLOWED.get(layer, frozenset()):
                 problems.append(f"{path.relative_to(root.parent)}:{line} imports {target} "
                                 f"({layer} may import only {', '.join(sorted(ALLOWED.get(layer, ()))) or 'itself'})")
     for cycle in nx.simple_cycles(graph):
         if len(cycle) > 1:
-            problems.append("import cycle: " + " -> ".join(cycle + cycle[:1]))
+            steps = list(zip(cycle, cycle[1:] + cycle[:1]))
+            typed = [f"{a} -> {b}" for a, b in steps if graph[a][b]["type_only"]]
+            problems.append("import cycle: " + " -> ".join(cycle + cycle[:1])
+                            + (f" (type-only: {', '.join(typed)})" if typed else ""))
     return problems
 
 
@@ -135,9 +143,16 @@ def test_type_checking_imports_and_relative_imports(tmp_path: Path) -> None:
         "__init__.py": "", "core/__init__.py": "",
         "core/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from optsched.core.b import B\nA = 1\n",
         "core/b.py": "from .a import A\nB = 2\n",
+        "core/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from optsched.perf.p import P\n",
         "perf/__init__.py": "", "perf/p.py": "from ..rounds import r\n",
         "rounds/__init__.py": "", "rounds/r.py": "R = 1\n",
     })
     problems = check_layers(root)
-    assert not any(p.startswith("import cycle") for p in problems), problems
-    assert problems == ["optsched/perf/p.py:1 imports optsched.rounds.r (perf may import only core, schemas)"]
+    assert sorted(problems) == sorted([
+        "optsched/core/c.py:3 imports optsched.perf.p (core may import only schemas)",
+        "optsched/perf/p.py:1 imports optsched.rounds.r (perf may import only core, schemas)",
+        next(p for p in problems if p.startswith("import cycle:")),
+    ]), problems
+    cycle = next(p for p in problems if p.startswith("import cycle:"))
+    assert "optsched.core.a" in cycle and "optsched.core.b" in cycle, cycle
+    assert cycle.endswith("(type-only: optsched.core.a -> optsched.core.b)"), cycle

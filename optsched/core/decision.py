@@ -28,12 +28,12 @@ to the top-level ones (a Rubick decision has ``"jobs": [...]``), so decision fil
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 from optsched.core.allocation import Allocation, Placement
 from optsched.core.checks import require_keys, require_name
 from optsched.core.errors import UnknownNameError, ValidationError
-from optsched.core.kinds import round_kind
+from optsched.core.kinds import DecisionPayload, round_kind
 
 DECISION_FORMAT = "optsched.decision/1"
 
@@ -61,19 +61,6 @@ def relative_gap(bound: float | None, objective: float | None) -> float | None:
     if bound is None or objective is None:
         return None
     return max(0.0, (bound - objective) / max(abs(bound), GAP_FLOOR))
-
-
-@runtime_checkable
-class DecisionPayload(Protocol):
-    """What a kind's decision carries besides the top level. ``KEYS``: the JSON keys it owns
-    (required first, then optional, as two tuples)."""
-
-    KEYS: ClassVar[tuple[tuple[str, ...], tuple[str, ...]]]
-
-    def to_dict(self) -> dict[str, Any]: ...
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DecisionPayload": ...
 
 
 @dataclass(frozen=True)

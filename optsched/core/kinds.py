@@ -12,48 +12,70 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, ClassVar, Generic, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
 
 from optsched.core.errors import UnknownNameError, ValidationError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from optsched.core.decision import Decision, DecisionPayload
-    from optsched.core.round import RoundProblem
+
+class KindProblem(Protocol):
+    """What the registry reads of a kind's problem class (a subclass of
+    :class:`~optsched.core.round.RoundProblem`): the name of its kind."""
+
+    KIND: ClassVar[str]
 
 
-class Split(Protocol):
+@runtime_checkable
+class DecisionPayload(Protocol):
+    """What a kind's decision carries besides the top level (:class:`~optsched.core.decision.Decision`).
+    ``KEYS``: the JSON keys it owns (required first, then optional, as two tuples)."""
+
+    KEYS: ClassVar[tuple[tuple[str, ...], tuple[str, ...]]]
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DecisionPayload": ...
+
+
+#: a kind's problem class and its decisions (:class:`~optsched.core.decision.Decision`), as the
+#: registry's types name them without importing them
+ProblemT = TypeVar("ProblemT", bound=KindProblem)
+DecisionT = TypeVar("DecisionT")
+
+
+class Split(Protocol[ProblemT]):
     """A round split into independent ``parts``; ``left_out`` names the jobs in no part and why,
     ``unhosted`` those of them whose guarantee the split cannot keep (the round is then solved whole)."""
 
-    parts: Sequence["RoundProblem"]
+    parts: Sequence[ProblemT]
     left_out: Mapping[str, str]
     unhosted: Mapping[str, str]
 
 
-class Partitioner(Protocol):
+class Partitioner(Protocol[ProblemT, DecisionT]):
     """How a kind's rounds are split into independent parts and the parts' decisions joined again
     (partitioned solving in the manner of POP, :mod:`optsched.policies.partitioned`)."""
 
-    def split(self, problem: "RoundProblem", parts: int, seed: int, perf_models: Any = None,
-              deadline: Any = None) -> Split: ...
+    def split(self, problem: ProblemT, parts: int, seed: int, perf_models: Any = None,
+              deadline: Any = None) -> Split[ProblemT]: ...
 
-    def merge(self, problem: "RoundProblem", split: Any, decisions: Sequence["Decision"], *, method: str,
-              solve_seconds: float, message: str = "") -> "Decision": ...
+    def merge(self, problem: ProblemT, split: Any, decisions: Sequence[DecisionT], *, method: str,
+              solve_seconds: float, message: str = "") -> DecisionT: ...
 
 
 @dataclass(frozen=True)
-class RoundKind:
+class RoundKind(Generic[ProblemT]):
     """A registered round kind: its ``name`` (the ``kind`` of round and decision files), ``problem``
     class, decision ``payload`` class, ``generate`` function (keyword arguments, ``seed`` among them,
     returning a problem of the kind), a one-line ``summary`` and, when its rounds can be solved in
     parts, a ``partitioner``."""
 
     name: str
-    problem: type["RoundProblem"]
-    payload: type["DecisionPayload"]
-    generate: Callable[..., "RoundProblem"]
+    problem: type[ProblemT]
+    payload: type[DecisionPayload]
+    generate: Callable[..., ProblemT]
     summary: str
-    partitioner: Partitioner | None = None
+    partitioner: Partitioner[ProblemT, Any] | None = None
 
     @property
     def generator_options(self) -> tuple[str, ...]:
@@ -62,10 +84,10 @@ class RoundKind:
                      if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
-_KINDS: dict[str, RoundKind] = {}
+_KINDS: dict[str, RoundKind[Any]] = {}
 
 
-def register_kind(kind: RoundKind) -> RoundKind:
+def register_kind(kind: RoundKind[ProblemT]) -> RoundKind[ProblemT]:
     """Add ``kind`` to the registry (its problem class must name it in ``KIND``). Registering the same
     entry again is a no-op; another entry under a taken name is a ``ValidationError``."""
     if kind.problem.KIND != kind.name:
@@ -78,8 +100,9 @@ def register_kind(kind: RoundKind) -> RoundKind:
     return kind
 
 
-def round_kind(name: str) -> RoundKind:
-    """The registered kind ``name`` (``UnknownNameError`` listing the registered ones)."""
+def round_kind(name: str) -> RoundKind[Any]:
+    """The registered kind ``name`` (``UnknownNameError`` listing the registered ones); its problem
+    class is the kind's subclass of :class:`~optsched.core.round.RoundProblem`."""
     try:
         return _KINDS[name]
     except (KeyError, TypeError):
@@ -96,4 +119,5 @@ def describe_kinds() -> dict[str, Any]:
     return {name: _KINDS[name].summary for name in round_kinds()}
 
 
-__all__ = ["Partitioner", "RoundKind", "Split", "describe_kinds", "register_kind", "round_kind", "round_kinds"]
+__all__ = ["DecisionPayload", "KindProblem", "Partitioner", "RoundKind", "Split", "describe_kinds", "register_kind",
+           "round_kind", "round_kinds"]

@@ -126,9 +126,9 @@ from optsched.core.deadline import Deadline
 from optsched.core.errors import InfeasibleError
 from optsched.heuristics.placement import MEM_TOL
 from optsched.heuristics import round_state
-from optsched.heuristics.round_state import EPS, Config, JobRows, RoundState
+from optsched.heuristics.round_state import EPS, Config, JobRows
 from optsched.heuristics.rubick_walk import GPU as _GPU
-from optsched.heuristics.rubick_walk import NodeWalk, _Parts
+from optsched.heuristics.rubick_walk import NodeWalk, Shrink, WalkEngine, _Parts
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit
 from optsched.rounds.rubick.choice import Choice, is_kept
@@ -165,18 +165,6 @@ class DeferralResult:
 _MISSING = object()
 
 
-@dataclass(frozen=True)
-class _Shrink:
-    """Shrinking a job by one unit of a resource on a node: its re-fitted configuration ``new`` (None:
-    preempted), the ``loss`` of objective, the units ``released`` on the node and ``slope`` = loss per
-    unit."""
-
-    new: Config | None
-    loss: float
-    released: int
-    slope: float
-
-
 def _slope_gpu(rows: JobRows, v: float, g: int) -> float:
     """Growth slope of a job with ``rows`` along its GPU curve from ``(g, v)`` (module docstring)."""
     py = rows.py
@@ -196,7 +184,7 @@ def _slope_cpu(rows: JobRows, v: float, c: int, g_cap: int) -> float:
     return (max(vv for vv, gg, cc in zip(py.value, py.gpus, py.cpus) if gg <= g_cap and cc <= c2) - v) / (c2 - c)
 
 
-class Algorithm1(RoundState):
+class Algorithm1(WalkEngine):
     """One call of :func:`schedule`: the round state plus Algorithm 1's slopes, shrinking and
     ScheduleJob (module docstring)."""
 
@@ -211,10 +199,10 @@ class Algorithm1(RoundState):
         for r, j in enumerate(sorted(range(len(self.names)), key=lambda j: self.names[j])):
             self.name_rank[j] = r
         #: (configuration, node, resource) -> :meth:`shrink` (a configuration's row names its job)
-        self.shrink_cache: dict[tuple[Config, int, int], _Shrink | None] = {}
+        self.shrink_cache: dict[tuple[Config, int, int], Shrink | None] = {}
         #: the same by the configuration's identity, read first (hashing a configuration costs more; the
         #: entry holds the configuration, so its id is not reused while the entry lives)
-        self._shrink_by_id: dict[tuple[int, int, int], tuple[Config, _Shrink | None]] = {}
+        self._shrink_by_id: dict[tuple[int, int, int], tuple[Config, Shrink | None]] = {}
         self._parts: dict[int, _Parts] = {}
         self._keepable: dict[int, list[bool]] = {}
         self._trimmable: dict[int, list[bool]] = {}
@@ -222,7 +210,7 @@ class Algorithm1(RoundState):
         self._slope_cpu_memo: dict[tuple[int, float, int, int], float] = {}
         #: per resource and node: the lowest shrink (:meth:`lowest` of every job there) and whether it is
         #: still valid (the node's holders have not changed since)
-        self.low: tuple[list[tuple[int, _Shrink] | None], ...] = ([None] * n_nodes, [None] * n_nodes)
+        self.low: tuple[list[tuple[int, Shrink] | None], ...] = ([None] * n_nodes, [None] * n_nodes)
         self.low_ok: tuple[list[bool], ...] = ([False] * n_nodes, [False] * n_nodes)
 
     # -- slopes ---------------------------------------------------------------------------------
@@ -246,7 +234,7 @@ class Algorithm1(RoundState):
         return out
 
     # -- GetLowestSlopeOverMinJob -----------------------------------------------------------------
-    def shrink(self, v: int, n: int, res: int) -> _Shrink | None:
+    def shrink(self, v: int, n: int, res: int) -> Shrink | None:
         """Shrinking job ``v`` by one unit of ``res`` on node ``n`` (None: not allowed, i.e. not over
         its minimum); cached per (configuration, node, resource)."""
         cfg = self.ledger.holding[v]
@@ -257,7 +245,7 @@ class Algorithm1(RoundState):
             out = self.shrink_cache[key] = self._shrink_of(v, cfg, n, res)  # type: ignore[assignment]
         return out  # type: ignore[return-value]
 
-    def _shrink_of(self, v: int, cfg: Config, n: int, res: int) -> _Shrink | None:
+    def _shrink_of(self, v: int, cfg: Config, n: int, res: int) -> Shrink | None:
         g, c, _ = cfg.share_on(n)
         if (g if res == _GPU else c) <= 0:
             return None
@@ -292,9 +280,9 @@ class Algorithm1(RoundState):
         if released <= 0:
             return None
         loss = self.contrib(v, cfg) - self.contrib(v, new)
-        return _Shrink(new, loss, released, loss / released)
+        return Shrink(new, loss, released, loss / released)
 
-    def lowest(self, n: int, res: int, exclude: int) -> tuple[int, _Shrink] | None:
+    def lowest(self, n: int, res: int, exclude: int) -> tuple[int, Shrink] | None:
         """GetLowestSlopeOverMinJob [line 10]: the job on node ``n`` (not ``exclude``) with the lowest
         shrink slope for ``res`` (ties: job name) and its shrink; None when no job there can be shrunk.
         Kept per node and resource until the node's holders change (``ledger.touched``)."""
@@ -308,7 +296,7 @@ class Algorithm1(RoundState):
         self.low_ok[res][n] = True
         return out
 
-    def _lowest(self, n: int, res: int, exclude: int) -> tuple[int, _Shrink] | None:
+    def _lowest(self, n: int, res: int, exclude: int) -> tuple[int, Shrink] | None:
         best_v, best_ev, best_slope = -1, None, math.inf
         rank, holding, by_id = self.name_rank, self.ledger.holding, self._shrink_by_id
         for v in self.ledger.holders_on[n]:

@@ -42,21 +42,23 @@ nodes visited: ``O(nodes^2)`` per job.
 
 With ``CHECK = True`` every refresh from counts is compared with GetBestPlan itself and every lowest
 shrink read from the cache with its direct computation (tests only).
+
+The walk reads the round state and asks the rules it applies (slopes, the lowest shrink on a node,
+which rows keep or trim a running job) of a :class:`WalkEngine`, defined here so that the walk needs
+nothing above it; :class:`~optsched.heuristics.rubick.Algorithm1` is the one that implements them.
 """
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from bisect import bisect_right
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+
+import numpy as np
 
 from optsched.heuristics.placement import MEM_TOL
-from optsched.heuristics.round_state import EPS, Config
-
-if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
-
-    from optsched.heuristics.rubick import Algorithm1
+from optsched.heuristics.round_state import EPS, Config, RoundState
 
 GPU, CPU = 0, 1
 _INF = math.inf
@@ -69,13 +71,25 @@ EXACT_REFRESHES = 2
 _EXACT = object()
 
 
+@dataclass(frozen=True)
+class Shrink:
+    """Shrinking a job by one unit of a resource on a node: its re-fitted configuration ``new`` (None:
+    preempted), the ``loss`` of objective, the units ``released`` on the node and ``slope`` = loss per
+    unit."""
+
+    new: Config | None
+    loss: float
+    released: int
+    slope: float
+
+
 class _Parts:
     """A job's rows as part demands (made once per job and round): the distinct demands ``classes``
     ``(type id, gpus, cpus, mem - MEM_TOL)`` of their parts; ``rows_at[d][r]``: the rows whose ``r``-th
     largest part has demand ``d``; ``n_parts``: the parts of each row; the fits of each free amount seen
     are memoised."""
 
-    def __init__(self, eng: "Algorithm1", j: int) -> None:
+    def __init__(self, eng: RoundState, j: int) -> None:
         py = eng.rows[j].py
         index: dict[tuple[int, int, int, float], int] = {}
         self.rows_at: list[dict[int, list[int]]] = []
@@ -109,12 +123,54 @@ class _Parts:
         return out
 
 
+class WalkEngine(RoundState, ABC):
+    """The round state with what the walk asks of Rubick's rules (module docstring), implemented by
+    :class:`~optsched.heuristics.rubick.Algorithm1`: the lowest shrink per resource and node, :attr:`low`,
+    valid where :attr:`low_ok` says so."""
+
+    low: tuple[list[tuple[int, Shrink] | None], ...]
+    low_ok: tuple[list[bool], ...]
+
+    @abstractmethod
+    def slope_gpu(self, j: int, v: float, g: int) -> float:
+        """Growth slope of job ``j`` along its GPU curve from ``(g, v)``."""
+
+    @abstractmethod
+    def slope_cpu(self, j: int, v: float, c: int, g_cap: int) -> float:
+        """Growth slope of job ``j`` along its CPU curve from ``(c, v)`` with at most ``g_cap`` GPUs."""
+
+    @abstractmethod
+    def lowest(self, n: int, res: int, exclude: int) -> tuple[int, Shrink] | None:
+        """The job on node ``n`` (not ``exclude``) with the lowest shrink slope for ``res``, and its shrink
+        (kept in :attr:`low`)."""
+
+    @abstractmethod
+    def _lowest(self, n: int, res: int, exclude: int) -> tuple[int, Shrink] | None:
+        """:meth:`lowest` computed afresh."""
+
+    @abstractmethod
+    def flush_touched(self) -> None:
+        """Forget :attr:`low` of the nodes whose holders changed."""
+
+    @abstractmethod
+    def keepable(self, j: int) -> list[bool]:
+        """Per row of job ``j``: whether a mapping onto its current placement keeps it as it runs."""
+
+    @abstractmethod
+    def trimmable(self, j: int) -> list[bool]:
+        """Per row of job ``j``: whether a mapping onto its current placement trims it."""
+
+    @abstractmethod
+    def walk_parts(self, j: int) -> _Parts:
+        """Job ``j``'s rows as part demands, made once per job."""
+
+
 class NodeWalk:
     """One walk of ScheduleJob for job ``j`` over ``order`` (module docstring). :meth:`run` returns
     the index in ``order`` of the last node visited (-1 for an empty walk); :attr:`shrunk` lists the
     jobs shrunk, in the order they were first shrunk."""
 
-    def __init__(self, eng: "Algorithm1", j: int, order: "np.ndarray", protected: bool, base: "np.ndarray") -> None:
+    def __init__(self, eng: WalkEngine, j: int, order: np.ndarray, protected: bool, base: np.ndarray) -> None:
         self.eng, self.j, self.order, self.prot, self.base = eng, j, order, protected, base
         self.order_list: list[int] = order.tolist()
         self.rows = eng.rows[j]
@@ -431,4 +487,4 @@ class NodeWalk:
                 return n - 1
 
 
-__all__ = ["CHECK", "CPU", "EXACT_REFRESHES", "GPU", "NodeWalk"]
+__all__ = ["CHECK", "CPU", "EXACT_REFRESHES", "GPU", "NodeWalk", "Shrink", "WalkEngine"]

@@ -89,15 +89,13 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
 from optsched.core.errors import ValidationError
+from optsched.core.model import ModelSpec
 from optsched.core.plan import PLAN_FAMILIES, ExecutionPlan, ZeroMode, offload_runs_with_gc, parse_plan_code
-
-if TYPE_CHECKING:
-    from optsched.perf.performance_model import PerformanceModel
 
 #: the forms of the model a fit may produce: plain Appendix A, or with the terms above
 MODEL_FORMS = ("eq1", "v2")
@@ -158,14 +156,35 @@ def family_factor(family: np.ndarray, multipliers: Sequence[float]) -> np.ndarra
     return np.asarray(multipliers, dtype=float)[family.astype(np.int64)]
 
 
-def single_node_rate(pm: "PerformanceModel", cpus_per_gpu: float) -> float:
+class _NodeSize(Protocol):
+    """The GPUs per node of :class:`~optsched.perf.iteration_time.Bandwidths`."""
+
+    @property
+    def gpus_per_node(self) -> int: ...
+
+
+class FormulaModel(Protocol):
+    """What :func:`single_node_rate` reads of a performance model
+    (:class:`~optsched.perf.performance_model.PerformanceModel` is one): its model, the GPUs per node of
+    its bandwidths and its formula's times of (plan, GPUs per node, CPUs per GPU) configurations."""
+
+    @property
+    def model(self) -> ModelSpec: ...
+
+    @property
+    def bandwidths(self) -> _NodeSize: ...
+
+    def raw_iteration_times(self, configs: Sequence[tuple[ExecutionPlan, tuple[int, ...], float]]) -> np.ndarray: ...
+
+
+def single_node_rate(pm: FormulaModel, cpus_per_gpu: float) -> float:
     """The best samples per second per GPU of ``pm``'s DP-family plans on one node (1 to G GPUs),
     as ``pm`` predicts them without the floor; 0 when none parses (cached)."""
     return _single_node_rate(pm, float(cpus_per_gpu))
 
 
 @lru_cache(maxsize=4096)
-def _single_node_rate(pm: "PerformanceModel", cpus_per_gpu: float) -> float:
+def _single_node_rate(pm: FormulaModel, cpus_per_gpu: float) -> float:
     model = pm.model
     configs = []
     for g in range(1, pm.bandwidths.gpus_per_node + 1):
@@ -182,5 +201,5 @@ def _single_node_rate(pm: "PerformanceModel", cpus_per_gpu: float) -> float:
     return float(np.max(model.global_batch / (times * gpus)))
 
 
-__all__ = ["DEFAULT_FORM", "DP_FAMILY_CODES", "FAMILY_MULTIPLIERS", "MODEL_FORMS", "NEUTRAL", "SHAPE_TERMS", "blend_pairs",
-           "check_form", "family_factor", "shape_values", "single_node_rate"]
+__all__ = ["DEFAULT_FORM", "DP_FAMILY_CODES", "FAMILY_MULTIPLIERS", "FormulaModel", "MODEL_FORMS", "NEUTRAL",
+           "SHAPE_TERMS", "blend_pairs", "check_form", "family_factor", "shape_values", "single_node_rate"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from optsched.core.errors import OptschedError, ValidationError
 from optsched.core.hardware import Cluster
@@ -39,9 +39,7 @@ from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan
 from optsched.core.pool import packed_placement
 from optsched.sim.traces.trace import Trace
-
-if TYPE_CHECKING:
-    from optsched.sim.engine import IterationTimeSource
+from optsched.sim.truth_source import IterationTimeSource
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Capacity changes that a policy decides (optsched/sim/engine.py, "Capacity changes"): when work
+"""Capacity changes that a policy decides (optsched/sim/ledger.py, "Capacity changes"): when work
 outside the rounds takes back part of a node, a policy implementing ``Reclaimer`` chooses which jobs
 give up their share; otherwise the simulator evicts the latest-started jobs first."""
 

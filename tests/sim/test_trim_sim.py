@@ -1,4 +1,4 @@
-"""Trims in the simulator (optsched/sim/engine.py, "Trims"; issue 16, item 5): a running job whose CPUs or
+"""Trims in the simulator (optsched/sim/ledger.py, "Trims"; issue 16, item 5): a running job whose CPUs or
 memory change on the same GPUs and nodes is updated in place, without the reconfiguration overhead,
 and counted in ``trims``; hand-computed JCTs with a scripted policy and a ground truth whose iteration
 time is known exactly."""
