@@ -4,7 +4,7 @@
 * ``predict`` (:mod:`.predict`) predict the iteration time of every row of a placements CSV with a params JSON;
 * ``curves``  (:mod:`.curves`) print a model's GPU or CPU sensitivity curve on a built-in cluster;
 * ``solve``   (:mod:`.solve`) solve a round file (``docs/rounds.md``) and print the decision as JSON;
-* ``gen-round`` (:mod:`.gen_round`) write a random but realistic round file;
+* ``gen-round`` (:mod:`.gen_round`) write a random but realistic round file, flags from the kinds' generators;
 * ``gap``     (:mod:`.gap`) measure the heuristic's and the exact solver's gap on round files;
 * ``simulate`` (:mod:`.simulate`) replay a trace (or the built-in synthetic one) under several policies and
   compare them;
