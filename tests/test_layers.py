@@ -15,7 +15,7 @@ import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parents[1] / "optsched"
 
-#: layer -> layers it may import (besides itself). ``top`` is optsched/__init__.py and cli.py.
+#: layer -> layers it may import (besides itself). ``top`` is optsched/__init__.py and the optsched/cli/ package.
 ALLOWED: dict[str, frozenset[str]] = {
     "core": frozenset({"schemas"}),
     "schemas": frozenset({"core"}),

@@ -110,8 +110,13 @@ def test_gen_round_takes_only_the_options_of_its_kind(capsys: pytest.CaptureFixt
         return KIND.generate(seed=seed, nodes=1, jobs=jobs)
     monkeypatch.setitem(kinds._KINDS, "rubick", type(KIND)(KIND.name, KIND.problem, KIND.payload, few_options,
                                                              KIND.summary))
+    code, out, _ = _run(capsys, "gen-round", "--jobs", "5")
+    assert code == 0 and len(json.loads(out)["jobs"]) == 5 and len(json.loads(out)["cluster"]["nodes"]) == 1
+    code, _, err = _run(capsys, "gen-round", "--experts", "4")
+    assert code == 2 and err.strip() == "optsched: error: gen-round --kind rubick does not take --experts"
+    # the flags are the registered generators' options: no kind takes --nodes now
     code, _, err = _run(capsys, "gen-round", "--nodes", "4")
-    assert code == 2 and err.strip() == "optsched: error: gen-round --kind rubick does not take --nodes"
+    assert code == 2 and err.strip().endswith("optsched: error: unrecognized arguments: --nodes 4")
 
 
 @pytest.mark.parametrize("command", [("gen-round",), ("simulate", "--jobs", "2", "--no-plots", "--no-progress")])
