@@ -52,7 +52,7 @@ from optsched.core.kinds import round_kinds
 from optsched.core.round import RoundProblem
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import methods_of
-from optsched.policies.rubick import DEFER
+from optsched.rounds.rubick.admission import DEFER_OPTION as DEFER
 from optsched.policies.solve import solve
 from optsched.schemas import SCHEMA_NAMES, load_schema
 

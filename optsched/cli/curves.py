@@ -7,13 +7,13 @@ import argparse
 import json
 from typing import Sequence
 
-from optsched.cli.common import (DEFAULT_CLUSTER, DEFAULT_GPU_TYPE, format_table, load_params, out,
-                                 resolve_cluster)
+from optsched.cli.common import DEFAULT_CLUSTER, DEFAULT_GPU_TYPE, format_table, out, resolve_cluster
 from optsched.core.catalog import GPU_TYPES, get_model
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.job import DEFAULT_CPUS_PER_GPU
 from optsched.core.pool import gpu_pool
 from optsched.perf.defaults import default_performance_model
+from optsched.perf.lookup import load_params
 from optsched.perf.sensitivity import cpu_curve, gpu_curve
 
 

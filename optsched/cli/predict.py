@@ -7,7 +7,8 @@ import argparse
 import csv
 import io
 
-from optsched.cli.common import check_output_file, load_params, out, plan_configs, write_text
+from optsched.cli.common import check_output_file, out, plan_configs, write_text
+from optsched.perf.lookup import load_params
 from optsched.perf.measurements import read_placements_csv
 
 

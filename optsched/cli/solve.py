@@ -8,14 +8,15 @@ import sys
 import time
 from typing import Any
 
-from optsched.cli.common import PROG, check_output_file, emit_json, err, log, policy_models
+from optsched.cli.common import PROG, check_output_file, emit_json, err, log
 from optsched.core.errors import ValidationError
 from optsched.core.jsonio import parse_json_text, read_json
 from optsched.core.round import RoundProblem
 from optsched.core.units import unit_warnings
+from optsched.perf.lookup import fitted_models
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import describe_methods
-from optsched.policies.rubick import DEFER
+from optsched.rounds.rubick.admission import DEFER_OPTION as DEFER
 from optsched.policies.solve import solve
 
 
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     problem = RoundProblem.from_dict(read_round(args.round))
     for warning in unit_warnings(problem.cluster, problem.jobs):
         err(f"{PROG}: warning: {warning}")
-    models = policy_models(args.params, problem.cluster)
+    models = fitted_models(args.params, problem.cluster)
     extras = {DEFER: True} if args.defer_unreachable else {}
     decision = solve(problem, args.method, args.time_limit, args.seed, perf_models=models or None,
                      clock_start=started, partitions=args.partitions, backend=args.backend, **extras)

@@ -28,9 +28,11 @@ Sources (public specifications):
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
-from optsched.core.errors import UnknownNameError
+from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster, GPUType, Node
+from optsched.core.jsonio import read_json
 from optsched.core.model import ModelSpec
 
 GPU_TYPES: dict[str, GPUType] = {g.name: g for g in (
@@ -134,3 +136,17 @@ def get_cluster(name: str) -> Cluster:
         return CLUSTERS[name]()
     except KeyError:
         raise UnknownNameError("cluster", name, list(CLUSTERS)) from None
+
+
+def resolve_cluster(name: str) -> Cluster:
+    """A catalogue cluster by name, or a cluster JSON file (``Cluster.to_dict`` format) by path."""
+    if name in CLUSTERS or not Path(name).suffix:
+        return get_cluster(name)
+    if not Path(name).is_file():
+        raise ValidationError(f"cluster {name!r} is neither a built-in cluster ({', '.join(sorted(CLUSTERS))}) "
+                              "nor an existing JSON file")
+    data = read_json(name)  # its errors name the file already
+    try:
+        return Cluster.from_dict(data)
+    except ValidationError as exc:
+        raise ValidationError(f"{name}: {exc}") from None

@@ -22,11 +22,13 @@ from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.perf.lookup import ConfigFilter, FittedModels
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
-from optsched.policies.registry import DEFAULT_KIND, kind_extras, make_policy
-from optsched.policies.rubick import DEFER
+from optsched.policies.registry import DEFAULT_KIND, make_policy, methods_of
 from optsched.sim.config import SimConfig
-from optsched.sim.engine import IterationTimeSource, MeasuredConfigurations, Simulator
+from optsched.sim.engine import Simulator
 from optsched.sim.metrics import JobRecord, SimResult
+from optsched.sim.setup import (SimulationInputs, SimulationRequest, check_request, simulation_kinds,
+                                simulation_setup)
+from optsched.sim.truth_source import IterationTimeSource, measured_configs
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,7 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
     if dup:
         raise ValidationError(f"simulate: policy {dup[0]!r} listed twice")
     # a simulated round must not fail for one job whose guarantee no node shape reaches this round
-    extras = {DEFER: True} if DEFER in kind_extras(kind) else {}
+    extras = dict(simulation_setup(kind).policy_extras) if kind in simulation_kinds() else {}
     options = PolicyOptions(time_limit=time_limit, seed=config.seed, perf_models=perf_models, extras=extras,
                             allowed_configs=allowed_configs)
     made = {name: make_policy(name, options, kind=kind) for name in policies}
@@ -71,19 +73,6 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
                         time_scale=time_scale, pool_targets=pool_targets)
         out[name] = sim.run(progress=progress)
     return out
-
-
-def measured_configs(ground_truth: object) -> ConfigFilter:
-    """The configurations a measured ground truth answers from a measurement (``--configs measured``):
-    (model, GPU type, plan, GPUs per node) is allowed when it is a measured key. ``ValidationError``
-    for a ground truth without measurements."""
-    if not isinstance(ground_truth, MeasuredConfigurations):
-        raise ValidationError("measured configurations only: the ground truth must be a measured one "
-                              "(--ground-truth measured:DIR)")
-
-    def allowed(model: str, gpu_type: str, plan: Any, gpus_per_node: tuple[int, ...]) -> bool:
-        return ground_truth.is_measured(model, plan, gpus_per_node, gpu_type)
-    return allowed
 
 
 # -- the comparison table -----------------------------------------------------------------------
@@ -213,5 +202,29 @@ def _save(plt: Any, fig: Any, ax: Any, xlabel: str, ylabel: str, path: Path) -> 
     plt.close(fig)
 
 
-__all__ = ["SUMMARY_FORMAT", "comparison_rows", "measured_configs", "run_policies", "summary_document",
+def simulate_kind(kind: str, request: SimulationRequest, policies: Sequence[str], config: SimConfig = SimConfig(),
+                  *, time_limit: float = DEFAULT_TIME_LIMIT, progress: bool = False
+                  ) -> tuple[SimulationInputs, dict[str, SimResult]]:
+    """Simulate ``policies`` (methods of ``kind``; empty: the kind's defaults) on what ``request``
+    asks, through the kind's registered setup (:mod:`optsched.sim.setup`): the request is checked
+    (an option the kind would ignore is a ``ValidationError``), the setup builds the inputs, and each
+    method runs with the inputs' keyword arguments for it. Returns the inputs and the results in the
+    order of ``policies``."""
+    setup = simulation_setup(kind)
+    check_request(setup, request)
+    policies = list(policies) or list(setup.default_policies)
+    known = methods_of(kind)
+    bad = [p for p in policies if p not in known]
+    if bad:
+        raise ValidationError(f"--kind {kind}: {', '.join(bad)} is no {kind} method (known: {', '.join(known)})")
+    inputs = setup.build(request)
+    results: dict[str, SimResult] = {}
+    for method in policies:
+        results.update(run_policies(inputs.cluster, inputs.jobs, inputs.truth, [method], config, kind=kind,
+                                    time_limit=time_limit, trace_name=inputs.trace_name, progress=progress,
+                                    **inputs.run_options(method)))
+    return inputs, results
+
+
+__all__ = ["SUMMARY_FORMAT", "comparison_rows", "measured_configs", "run_policies", "simulate_kind", "summary_document",
            "write_outputs"]

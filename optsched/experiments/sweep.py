@@ -70,6 +70,7 @@ from optsched.experiments.compare import run_policies
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import DEFAULT_KIND, methods_of
 from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S, SimConfig
+from optsched.sim.ground_truth import ground_truth_from_spec, parse_ground_truth_spec
 from optsched.sim.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -210,24 +211,9 @@ def parse_trace_spec(spec: str) -> tuple[str, dict[str, Any]]:
     return SYNTHETIC_PREFIX, {"num_jobs": num_jobs, "load": load}
 
 
-def parse_ground_truth_spec(spec: str) -> tuple[str, str]:
-    """``(kind, argument)`` of a ground-truth spec (module docstring); ``ValidationError`` naming it."""
-    kind, _, arg = spec.partition(":")
-    if (kind == "analytical" and not arg) or (kind in ("measured", "params") and arg):
-        return kind, arg
-    raise ValidationError(f"ground truth spec {spec!r}: expected 'analytical', 'measured:DIR' or "
-                          f"'params:FILE.json'")
-
-
 def build_ground_truth(spec: str, cluster: Cluster) -> Any:
-    """The ground truth a spec names, on ``cluster``."""
-    from optsched.sim.ground_truth import AnalyticalGroundTruth, MeasuredGroundTruth
-    kind, arg = parse_ground_truth_spec(spec)
-    if kind == "measured":
-        return MeasuredGroundTruth.from_directory(arg, cluster)
-    if kind == "params":
-        return AnalyticalGroundTruth.from_params_json(arg, cluster)
-    return AnalyticalGroundTruth(cluster)
+    """The ground truth a spec names, on ``cluster`` (:func:`~optsched.sim.ground_truth.ground_truth_from_spec`)."""
+    return ground_truth_from_spec(spec, cluster)
 
 
 def _check_files(point: SweepPoint) -> None:

@@ -22,11 +22,13 @@ A model none of these knows is an ``UnknownNameError`` that says how to define i
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
 
 from optsched.core.catalog import GPU_TYPES, MODELS
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
+from optsched.core.jsonio import read_json
 from optsched.core.model import ModelSpec
 from optsched.core.plan import ExecutionPlan
 from optsched.perf.defaults import REFERENCE_GPU, default_performance_model, prior_performance_model
@@ -272,6 +274,28 @@ class PerfSource:
         return found
 
 
-__all__ = ["ConfigFilter", "FittedModels", "PerfLookup", "PerfSource", "RestrictedLookup", "allowed_configs",
+def load_params(path: str | Path) -> PerformanceModel:
+    """The fitted model of a params JSON (the output of ``optsched fit``)."""
+    return PerformanceModel.from_dict(read_json(path))
+
+
+def fitted_models(paths: Sequence[str], cluster: Cluster) -> dict[tuple[str, str], PerformanceModel]:
+    """The fitted models of params files (``--params``) keyed by (model, GPU type); each must be for a
+    GPU type the cluster has, and no (model, GPU type) may come twice."""
+    models: dict[tuple[str, str], PerformanceModel] = {}
+    types = {n.gpu_type for n in cluster.nodes}
+    for path in paths:
+        pm = load_params(path)
+        key = (pm.model.name, pm.gpu_type)
+        if pm.gpu_type not in types:
+            raise ValidationError(f"--params {path}: fitted for GPU type {pm.gpu_type!r}, but cluster {cluster.name!r} "
+                                  f"has only {', '.join(sorted(types))}")
+        if key in models:
+            raise ValidationError(f"--params {path}: a second fitted model for {key[0]!r} on {key[1]!r}")
+        models[key] = pm
+    return models
+
+
+__all__ = ["ConfigFilter", "FittedModels", "fitted_models", "load_params", "PerfLookup", "PerfSource", "RestrictedLookup", "allowed_configs",
            "check_round_params", "default_perf_lookup", "perf_lookup_from", "prediction_notes", "prediction_source",
            "round_perf_lookup", "unknown_model_error"]

@@ -54,7 +54,7 @@ from optsched.policies.exact import ExactKind, Outcome, WarmStart, exact_method,
 from optsched.policies.notes import finishing_deadline, join_notes, table_cut_note
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
-from optsched.rounds.rubick.admission import NO_GUARANTEES, Admission, admit
+from optsched.rounds.rubick.admission import DEFER_OPTION, NO_GUARANTEES, Admission, admit
 from optsched.rounds.rubick.baseline_tables import BaselineCache, request_table, sia_table, synergy_table
 from optsched.rounds.rubick.choice import Choice
 from optsched.rounds.rubick.decision import Schedule, heuristic_decision, keep_unchanged, to_decision
@@ -64,7 +64,7 @@ from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import DEFAULT_GROWTH, RoundTableCache, build_round_table
 
 #: the extra option of the kind (module docstring)
-DEFER = "defer_unreachable_guarantees"
+DEFER = DEFER_OPTION
 
 
 def _infeasible_report(problem: RubickRound, admission: Admission) -> InfeasibleError:

@@ -639,5 +639,26 @@ class MeasuredGroundTruth:
                 f"elsewhere calibrated {self.fallback.describe()})")
 
 
+def parse_ground_truth_spec(spec: str) -> tuple[str, str]:
+    """``(kind, argument)`` of a ground-truth spec: ``analytical`` (the built-in model),
+    ``measured:DIR`` (placements CSVs) or ``params:FILE.json`` (fitted parameters as truth);
+    ``ValidationError`` naming the spec otherwise."""
+    kind, _, arg = spec.partition(":")
+    if (kind == "analytical" and not arg) or (kind in ("measured", "params") and arg):
+        return kind, arg
+    raise ValidationError(f"ground truth spec {spec!r}: expected 'analytical', 'measured:DIR' or "
+                          f"'params:FILE.json'")
+
+
+def ground_truth_from_spec(spec: str, cluster: Cluster) -> "AnalyticalGroundTruth | MeasuredGroundTruth":
+    """The ground truth a spec names (:func:`parse_ground_truth_spec`), on ``cluster``."""
+    kind, arg = parse_ground_truth_spec(spec)
+    if kind == "measured":
+        return MeasuredGroundTruth.from_directory(arg, cluster)
+    if kind == "params":
+        return AnalyticalGroundTruth.from_params_json(arg, cluster)
+    return AnalyticalGroundTruth(cluster)
+
+
 __all__ = ["AnalyticalGroundTruth", "Calibration", "Coverage", "GroundTruth", "MEASURED_GPU_TYPE",
-           "MeasuredGroundTruth", "Source", "read_params_json"]
+           "MeasuredGroundTruth", "Source", "ground_truth_from_spec", "parse_ground_truth_spec", "read_params_json"]

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+from optsched.core.errors import ValidationError
+from optsched.perf.lookup import ConfigFilter
+
 
 class IterationTimeSource(Protocol):
     """The part of :class:`~optsched.sim.ground_truth.GroundTruth` the simulator uses."""
@@ -23,4 +26,17 @@ class MeasuredConfigurations(Protocol):
     def is_measured(self, model: str, plan: Any, gpus_per_node: Sequence[int], gpu_type: str | None = None) -> bool: ...
 
 
-__all__ = ["IterationTimeSource", "MeasuredConfigurations"]
+def measured_configs(ground_truth: object) -> ConfigFilter:
+    """The configurations a measured ground truth answers from a measurement (``--configs measured``):
+    (model, GPU type, plan, GPUs per node) is allowed when it is a measured key. ``ValidationError``
+    for a ground truth without measurements."""
+    if not isinstance(ground_truth, MeasuredConfigurations):
+        raise ValidationError("measured configurations only: the ground truth must be a measured one "
+                              "(--ground-truth measured:DIR)")
+
+    def allowed(model: str, gpu_type: str, plan: Any, gpus_per_node: tuple[int, ...]) -> bool:
+        return ground_truth.is_measured(model, plan, gpus_per_node, gpu_type)
+    return allowed
+
+
+__all__ = ["IterationTimeSource", "MeasuredConfigurations", "measured_configs"]

@@ -113,7 +113,8 @@ def test_simulate_lyra_usage_from_a_csv_or_none(capsys: pytest.CaptureFixture[st
 
 @pytest.mark.parametrize("extra, message", [
     (("--policy", "sia"), "--kind lyra: sia is no lyra method"),
-    (("--cluster", "a800-8x8"), "--params, --ground-truth and --cluster do not apply"),
+    (("--cluster", "a800-8x8"), "--kind lyra: --cluster does not apply to its simulations"),
+    (("--load", "2", "--ground-truth", "measured:x"), "--kind lyra: --load, --ground-truth do not apply"),
     (("--usage", "none", "--policy", "opportunistic"), "opportunistic baseline needs an inference usage series"),
     (("--usage", "missing.csv"), "usage CSV missing.csv: cannot be read"),
 ])

@@ -30,6 +30,10 @@ from optsched.rounds.rubick.problem import RubickRound
 #: relative tolerance of "reaches the reference throughput"
 GUARANTEE_RTOL = 1e-9
 
+#: the option of the kind's methods that defers guaranteed jobs whose guarantee no node shape can reach
+#: instead of failing the round (:mod:`optsched.policies.rubick`, "Unreachable guarantees")
+DEFER_OPTION = "defer_unreachable_guarantees"
+
 
 def reaches_guarantee(table: CoefficientTable, rows: np.ndarray | int) -> np.ndarray:
     """Whether each row reaches its job's reference throughput."""
@@ -108,5 +112,5 @@ def admit(problem: RubickRound, table: CoefficientTable) -> Admission:
     return Admission(protected, waiting)
 
 
-__all__ = ["Admission", "GUARANTEE_RTOL", "NO_GUARANTEES", "admit", "min_demands",
+__all__ = ["Admission", "DEFER_OPTION", "GUARANTEE_RTOL", "NO_GUARANTEES", "admit", "min_demands",
            "reaches_guarantee"]
