@@ -15,6 +15,10 @@ from optsched.core.plan import ExecutionPlan
 #: trace jobs request, and the share at which reference throughputs are taken.
 DEFAULT_CPUS_PER_GPU = 8
 
+#: the hard constraints of a job on its configurations (class docstring); a kind that does not bind
+#: one refuses a job that sets it (:attr:`optsched.core.round.RoundProblem.UNBOUND_JOB_FIELDS`)
+CONSTRAINT_FIELDS = ("plan_fixed", "max_nodes", "min_cpus_per_gpu")
+
 
 @dataclass(frozen=True)
 class Job:
@@ -33,7 +37,11 @@ class Job:
     * ``gpus_per_worker``, ``fungible``, ``checkpointing`` (Lyra Sec. 3.2, 3.7.1): GPUs of one worker
       (``requested_gpus``, ``min_gpus`` and ``max_gpus`` count whole workers in Lyra's rounds), whether
       the job may run on other GPU types (loaned inference servers) and whether it checkpoints (a
-      preemption then loses no progress). Written to JSON only when not the default.
+      preemption then loses no progress). Written to JSON only when not the default;
+    * hard constraints a scheduler states (:data:`CONSTRAINT_FIELDS`; a kind binds them or refuses
+      them, :attr:`~optsched.core.round.RoundProblem.UNBOUND_JOB_FIELDS`): ``plan_fixed`` (the
+      ``requested_plan`` is the only plan the job may run), ``max_nodes`` (the most nodes the job may
+      span; 1 = one node) and ``min_cpus_per_gpu`` (a CPU floor per GPU). Written to JSON only when set.
     """
 
     name: str
@@ -54,6 +62,9 @@ class Job:
     gpus_per_worker: int = 1
     fungible: bool = False
     checkpointing: bool = False
+    plan_fixed: bool = False
+    max_nodes: int | None = None
+    min_cpus_per_gpu: int | None = None
 
     def __post_init__(self) -> None:
         require_name("Job", self.name)
@@ -70,13 +81,19 @@ class Job:
         if not isinstance(self.guaranteed, bool):
             raise ValidationError(f"{owner}: guaranteed must be true or false")
         require_int(owner, "gpus_per_worker", self.gpus_per_worker, 1)
-        for flag in ("fungible", "checkpointing"):
+        for flag in ("fungible", "checkpointing", "plan_fixed"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValidationError(f"{owner}: {flag} must be true or false")
         if self.max_gpus is not None:
             require_int(owner, "max_gpus", self.max_gpus, self.min_gpus)
         if self.deadline is not None:
             require_number(owner, "deadline", self.deadline, 0.0)
+        if self.max_nodes is not None:
+            require_int(owner, "max_nodes", self.max_nodes, 1)
+        if self.min_cpus_per_gpu is not None:
+            require_int(owner, "min_cpus_per_gpu", self.min_cpus_per_gpu, 1)
+        if self.plan_fixed and self.requested_plan is None:
+            raise ValidationError(f"{owner}: plan_fixed needs a requested_plan (the plan the job must run)")
         if self.completed_iterations > self.total_iterations:
             raise ValidationError(
                 f"{owner}: completed_iterations {self.completed_iterations} exceeds total_iterations "
@@ -117,10 +134,10 @@ class Job:
             "completed_iterations": self.completed_iterations, "min_gpus": self.min_gpus}
         if self.requested_plan is not None:
             d["requested_plan"] = self.requested_plan.to_dict()
-        for f in ("max_gpus", "deadline", "gpu_type"):
+        for f in ("max_gpus", "deadline", "gpu_type", "max_nodes", "min_cpus_per_gpu"):
             if getattr(self, f) is not None:
                 d[f] = getattr(self, f)
-        for f, default in (("gpus_per_worker", 1), ("fungible", False), ("checkpointing", False)):
+        for f, default in (("gpus_per_worker", 1), ("fungible", False), ("checkpointing", False), ("plan_fixed", False)):
             if getattr(self, f) != default:
                 d[f] = getattr(self, f)
         return d
@@ -130,7 +147,8 @@ class Job:
         require_keys("Job", data, ("name", "model", "requested_gpus", "total_iterations"),
                      ("requested_cpus", "requested_mem_gib", "requested_plan", "tenant", "guaranteed",
                       "submit_time", "completed_iterations", "min_gpus", "max_gpus", "deadline",
-                      "gpu_type", "gpus_per_worker", "fungible", "checkpointing"))
+                      "gpu_type", "gpus_per_worker", "fungible", "checkpointing", "plan_fixed", "max_nodes",
+                      "min_cpus_per_gpu"))
         kwargs = dict(data)
         if kwargs.get("requested_plan") is not None:
             kwargs["requested_plan"] = ExecutionPlan.from_dict(kwargs["requested_plan"])

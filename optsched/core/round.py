@@ -30,6 +30,7 @@ arguments), and lists their JSON keys in ``FIELD_KEYS``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -40,7 +41,7 @@ from optsched.core.capacity import NodeUsage
 from optsched.core.checks import require_keys, require_number
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
-from optsched.core.job import Job
+from optsched.core.job import CONSTRAINT_FIELDS, Job
 from optsched.core.kinds import round_kind, round_kinds
 from optsched.core.model import ModelSpec
 
@@ -48,6 +49,8 @@ ROUND_FORMAT = "optsched.round/1"
 
 _COMMON_REQUIRED = ("kind", "cluster", "jobs")
 _COMMON_OPTIONAL = ("format", "time", "running", "occupied")
+#: the default of every job field that has one (what :meth:`RoundProblem._check_bound` compares with)
+_JOB_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Job)}
 #: tolerance of the snapshot's capacity check
 _SNAPSHOT_TOL = 1e-9
 
@@ -60,6 +63,10 @@ class RoundProblem:
 
     KIND: ClassVar[str] = ""
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ()
+    #: job fields the kind does not bind: a job that sets one (to other than its default) is refused,
+    #: naming the field, rather than silently ignored (default: every hard constraint of
+    #: :data:`~optsched.core.job.CONSTRAINT_FIELDS`; a kind that binds some narrows this)
+    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = CONSTRAINT_FIELDS
 
     cluster: Cluster
     jobs: tuple[Job, ...] = ()
@@ -93,6 +100,7 @@ class RoundProblem:
                 raise ValidationError(f"round: jobs must hold Job objects, got {j!r}")
             if j.name in jobs:
                 raise ValidationError(f"round: job name {j.name!r} used twice")
+            self._check_bound(j)
             if j.gpu_type is not None:
                 try:
                     self.cluster.gpu_type(j.gpu_type)
@@ -130,6 +138,13 @@ class RoundProblem:
         object.__setattr__(self, "_free", {})
         object.__setattr__(self, "own_models", _own_models(self.own_models))
         self._check_fields()
+
+    def _check_bound(self, job: Job) -> None:
+        """A ``ValidationError`` when ``job`` sets a field the kind does not bind (:attr:`UNBOUND_JOB_FIELDS`)."""
+        for name in type(self).UNBOUND_JOB_FIELDS:
+            if getattr(job, name) != _JOB_DEFAULTS[name]:
+                raise ValidationError(f"round: job {job.name!r} sets {name}, which {self.kind} rounds do not support "
+                                      "(it would be ignored)")
 
     def _check_fields(self) -> None:
         """Validate the kind's own fields (subclasses; module docstring)."""

@@ -34,7 +34,7 @@ def small_round(**overrides: Any) -> RubickRound:
                 completed_iterations=250.0),
             Job("b", "vit", 2, 500, requested_plan=ExecutionPlan(dp=2, ga_steps=2), tenant="t2"),
             Job("c", "gpt2", 4, 2000, requested_cpus=16, requested_mem_gib=64.0, tenant="t2", max_gpus=8,
-                deadline=9000.0, gpu_type="A800", min_gpus=2))
+                gpu_type="A800", min_gpus=2))
     kwargs: dict[str, Any] = dict(
         cluster=a800_cluster(2, 8), jobs=jobs,
         running=(alloc("a", ExecutionPlan(dp=4), {"n000": (4, 32, 40.0)}),

@@ -57,6 +57,7 @@ from optsched.perf.memory import config_host_gib
 from optsched.perf.performance_model import PerformanceModel
 from optsched.perf.plans import plan_violation
 from optsched.rounds.rubick import own_rows
+from optsched.rounds.rubick.constraints import admissible_rows, constraint_key
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import (DEFAULT_GROWTH, CandidateRow, RoundTableCache, build_round_table,
                                           host_memory_rows, job_gpu_cap, request_plan, restrict_rows, round_lookup)
@@ -176,7 +177,8 @@ def sia_plan(job: Job, pm: PerformanceModel, pool: GpuPool,
 def _job_key(problem: RubickRound, job: Job, params: tuple) -> tuple:
     cur = problem.current(job.name)
     return (params, job.name, job.model, job.requested_gpus, job.requested_cpus, job.requested_mem_gib,
-            job.requested_plan, job.max_gpus, job.gpu_type, None if cur is None else (cur.plan, cur.placement), problem.own_rows(job.name))
+            job.requested_plan, job.max_gpus, job.gpu_type, None if cur is None else (cur.plan, cur.placement), problem.own_rows(job.name),
+            constraint_key(job))
 
 
 def _given_rows(problem: RubickRound, job: Job, pick: Any) -> list[CandidateRow] | None:
@@ -331,8 +333,8 @@ def synergy_table(problem: RubickRound, perf: PerfLookup | None = None, *,
             continue
         key = _job_key(problem, job, ("synergy", tuple(cpus_per_gpu)))
         if key not in memo and not _expired(deadline):
-            memo[key] = host_memory_rows(_allowed(job, lookup, _synergy_rows(problem, job, lookup, tuple(cpus_per_gpu),
-                                                                             _base_request_plans(base, j))), job)
+            memo[key] = admissible_rows(host_memory_rows(_allowed(job, lookup, _synergy_rows(
+                problem, job, lookup, tuple(cpus_per_gpu), _base_request_plans(base, j))), job), job)
         extra.append(memo.get(key, []))
         cur = int(base.current_row[j])
         include.append([cur] if cur >= 0 else base.rows_of(j).tolist())
@@ -355,8 +357,8 @@ def sia_table(problem: RubickRound, perf: PerfLookup | None = None, *, growth: i
             continue
         key = _job_key(problem, job, ("sia", growth))
         if key not in memo and not _expired(deadline):
-            memo[key] = host_memory_rows(_allowed(job, lookup, _sia_rows(problem, job, lookup, growth,
-                                                                         _base_request_plans(base, j))), job)
+            memo[key] = admissible_rows(host_memory_rows(_allowed(job, lookup, _sia_rows(
+                problem, job, lookup, growth, _base_request_plans(base, j))), job), job)
         rows = memo.get(key, [])
         extra.append(rows)
         own = [r for r in base.rows_of(j).tolist() if r != base.current_row[j]]

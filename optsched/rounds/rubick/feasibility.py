@@ -1,6 +1,8 @@
 """The feasibility check every returned Rubick decision passes: rows of the right job, shapes on
 distinct nodes of the row's GPU type, node capacities in GPUs, CPUs and memory, protected jobs reaching
-their reference throughput, guaranteed jobs waiting for quota not running."""
+their reference throughput, guaranteed jobs waiting for quota not running, and every job's own hard
+constraints (:func:`~optsched.rounds.rubick.constraints.broken`, checked on the placement itself, not
+on how the table was built)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from optsched.core.capacity import NodeUsage
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, check_round_table, placement_of
+from optsched.rounds.rubick.constraints import broken
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of the capacity check (GPUs, CPUs, GiB)
@@ -46,7 +49,10 @@ def violations(problem: RubickRound, table: CoefficientTable, choices: Mapping[s
                 out.append(f"job {name!r}: node {node!r} is not of GPU type {table.gpu_type[row]}")
         if any(n not in known for n in nodes):
             continue
-        usage.add_all(placement_of(problem, table, j, choice).shares)
+        placement = placement_of(problem, table, j, choice)
+        usage.add_all(placement.shares)
+        out.extend(f"job {name!r}: {b}" for b in broken(problem.job(name), table.plans[row],
+                                                          placement.gpus_per_node, placement.total_cpus))
         if name in admission.waiting:
             out.append(f"job {name!r} runs although it waits for quota ({admission.waiting[name]})")
     for name in admission.protected:

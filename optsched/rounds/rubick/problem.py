@@ -43,6 +43,7 @@ from optsched.core.plan import check_plan_for_model
 from optsched.core.round import RoundProblem
 from optsched.perf.lookup import check_round_params
 from optsched.perf.performance_model import PerformanceModel
+from optsched.rounds.rubick.constraints import check_job, check_running
 
 #: Default penalties (normalised-throughput units, see module docstring).
 DEFAULT_RECONFIG_PENALTY = 0.05
@@ -56,6 +57,9 @@ class RubickRound(RoundProblem):
     """A Rubick round (module docstring)."""
 
     KIND: ClassVar[str] = "rubick"
+    #: binds every hard constraint of :mod:`optsched.rounds.rubick.constraints`; refuses Lyra's worker
+    #: fields and deadlines (not bound in Rubick rounds yet)
+    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = ("deadline", "gpus_per_worker", "fungible", "checkpointing")
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ("quotas", "reconfig_penalty", "preempt_penalty", "perf_params",
                                              "coefficients", "trim_penalty")
 
@@ -68,6 +72,9 @@ class RubickRound(RoundProblem):
     trim_penalty: float | None = None
 
     def _check_fields(self) -> None:
+        for job in self.jobs:
+            check_job(job)
+        check_running(self)
         quotas = tuple(sorted(dict(self.quotas).items())) if isinstance(self.quotas, Mapping) \
             else tuple(sorted(self.quotas))
         object.__setattr__(self, "quotas", quotas)

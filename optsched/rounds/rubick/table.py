@@ -76,6 +76,7 @@ from optsched.perf.memory import config_host_gib, host_room
 from optsched.perf.performance_model import PerformanceModel
 from optsched.perf.plans import enumerate_plans, plan_violation
 from optsched.rounds.rubick import own_rows
+from optsched.rounds.rubick.constraints import admissible_rows, constraint_key
 from optsched.rounds.rubick.problem import RubickRound
 
 log = logging.getLogger(__name__)
@@ -337,7 +338,7 @@ def _job_block(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
         return _own_block(problem, job, fixed_plan, fixed_resources)
     rows, ref = _candidate_rows(problem, job, perf, growth, cpus_per_gpu_options, fixed_plan, fixed_resources,
                                 shared)
-    rows = host_memory_rows(rows, job)
+    rows = admissible_rows(host_memory_rows(rows, job), job)
     cur_index = _with_current(rows, None if problem.current(job.name) is None else _current_row(problem, job, perf))
     gpus = np.array([r.gpus for r in rows])
     cpus = np.array([r.cpus for r in rows])
@@ -409,8 +410,8 @@ def _own_block(problem: RubickRound, job: Job, fixed_plan: bool, fixed_resources
     assert given is not None
     request = own_rows.request_rows(problem, job, given)
     ref = own_rows.reference_throughput(given, request)
-    rows = host_memory_rows([_given(given[i]) for i in own_rows.table_rows(problem, job, given, request, fixed_plan,
-                                                                            fixed_resources)], job)
+    rows = admissible_rows(host_memory_rows([_given(given[i]) for i in own_rows.table_rows(
+        problem, job, given, request, fixed_plan, fixed_resources)], job), job)
     cur_index = _with_current(rows, _own_current(problem, job, given))
     drop = np.zeros(len(rows), dtype=bool)
     groups: dict[tuple, list[int]] = {}
@@ -449,7 +450,8 @@ def _block_key(problem: RubickRound, job: Job, flags: tuple) -> tuple:
     """Everything a job's block depends on (not its name: identical requests share a block)."""
     cur = problem.current(job.name)
     return (job.model, job.requested_gpus, job.requested_cpus, job.requested_mem_gib, job.requested_plan,
-            job.max_gpus, job.gpu_type, flags, None if cur is None else (cur.plan, cur.placement), problem.own_rows(job.name))
+            job.max_gpus, job.gpu_type, flags, None if cur is None else (cur.plan, cur.placement), problem.own_rows(job.name),
+            constraint_key(job))
 
 
 def _current_row(problem: RubickRound, job: Job, perf: PerfLookup) -> CandidateRow:

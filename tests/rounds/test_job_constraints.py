@@ -1,0 +1,271 @@
+"""A job's hard constraints in Rubick rounds (optsched/rounds/rubick/constraints.py) bind in every
+method (exact, Algorithm 1 and its ablations, every baseline): hand-computed rounds per constraint,
+random rounds with random constraints checked by an independent check, brute force against exact on
+tiny constrained rounds, and refusal where a kind does not bind them."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+import optsched
+from optsched.core import ExecutionPlan, Job, ValidationError
+from optsched.core.catalog import a800_cluster
+from optsched.core.decision import Decision
+from optsched.core.round import RoundProblem
+from optsched.policies.registry import methods_of
+from optsched.rounds.rubick.admission import admit
+from optsched.rounds.rubick.choice import Choice
+from optsched.rounds.rubick.decision import choices_of
+from optsched.rounds.rubick.feasibility import violations
+from optsched.rounds.rubick.objective import objective
+from optsched.rounds.rubick.problem import RubickRound
+from optsched.rounds.rubick.table import build_round_table
+
+from helpers import alloc
+
+METHODS = methods_of("rubick")
+
+
+def _decide(problem: RubickRound, method: str) -> Decision:
+    return optsched.solve(problem, method, time_limit=10, seed=0, defer_unreachable_guarantees=True) \
+        if method in ("exact", "rubick-exact", "heuristic", "rubick", "rubick-e", "rubick-r", "rubick-n") \
+        else optsched.solve(problem, method, time_limit=10, seed=0)
+
+
+def _running(d: Decision) -> dict[str, Any]:
+    return {j.job: j.allocation for j in d.jobs if j.allocation is not None}
+
+
+def _independent_check(problem: RubickRound, d: Decision) -> list[str]:
+    """The constraints read off the decision's allocations and the jobs' fields, with no code of the
+    package (the rule of each field as the docs state it)."""
+    out = []
+    for name, a in _running(d).items():
+        job = problem.job(name)
+        gpus = sum(s.gpus for _, s in a.placement.shares)
+        cpus = sum(s.cpus for _, s in a.placement.shares)
+        nodes = sum(1 for _, s in a.placement.shares if s.gpus > 0)
+        if gpus < job.min_gpus or (job.max_gpus is not None and gpus > job.max_gpus):
+            out.append(f"{name}: {gpus} GPUs")
+        if job.plan_fixed and a.plan != job.requested_plan:
+            out.append(f"{name}: plan {a.plan.label}")
+        if job.max_nodes is not None and nodes > job.max_nodes:
+            out.append(f"{name}: {nodes} nodes")
+        if job.min_cpus_per_gpu is not None and cpus < job.min_cpus_per_gpu * gpus:
+            out.append(f"{name}: {cpus} CPUs for {gpus} GPUs")
+    return out
+
+
+# -- hand-computed rounds, one per constraint ----------------------------------------------------
+def _alone(job: Job, nodes: int = 2, gpus_per_node: int = 8) -> RubickRound:
+    return RubickRound(a800_cluster(nodes, gpus_per_node), (job,))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_fixed_gang_gets_exactly_its_gpus(method: str) -> None:
+    # alone on 16 free GPUs, Algorithm 1 grows gpt2 past 4 GPUs; min = max = 4 fixes the gang
+    free = _running(_decide(_alone(Job("g", "gpt2", 4, 1000)), "rubick"))
+    assert sum(s.gpus for _, s in free["g"].placement.shares) > 4
+    got = _running(_decide(_alone(Job("g", "gpt2", 4, 1000, min_gpus=4, max_gpus=4)), method))
+    assert sum(s.gpus for _, s in got["g"].placement.shares) == 4
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_fixed_plan_is_the_only_plan(method: str) -> None:
+    plan = ExecutionPlan(dp=2, tp=2)
+    got = _running(_decide(_alone(Job("p", "bert", 4, 1000, requested_plan=plan, plan_fixed=True)), method))
+    assert got["p"].plan == plan
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_one_node_jobs_wait_rather_than_span_nodes(method: str) -> None:
+    # 8 GPUs asked on 4-GPU nodes: every placement spans two nodes, so a one-node job cannot run at all
+    problem = RubickRound(a800_cluster(2, 4), (Job("w", "bert", 8, 1000, max_nodes=1, min_gpus=8),
+                                                Job("s", "bert", 4, 1000, max_nodes=1)))
+    got = _running(_decide(problem, method))
+    assert "w" not in got
+    assert len(got["s"].placement.shares) == 1
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_the_cpu_floor_holds(method: str) -> None:
+    # two 8-GPU nodes with 32 CPUs each: without a floor the 4-GPU jobs share CPUs thinly
+    cluster = replace(a800_cluster(2, 8), nodes=tuple(replace(n, num_cpus=32) for n in a800_cluster(2, 8).nodes))
+    jobs = tuple(Job(f"c{i}", "vit", 4, 1000, min_cpus_per_gpu=8) for i in range(4))
+    d = _decide(RubickRound(cluster, jobs), method)
+    for a in _running(d).values():
+        assert sum(s.cpus for _, s in a.placement.shares) >= 8 * a.plan.num_gpus
+    assert _independent_check(RubickRound(cluster, jobs), d) == []
+
+
+# -- random rounds, random constraints -----------------------------------------------------------
+def _random_round(seed: int) -> RubickRound:
+    rng = np.random.default_rng(seed)
+    cluster = a800_cluster(3, 8)
+    jobs = []
+    for i in range(6):
+        g = int(rng.choice([1, 2, 4, 8]))
+        kw: dict[str, Any] = {}
+        if rng.random() < 0.4:
+            kw.update(min_gpus=max(1, g // 2), max_gpus=g * int(rng.choice([1, 2])))
+        if rng.random() < 0.3:
+            kw["max_nodes"] = int(rng.choice([1, 2]))
+        if rng.random() < 0.3:
+            kw["min_cpus_per_gpu"] = int(rng.choice([4, 8, 12]))
+        if rng.random() < 0.2 and g in (2, 4):
+            kw.update(requested_plan=ExecutionPlan(dp=g), plan_fixed=True)
+        jobs.append(Job(f"j{i}", str(rng.choice(["vit", "bert", "roberta", "gpt2"])), g, 1000,
+                        guaranteed=bool(rng.random() < 0.3), **kw))
+    running = []
+    j0 = jobs[0]
+    if rng.random() < 0.6 and j0.max_nodes in (None, 1, 2):
+        g = max(j0.min_gpus, min(j0.requested_gpus, j0.max_gpus or 8))
+        cpus = max(g * (j0.min_cpus_per_gpu or 4), g)
+        plan = j0.requested_plan if j0.plan_fixed else ExecutionPlan(dp=g)
+        running.append(alloc(j0.name, plan, {"n000": (g, cpus, 20.0 * g)}))
+    return RubickRound(cluster, tuple(jobs), tuple(running), reconfig_penalty=0.1, preempt_penalty=0.3)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_method_keeps_random_constraints(seed: int) -> None:
+    problem = _random_round(seed)
+    for method in METHODS:
+        d = _decide(problem, method)
+        assert _independent_check(problem, d) == [], method
+        table = build_round_table(problem)
+        if method in ("exact", "heuristic"):
+            assert violations(problem, table, choices_of(d, table, problem), admit(problem, table)) == [] or \
+                "deferred" in d.message
+
+
+# -- brute force -----------------------------------------------------------------------------------
+def _loose(problem: RubickRound) -> RubickRound:
+    free = tuple(replace(j, min_gpus=1, max_gpus=None, plan_fixed=False, max_nodes=None, min_cpus_per_gpu=None)
+                 for j in problem.jobs)
+    return replace(problem, jobs=free)
+
+
+def _keeps(job: Job, plan: ExecutionPlan, shape: tuple[int, ...], cpus: int) -> bool:
+    """The constraints as the docs state them, written here again (independent of the package's)."""
+    gpus = sum(shape)
+    return not (gpus < job.min_gpus or (job.max_gpus is not None and gpus > job.max_gpus)
+                or (job.plan_fixed and plan != job.requested_plan)
+                or (job.max_nodes is not None and len(shape) > job.max_nodes)
+                or (job.min_cpus_per_gpu is not None and cpus < job.min_cpus_per_gpu * gpus))
+
+
+def _brute_force(problem: RubickRound, table: Any) -> float:
+    """The best objective over every assignment of the table's rows that keeps the constraints
+    (:func:`_keeps`) and every rule of :func:`violations`."""
+    adm = admit(problem, table)
+    nodes = [n.name for n in problem.cluster.nodes]
+    options = []
+    for name in table.jobs:
+        job = problem.job(name)
+        opts: list = [None]
+        for k in table.configs_of(name):
+            k = int(k)
+            shape = table.gpus_per_node[k]
+            if not _keeps(job, table.plans[k], shape, int(table.cpus[k])):
+                continue
+            for perm in itertools.permutations(nodes, len(shape)):
+                opts.append(Choice(k, tuple(sorted(zip(perm, shape)))))
+        options.append(sorted(set(opts), key=repr))
+    best = -np.inf
+    for combo in itertools.product(*options):
+        choices = {table.jobs[j]: c for j, c in enumerate(combo) if c is not None}
+        if not violations(problem, table, choices, adm):
+            best = max(best, objective(problem, table, choices))
+    return best
+
+
+def _tiny(seed: int) -> RubickRound:
+    rng = np.random.default_rng(100 + seed)
+    jobs = [Job("a", str(rng.choice(["vit", "bert"])), 2, 100, min_gpus=2, max_gpus=2, max_nodes=1),
+            Job("b", str(rng.choice(["roberta", "gpt2"])), int(rng.choice([1, 2])), 100, min_cpus_per_gpu=12),
+            Job("c", "bert", 4, 100, max_nodes=int(rng.choice([1, 2])), max_gpus=4)]
+    return RubickRound(a800_cluster(2, 4), tuple(jobs), reconfig_penalty=0.1, preempt_penalty=0.3)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_equals_brute_force_on_tiny_constrained_rounds(seed: int) -> None:
+    from optsched.formulations import rubick_round
+    problem = _tiny(seed)
+    table = build_round_table(problem, cpus_per_gpu_options=(4, 12))
+    sol = rubick_round.solve(problem, table, time_limit=20, encoding="per-node")
+    assert sol.status == "optimal"
+    assert sol.objective == pytest.approx(_brute_force(problem, table), abs=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_table_keeps_every_admissible_row_or_one_that_dominates_it(seed: int) -> None:
+    """Constraints filter before dominance: every row of the unconstrained table that keeps a job's
+    constraints is in the constrained table, or a row there of the same job and GPU type needs no more
+    GPUs, CPUs or memory and is at least as fast."""
+    problem = _random_round(seed)
+    tight, loose = build_round_table(problem), build_round_table(_loose(problem))
+    for name in problem.jobs:
+        job = problem.job(name.name)
+        kept = [int(k) for k in tight.configs_of(job.name)]
+        for k in tight.configs_of(job.name):
+            assert _keeps(job, tight.plans[k], tight.gpus_per_node[k], int(tight.cpus[k]))
+        for k in loose.configs_of(job.name):
+            if not _keeps(job, loose.plans[k], loose.gpus_per_node[k], int(loose.cpus[k])):
+                continue
+            assert any(tight.gpu_type[r] == loose.gpu_type[k] and tight.gpus[r] <= loose.gpus[k]
+                       and tight.cpus[r] <= loose.cpus[k] and tight.mem_gib[r] <= loose.mem_gib[k] + 1e-9
+                       and tight.throughput[r] >= loose.throughput[k] - 1e-9 for r in kept), (job.name, k)
+
+
+# -- validation ----------------------------------------------------------------------------------
+def test_a_running_job_breaking_its_own_constraint_is_refused_naming_it() -> None:
+    job = Job("r", "bert", 4, 100, max_nodes=1)
+    spread = alloc("r", ExecutionPlan(dp=4), {"n000": (2, 8, 20.0), "n001": (2, 8, 20.0)})
+    with pytest.raises(ValidationError, match="running job 'r' breaks its own constraints: 2 nodes, more than "
+                                              "max_nodes 1"):
+        RubickRound(a800_cluster(2, 8), (job,), (spread,))
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"requested_gpus": 8, "max_gpus": 4}, "requests 8 GPUs, outside its range"),
+    ({"requested_gpus": 2, "min_gpus": 4}, "requests 2 GPUs, outside its range"),
+    ({"requested_cpus": 8, "min_cpus_per_gpu": 8}, "requests 8 CPUs for 4 GPUs, below its min_cpus_per_gpu 8"),
+])
+def test_a_request_outside_its_own_constraints_is_refused(kw: dict[str, Any], message: str) -> None:
+    base = {"requested_gpus": 4}
+    base.update(kw)
+    with pytest.raises(ValidationError, match=message):
+        RubickRound(a800_cluster(1, 8), (Job("x", "bert", total_iterations=100, **base),))
+
+
+def test_plan_fixed_needs_a_plan_and_fields_round_trip_through_json() -> None:
+    with pytest.raises(ValidationError, match="plan_fixed needs a requested_plan"):
+        Job("x", "bert", 4, 100, plan_fixed=True)
+    job = Job("x", "bert", 4, 100, requested_plan=ExecutionPlan(dp=4), plan_fixed=True, max_nodes=1,
+              min_cpus_per_gpu=6, min_gpus=4, max_gpus=4)
+    problem = RubickRound(a800_cluster(1, 8), (job,))
+    assert RoundProblem.from_dict(problem.to_dict()) == problem
+    assert {"plan_fixed", "max_nodes", "min_cpus_per_gpu"} <= set(problem.to_dict()["jobs"][0])
+    assert "plan_fixed" not in RubickRound(a800_cluster(1, 8), (Job("y", "bert", 4, 100),)).to_dict()["jobs"][0]
+
+
+@pytest.mark.parametrize("kind", ["crius", "lyra-allocate", "placement", "lyra-reclaim", "lyra"])
+def test_kinds_that_do_not_bind_the_constraints_refuse_them(kind: str) -> None:
+    data = optsched.core.kinds.round_kind(kind).generate(seed=0).to_dict()
+    if not data.get("jobs"):
+        pytest.skip(f"the generated {kind} round has no jobs")
+    data["jobs"][0]["max_nodes"] = 1
+    with pytest.raises(ValidationError, match=f"sets max_nodes, which {kind} rounds do not support"):
+        RoundProblem.from_dict(data)
+
+
+def test_rubick_rounds_refuse_fields_they_do_not_bind() -> None:
+    data = RubickRound(a800_cluster(1, 8), (Job("y", "bert", 4, 100),)).to_dict()
+    data["jobs"][0]["deadline"] = 7200.0
+    with pytest.raises(ValidationError, match="sets deadline, which rubick rounds do not support"):
+        RoundProblem.from_dict(data)
