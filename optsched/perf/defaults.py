@@ -20,8 +20,10 @@ rows identify the CPU optimizer step as what their GPU side does not explain; LL
 the published CPU anchor (Rubick Fig. 7: 8 -> 16 CPUs, 1.7x, :mod:`optsched.perf.cpu_anchor`). The
 comment after each entry gives the resulting speed-up of ZeRO-Offload on one GPU from 8 to 16 CPUs.
 
-For another GPU type the forward time is scaled by the ratio of peak TFLOPs (a first-order
-assumption; fit on measurements of that type when you have them).
+For another GPU type (:func:`peak_scaling`) the forward time is scaled by the ratio of peak TFLOPs,
+the other parameters stay as fitted on A800 and the bandwidths are the cluster's for that type (a
+first-order assumption; fit on measurements of that type when you have them). A decision predicted so
+says it in its message (:func:`optsched.perf.lookup.prediction_notes`).
 """
 
 from __future__ import annotations
@@ -68,19 +70,28 @@ def prior_performance_model(model: ModelSpec, cluster: Cluster, gpu_type: str) -
                             peak_tflops=peak)
 
 
+def peak_scaling(cluster: Cluster, gpu_type: str) -> tuple[float, float]:
+    """(peak TFLOPs of the catalogue's :data:`REFERENCE_GPU`, peak TFLOPs of ``gpu_type`` on ``cluster``):
+    the built-in forward time on ``gpu_type`` is the fitted one times the first over the second
+    (module docstring; :func:`default_performance_model`). The other parameters stay as fitted on
+    :data:`REFERENCE_GPU`; the bandwidths are ``cluster``'s for ``gpu_type``."""
+    return get_gpu_type(REFERENCE_GPU).peak_tflops, cluster.gpu_type(gpu_type).peak_tflops
+
+
 def default_performance_model(model_name: str, cluster: Cluster | None = None,
                               gpu_type: str = REFERENCE_GPU) -> PerformanceModel:
     """The built-in fitted model of a catalogue model on ``gpu_type`` GPUs of ``cluster``
-    (default: the A800 8x8 cluster). Raises ``UnknownNameError`` for unknown names."""
+    (default: the A800 8x8 cluster), its forward time scaled by :func:`peak_scaling` off
+    :data:`REFERENCE_GPU`. Raises ``UnknownNameError`` for unknown names."""
     model = get_model(model_name)
     cluster = cluster or get_cluster("a800-8x8")
-    peak = cluster.gpu_type(gpu_type).peak_tflops
     params = DEFAULT_PARAMS[model.name]
-    ref_peak = get_gpu_type(REFERENCE_GPU).peak_tflops
+    ref_peak, peak = peak_scaling(cluster, gpu_type)
     if gpu_type != REFERENCE_GPU:
         params = params.replace(fwd_s=params.fwd_s * ref_peak / peak)
     return PerformanceModel(model, gpu_type, Bandwidths.of(cluster, gpu_type), params, peak_tflops=peak,
                             form=DEFAULT_FORM)
 
 
-__all__ = ["DEFAULT_PARAMS", "GPU_TYPES", "PRIOR_MFU", "PROFILED_FWD_S", "default_performance_model", "prior_performance_model"]
+__all__ = ["DEFAULT_PARAMS", "GPU_TYPES", "PRIOR_MFU", "PROFILED_FWD_S", "REFERENCE_GPU", "default_performance_model",
+           "peak_scaling", "prior_performance_model"]

@@ -11,19 +11,22 @@ type) the answer is, in this order (:func:`prediction_source` names it):
    a model for the same (model, GPU type) and the two differ, that is a ``ValidationError`` naming
    both: there is no silent precedence between the round and the caller's options;
 3. ``built-in``: a catalogue model's built-in parameters (fitted on A800; on another GPU type the
-   forward time scales by the ratio of peak TFLOPs: ``built-in-scaled``, and ``built-in-scaled,
-   unknown GPU type`` for a GPU type the catalogue does not have, e.g. an ``H100`` the cluster defines);
+   forward time scales by the ratio of peak TFLOPs, :func:`~optsched.perf.defaults.peak_scaling`:
+   ``built-in-scaled``, and ``built-in-scaled, unknown GPU type`` for a GPU type the catalogue does not
+   have, e.g. an ``H100`` the cluster defines);
 4. ``prior``: a model the round (or some params file) defines but for which no parameters are given on
    that GPU type: the unfitted prior of :func:`~optsched.perf.defaults.prior_performance_model`
    (Table 5 defaults, forward time from the model's FLOPs at 25% of the GPU's peak).
 
-A model none of these knows is an ``UnknownNameError`` that says how to define it.
+A model none of these knows is an ``UnknownNameError`` that says how to define it. Everything but
+``fitted``, ``round`` and ``built-in`` is named in the decision's message (:func:`prediction_notes`):
+a prediction for a GPU type from numbers not fitted on it is never silent.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from optsched.core.catalog import GPU_TYPES, MODELS
 from optsched.core.errors import UnknownNameError, ValidationError
@@ -31,7 +34,7 @@ from optsched.core.hardware import Cluster
 from optsched.core.jsonio import read_json
 from optsched.core.model import ModelSpec
 from optsched.core.plan import ExecutionPlan
-from optsched.perf.defaults import REFERENCE_GPU, default_performance_model, prior_performance_model
+from optsched.perf.defaults import REFERENCE_GPU, default_performance_model, peak_scaling, prior_performance_model
 from optsched.perf.performance_model import PerformanceModel
 
 #: ``lookup(model name, GPU type) -> PerformanceModel``
@@ -157,25 +160,48 @@ def prediction_source(model: str, gpu_type: str, fitted: FittedModels | None = N
 def prediction_notes(pairs: set[tuple[str, str]], cluster: Cluster, fitted: FittedModels | None = None,
                      models: tuple[ModelSpec, ...] = (), params: tuple[PerformanceModel, ...] = ()) -> list[str]:
     """Notes for a decision's message on the (model, GPU type) ``pairs`` a round predicted with something
-    other than fitted parameters (:func:`prediction_source`): the unfitted prior of a model without
-    parameters, and the scaled built-in parameters on a GPU type the catalogue does not have."""
+    other than parameters fitted on that GPU type (:func:`prediction_source`): one per model predicted by
+    the unfitted prior, and one per GPU type whose catalogue models are predicted from the built-in
+    :data:`~optsched.perf.defaults.REFERENCE_GPU` parameters (``built-in-scaled``, with or without
+    ``unknown GPU type``: :func:`_scaled_note`). ``built-in`` (the reference type itself), ``fitted`` and
+    ``round`` pairs have none."""
     prior: dict[str, list[str]] = {}
     scaled: dict[str, list[str]] = {}
     for model, gpu_type in sorted(pairs):
         source = prediction_source(model, gpu_type, fitted, models, params)
         if source == "prior":
             prior.setdefault(model, []).append(gpu_type)
-        elif source == "built-in-scaled, unknown GPU type":
+        elif source.startswith("built-in-scaled"):
             scaled.setdefault(gpu_type, []).append(model)
     notes = [f"model {m!r} on {', '.join(types)}: no fitted parameters (round perf_params or --params), predicted by "
              f"the unfitted prior (Table 5 defaults, forward time from its FLOPs at 25% of the GPU's peak)"
              for m, types in prior.items()]
-    ref = GPU_TYPES[REFERENCE_GPU].peak_tflops
-    notes += [f"GPU type {t!r} is not in the catalogue: the built-in {REFERENCE_GPU} parameters of {', '.join(ms)} are "
-              f"scaled by peak TFLOPs ({ref:g} -> {cluster.gpu_type(t).peak_tflops:g}); fit on measurements of "
-              f"{t} (optsched fit) or give the jobs own coefficients for better predictions"
-              for t, ms in scaled.items()]
+    notes += [_scaled_note(t, ms, cluster) for t, ms in sorted(scaled.items())]
     return notes
+
+
+def _scaled_note(gpu_type: str, models: Sequence[str], cluster: Cluster) -> str:
+    """The note on catalogue ``models`` predicted on ``gpu_type`` from their built-in
+    :data:`~optsched.perf.defaults.REFERENCE_GPU` parameters: which type, which models, and the scaling
+    :func:`~optsched.perf.defaults.default_performance_model` applies (:func:`~optsched.perf.defaults.peak_scaling`)."""
+    ref, peak = peak_scaling(cluster, gpu_type)
+    names = ", ".join(models)
+    if gpu_type in GPU_TYPES:
+        head = (f"GPU type {gpu_type!r}: no fitted parameters for {names} (round perf_params or --params); their "
+                f"built-in {REFERENCE_GPU} parameters")
+    else:
+        head = f"GPU type {gpu_type!r} is not in the catalogue: the built-in {REFERENCE_GPU} parameters of {names}"
+    return (f"{head} are used with the forward time scaled by peak TFLOPs ({ref:g} -> {peak:g}) and the cluster's "
+            f"bandwidths for {gpu_type}; fit on measurements of {gpu_type} (optsched fit) or give the jobs own "
+            f"coefficients for better predictions")
+
+
+def notes_needed(gpu_types: Iterable[str], models: tuple[ModelSpec, ...] = (),
+                 params: tuple[PerformanceModel, ...] = ()) -> bool:
+    """Whether :func:`prediction_notes` can say anything of a round on ``gpu_types`` with its own
+    ``models`` and ``params``: False (the caller may skip computing its pairs) when the round has
+    neither and every type is the reference type the built-in parameters were fitted on."""
+    return bool(models or params) or any(t != REFERENCE_GPU for t in gpu_types)
 
 
 def _spec_of(model: str, fitted: FittedModels | None, models: tuple[ModelSpec, ...],
@@ -297,5 +323,5 @@ def fitted_models(paths: Sequence[str], cluster: Cluster) -> dict[tuple[str, str
 
 
 __all__ = ["ConfigFilter", "FittedModels", "fitted_models", "load_params", "PerfLookup", "PerfSource", "RestrictedLookup", "allowed_configs",
-           "check_round_params", "default_perf_lookup", "perf_lookup_from", "prediction_notes", "prediction_source",
-           "round_perf_lookup", "unknown_model_error"]
+           "check_round_params", "default_perf_lookup", "notes_needed", "perf_lookup_from", "prediction_notes",
+           "prediction_source", "round_perf_lookup", "unknown_model_error"]

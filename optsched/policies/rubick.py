@@ -37,7 +37,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Mapping
 
-from optsched.core.catalog import GPU_TYPES
 from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
@@ -48,7 +47,7 @@ from optsched.heuristics.baselines import antman_round, schedule_fifo, schedule_
 from optsched.heuristics.baselines.synergy import SYNERGY_TUNE_FRACTION
 from optsched.heuristics.rubick import algorithm1
 from optsched.perf.coefficients import CoefficientTable
-from optsched.perf.lookup import PerfLookup, PerfSource, prediction_notes
+from optsched.perf.lookup import PerfLookup, PerfSource, notes_needed, prediction_notes
 from optsched.policies.checks import round_of
 from optsched.policies.exact import ExactKind, Outcome, WarmStart, exact_method, hint_of, register_exact
 from optsched.policies.notes import finishing_deadline, join_notes, table_cut_note
@@ -94,11 +93,12 @@ def _lookup(perf: PerfSource, problem: RubickRound) -> PerfLookup:
 
 def _with_prediction_notes(decision: Decision, problem: RubickRound, perf: PerfSource) -> Decision:
     """``decision`` with notes on what predicted the jobs the performance model answered for, where that
-    was not fitted parameters (:func:`~optsched.perf.lookup.prediction_notes`: a model without
-    parameters, a GPU type outside the catalogue). Rounds without own models or parameters on catalogue
-    GPU types have none and cost nothing here."""
+    was not parameters fitted on their GPU type (:func:`~optsched.perf.lookup.prediction_notes`: a model
+    without parameters, the built-in A800 parameters scaled to another GPU type of the catalogue or
+    outside it). Every method of the kind ends here. Rounds on A800 alone without own models or
+    parameters have none and cost nothing here (:func:`~optsched.perf.lookup.notes_needed`)."""
     types = {n.gpu_type for n in problem.cluster.nodes if n.num_gpus > 0}
-    if not problem.own_models and not problem.perf_params and types <= set(GPU_TYPES):
+    if not notes_needed(types, problem.own_models, problem.perf_params):
         return decision
     pairs = {(job.model, t) for job in problem.jobs if problem.own_rows(job.name) is None
              for t in ([job.gpu_type] if job.gpu_type is not None else types)}

@@ -223,8 +223,8 @@ def test_gpu_type_outside_the_catalogue_is_named_in_the_message() -> None:
     data["jobs"].append({"name": "bert-h", "model": "bert", "requested_gpus": 2, "total_iterations": 100,
                          "gpu_type": "H100"})
     d = optsched.solve(_round(data), "heuristic")
-    assert "GPU type 'H100' is not in the catalogue: the built-in A800 parameters of bert are scaled by peak " \
-           "TFLOPs (312 -> 989)" in d.message
+    assert "GPU type 'H100' is not in the catalogue: the built-in A800 parameters of bert are used with the " \
+           "forward time scaled by peak TFLOPs (312 -> 989) and the cluster's bandwidths for H100" in d.message
     assert d.job("bert-h").action == "start"
 
 
