@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Mapping
 
 from optsched import __version__
+from optsched.core.checks import json_int
 from optsched.core.errors import InfeasibleError, OptschedError, UnknownNameError, ValidationError, one_line
 from optsched.core.jsonio import parse_json_text
 from optsched.core.kinds import round_kinds
@@ -100,7 +101,8 @@ class RequestError(Exception):
 
 
 def _option(name: str, value: Any, from_query: bool) -> Any:
-    """``value`` of option ``name`` as its type (:data:`OPTIONS`); query strings are converted."""
+    """``value`` of option ``name`` as its type (:data:`OPTIONS`); query strings are converted, and in the body
+    a number with an integral value is an integer (``"seed": 1.0``; :func:`~optsched.core.checks.json_int`)."""
     kind = OPTIONS[name]
     where = f"option {name!r}"
     if from_query:
@@ -115,6 +117,8 @@ def _option(name: str, value: Any, from_query: bool) -> Any:
             raise ValidationError(f"{where}: expected {kind.__name__}, got {text!r}") from None
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if kind is int:
+        value = json_int(value)
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise ValidationError(f"{where}: expected {kind.__name__}, got {value!r}")
     return value

@@ -20,7 +20,8 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
     "object": lambda v: isinstance(v, dict), "array": lambda v: isinstance(v, list),
     "string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool),
     "null": lambda v: v is None,
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    # draft 2020-12: an integer is any number with a zero fractional part (4.0 is one; JSON has no integer type)
+    "integer": lambda v: not isinstance(v, bool) and (isinstance(v, int) or isinstance(v, float) and v.is_integer()),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 

@@ -26,10 +26,10 @@ from toy_kind_source import SOURCE
 
 @pytest.fixture()
 def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    sim_setup.simulation_kinds()  # the built-in setups registered first, so that the copies hold them
     for module, name in ((kinds, "_KINDS"), (registry, "_METHODS"), (exact, "_CONTRACTS"),
                          (sim_setup, "_SETUPS")):
         monkeypatch.setattr(module, name, dict(getattr(module, name)))
-    sim_setup.simulation_kinds()  # the built-in setups first, into the copy
     (tmp_path / "toy_kind_module.py").write_text(SOURCE)
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.import_module("toy_kind_module")

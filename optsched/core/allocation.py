@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from optsched.core.checks import require_int, require_keys, require_name, require_number
+from optsched.core.checks import json_int, require_int, require_keys, require_name, require_number
 from optsched.core.errors import ValidationError
 from optsched.core.plan import ExecutionPlan
 
@@ -34,7 +34,7 @@ class NodeShare:
     @classmethod
     def from_dict(cls, data: Any) -> "NodeShare":
         require_keys("NodeShare", data, ("gpus",), ("cpus", "mem_gb"))
-        return cls(gpus=data["gpus"], cpus=data.get("cpus", 0), mem_gib=data.get("mem_gb", 0.0))
+        return cls(gpus=json_int(data["gpus"]), cpus=json_int(data.get("cpus", 0)), mem_gib=data.get("mem_gb", 0.0))
 
 
 @dataclass(frozen=True)

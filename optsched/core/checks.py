@@ -1,10 +1,14 @@
-"""Small validation helpers shared by the value objects: each raises ``ValidationError`` naming
-the object, the field and the rule."""
+"""Small validation helpers shared by the value objects: each ``require_*`` raises ``ValidationError``
+naming the object, the field and the rule; :func:`json_int` is the rule for integers read from JSON."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
-from typing import Any
+import types
+import typing
+from typing import Any, Iterable, Mapping
 
 from optsched.core.errors import ValidationError
 
@@ -19,6 +23,57 @@ def require_int(owner: str, field: str, value: Any, minimum: int = 0) -> None:
         raise ValidationError(f"{owner}: {field} must be an integer, got {value!r}")
     if value < minimum:
         raise ValidationError(f"{owner}: {field} must be >= {minimum}, got {value}")
+
+
+def json_int(value: Any) -> Any:
+    """The one rule for integers read from JSON: JSON has no integer type, so a number with an integral
+    value (``4.0``, or ``13e9``, which Python's ``json`` reads as the float 13000000000.0) is the integer
+    it equals and is returned as that ``int``. Every other value (4.5, true, "4", NaN, infinity, null, a
+    list) is returned unchanged, so the check that follows (:func:`require_int` in the object's
+    constructor, or at the parse site) rejects it naming the field, as before.
+
+    Where it applies: every parser of JSON input (the ``from_dict`` methods of round, decision and
+    perf-params objects, a round kind's ``_fields_from_dict``, the solve service's options) passes each
+    integer member through it, usually by :func:`json_fields` or :func:`json_ints`. It is not in
+    :func:`require_int`, which also guards Python callers (generators, constructors) and does not
+    convert: a dataclass built from Python with ``num_gpus=4.0`` is still refused, and a parsed object
+    holds ``int`` values only. Converting at ``json.loads`` (a ``parse_float`` hook) would miss callers
+    that pass dicts from their own JSON parser to ``from_dict`` and would turn integral values of
+    *number* fields into ints too; converting member by member touches integer fields only."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def json_ints(data: Mapping[str, Any], keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """A copy of the JSON object ``data`` with :func:`json_int` applied to the members named in ``keys``
+    (every member when ``keys`` is None: a map such as ``{tenant: GPUs}``); absent keys are skipped."""
+    wanted = None if keys is None else frozenset(keys)
+    return {k: json_int(v) if wanted is None or k in wanted else v for k, v in data.items()}
+
+
+def json_fields(cls: type, data: Any) -> Any:
+    """The JSON object ``data`` of the dataclass ``cls`` (its members named as the fields) with
+    :func:`json_int` applied to the members whose field is annotated ``int`` or ``int | None``: what a
+    ``from_dict`` passes to ``cls(**...)``. Anything but a dict is returned unchanged (the caller's
+    :func:`require_keys` rejects it)."""
+    if not isinstance(data, dict):
+        return data
+    return json_ints(data, _int_fields(cls))
+
+
+@functools.cache
+def _int_fields(cls: type) -> frozenset[str]:
+    """Fields of the dataclass ``cls`` annotated ``int`` or ``int | None``."""
+    hints = typing.get_type_hints(cls)
+    out = set()
+    for f in dataclasses.fields(cls):
+        hint = hints.get(f.name)
+        args = set(typing.get_args(hint)) if isinstance(hint, types.UnionType) \
+            or typing.get_origin(hint) is typing.Union else {hint}
+        if int in args and args <= {int, type(None)}:
+            out.add(f.name)
+    return frozenset(out)
 
 
 #: seeds are below this: CP-SAT's ``random_seed`` is a 32-bit signed integer, numpy's generators take no

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from optsched.core.checks import require_int, require_keys, require_name, require_number
+from optsched.core.checks import json_int, require_int, require_keys, require_name, require_number
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
@@ -89,8 +89,8 @@ class CoefficientRow:
         require_keys("coefficient row", data, *ROW_KEYS)
         if not isinstance(data["gpus_per_node"], list):
             raise ValidationError("coefficient row: gpus_per_node must be a JSON array of GPU counts")
-        return cls(ExecutionPlan.from_dict(data["plan"]), data["gpu_type"], tuple(data["gpus_per_node"]),
-                   data["throughput"], data.get("cpus", 0), data.get("mem_gib", 0.0))
+        return cls(ExecutionPlan.from_dict(data["plan"]), data["gpu_type"], tuple(map(json_int, data["gpus_per_node"])),
+                   data["throughput"], json_int(data.get("cpus", 0)), data.get("mem_gib", 0.0))
 
 
 #: a round's own coefficients: ((job name, its rows), ...) sorted by job name

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from optsched.core.checks import require_int, require_keys, require_name, require_number
+from optsched.core.checks import json_fields, require_int, require_keys, require_name, require_number
 from optsched.core.errors import UnknownNameError, ValidationError
 
 #: kinds of intra-node GPU-to-GPU links
@@ -109,7 +109,7 @@ class Node:
     @classmethod
     def from_dict(cls, data: Any) -> "Node":
         require_keys("Node", data, ("name", "gpu_type", "num_gpus", "num_cpus", "memory_gib"))
-        return cls(**data)
+        return cls(**json_fields(cls, data))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.core.checks import require_int, require_keys, require_name, require_number
+from optsched.core.checks import json_fields, require_int, require_keys, require_name, require_number
 from optsched.core.errors import ValidationError
 from optsched.core.plan import ExecutionPlan
 
@@ -149,7 +149,7 @@ class Job:
                       "submit_time", "completed_iterations", "min_gpus", "max_gpus", "deadline",
                       "gpu_type", "gpus_per_worker", "fungible", "checkpointing", "plan_fixed", "max_nodes",
                       "min_cpus_per_gpu"))
-        kwargs = dict(data)
+        kwargs = json_fields(cls, data)
         if kwargs.get("requested_plan") is not None:
             kwargs["requested_plan"] = ExecutionPlan.from_dict(kwargs["requested_plan"])
         return cls(**kwargs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.core.checks import require_int, require_keys, require_name
+from optsched.core.checks import json_fields, require_int, require_keys, require_name
 
 
 @dataclass(frozen=True)
@@ -51,4 +51,4 @@ class ModelSpec:
     def from_dict(cls, data: Any) -> "ModelSpec":
         require_keys("ModelSpec", data, ("name", "num_params", "hidden", "layers", "seq_len",
                                          "global_batch", "num_heads"))
-        return cls(**data)
+        return cls(**json_fields(cls, data))

@@ -25,7 +25,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.core.checks import require_int, require_keys
+from optsched.core.checks import json_fields, require_int, require_keys
 from optsched.core.errors import ValidationError
 from optsched.core.model import ModelSpec
 
@@ -115,7 +115,7 @@ class ExecutionPlan:
     @classmethod
     def from_dict(cls, data: Any) -> "ExecutionPlan":
         require_keys("ExecutionPlan", data, ("dp",), ("tp", "pp", "micro_batches", "zero", "ga_steps", "gc"))
-        return cls(**data)
+        return cls(**json_fields(cls, data))
 
 
 def check_plan_for_model(plan: ExecutionPlan, model: ModelSpec) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from optsched.core.checks import require_int, require_keys, require_name
+from optsched.core.checks import json_int, require_int, require_keys, require_name
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.plan import ExecutionPlan
@@ -259,7 +259,7 @@ class CoefficientTable:
                 raise ValidationError(f"CoefficientTable: gpus_per_node[{i}] must be a JSON array")
         return cls(jobs=tuple(data["jobs"]), job_index=np.asarray(data["job_index"]),
                    plans=tuple(ExecutionPlan.from_dict(p) for p in data["plans"]),
-                   gpus_per_node=tuple(tuple(pl) for pl in data["gpus_per_node"]),
+                   gpus_per_node=tuple(tuple(map(json_int, pl)) for pl in data["gpus_per_node"]),
                    gpu_type=tuple(data["gpu_type"]), gpus=np.asarray(data["gpus"]),
                    cpus=np.asarray(data["cpus"]), mem_gib=np.asarray(data["mem_gib"], dtype=float),
                    throughput=np.asarray(data["throughput"], dtype=float),

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from optsched.core.checks import require_keys
+from optsched.core.checks import json_int, require_int, require_keys
 from optsched.core.errors import ValidationError
 from optsched.core.model import ModelSpec
 from optsched.core.plan import ExecutionPlan
@@ -127,9 +127,11 @@ class PerformanceModel:
         bw = data["bandwidths"]
         require_keys("perf params file: bandwidths", bw, ("intra_gbps", "inter_gbps", "pcie_gbps", "gpus_per_node"))
         fit = data.get("fit") or {}
+        gpus_per_node, n_samples = json_int(bw["gpus_per_node"]), json_int(fit.get("n_samples", 0))
+        require_int("perf params file: bandwidths", "gpus_per_node", gpus_per_node, 1)
+        require_int("perf params file: fit", "n_samples", n_samples, 0)
         return cls(ModelSpec.from_dict(data["model"]), str(data["gpu_type"]),
-                   Bandwidths(float(bw["intra_gbps"]), float(bw["inter_gbps"]), float(bw["pcie_gbps"]),
-                              int(bw["gpus_per_node"])),
-                   PerfParams.from_dict(data["params"]), fit.get("rmsle"), int(fit.get("n_samples", 0)),
+                   Bandwidths(float(bw["intra_gbps"]), float(bw["inter_gbps"]), float(bw["pcie_gbps"]), gpus_per_node),
+                   PerfParams.from_dict(data["params"]), fit.get("rmsle"), n_samples,
                    tuple(fit.get("identified", ())), data.get("peak_tflops"), str(data.get("form", "eq1")),
                    tuple((str(k), str(v)) for k, v in (fit.get("reasons") or {}).items()))

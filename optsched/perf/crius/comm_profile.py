@@ -47,7 +47,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from optsched.core.checks import require_int, require_keys, require_name
+from optsched.core.checks import json_int, require_int, require_keys, require_name
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
 
@@ -229,7 +229,8 @@ class CommProfile:
         for i, c in enumerate(data["curves"]):
             require_keys(f"communication profile curves[{i}]", c,
                          ("gpu_type", "link", "collective", "ranks", "bytes", "seconds"))
-            curves.append(CommCurve(c["gpu_type"], c["link"], c["collective"], c["ranks"], c["bytes"], c["seconds"]))
+            curves.append(CommCurve(c["gpu_type"], c["link"], c["collective"], json_int(c["ranks"]), c["bytes"],
+                                    c["seconds"]))
         return cls(curves)
 
     def to_csv(self) -> str:

@@ -48,7 +48,7 @@ from typing import Any, Mapping, Sequence
 import networkx as nx
 import numpy as np
 
-from optsched.core.checks import require_int, require_keys, require_name, require_number
+from optsched.core.checks import json_fields, json_int, require_int, require_keys, require_name, require_number
 from optsched.core.errors import ValidationError
 
 #: bytes of training state per parameter in mixed-precision Adam (fp16 weight and gradient, fp32 master
@@ -106,7 +106,7 @@ class Operator:
     @classmethod
     def from_dict(cls, data: Any, owner: str) -> "Operator":
         require_keys(f"{owner}: operator", data, ("name",), OPERATOR_FIELDS)
-        return cls(**data)
+        return cls(**json_fields(cls, data))
 
 
 @dataclass(frozen=True, eq=False)
@@ -273,7 +273,7 @@ class OperatorGraph:
         for e in data["edges"]:
             require_keys(f"{owner}: edge", e, ("src", "dst", "bytes"))
             edges.append((e["src"], e["dst"], e["bytes"]))
-        return cls.of(gname, data["global_batch"], ops, edges)
+        return cls.of(gname, json_int(data["global_batch"]), ops, edges)
 
 
 __all__ = ["GRAD_BYTES_PER_PARAM", "OPERATOR_FIELDS", "Operator", "OperatorGraph", "STATE_BYTES_PER_PARAM",

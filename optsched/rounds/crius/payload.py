@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from optsched.core.checks import require_int, require_keys, require_name, require_number
+from optsched.core.checks import json_int, require_int, require_keys, require_name, require_number
 from optsched.core.decision import JobAllocations
 from optsched.core.errors import ValidationError
 
@@ -70,9 +70,9 @@ class CellInfo:
     def from_dict(cls, data: Any) -> "CellInfo":
         require_keys("Cell of a decision", data, ("job", "gpu_type", "gpus", "stages", "stage_gpus", "plan"),
                      ("remat", "estimate_s", "iteration_time_s"))
-        return cls(data["job"], data["gpu_type"], data["gpus"], data["stages"], tuple(data["stage_gpus"]),
-                   tuple(tuple(p) for p in data["plan"]), tuple(data.get("remat", ())), data.get("estimate_s"),
-                   data.get("iteration_time_s"))
+        return cls(data["job"], data["gpu_type"], json_int(data["gpus"]), json_int(data["stages"]),
+                   tuple(map(json_int, data["stage_gpus"])), tuple(tuple(map(json_int, p)) for p in data["plan"]),
+                   tuple(data.get("remat", ())), data.get("estimate_s"), data.get("iteration_time_s"))
 
 
 @dataclass(frozen=True)

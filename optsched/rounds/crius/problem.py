@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from optsched.core.checks import require_int, require_name, require_number
+from optsched.core.checks import json_int, require_int, require_name, require_number
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.pool import usable_gpu_types
 from optsched.core.round import RoundProblem
@@ -138,7 +138,7 @@ class CriusRound(RoundProblem):
                 graphs.append((name, OperatorGraph.from_dict(g, name=name)))
             except ValidationError as e:
                 raise ValidationError(f"round: model {name!r}: {e}") from None
-        return {"models": tuple(graphs), "search_depth": data.get("search_depth", DEFAULT_SEARCH_DEPTH),
+        return {"models": tuple(graphs), "search_depth": json_int(data.get("search_depth", DEFAULT_SEARCH_DEPTH)),
                 "objective": data.get("objective", "throughput"),
                 "rescale_penalty": data.get("rescale_penalty", DEFAULT_RESCALE_PENALTY),
                 "preempt_penalty": data.get("preempt_penalty", DEFAULT_PREEMPT_PENALTY),

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from optsched.core.checks import require_keys, require_name, require_number
+from optsched.core.checks import json_int, require_int, require_keys, require_name, require_number
 from optsched.core.decision import Decision, relative_gap
 from optsched.core.errors import InfeasibleError, UnknownNameError, ValidationError
 from optsched.rounds.experts.plan import ReplicaPlan, device_loads, device_times, makespan, violations
@@ -38,7 +38,9 @@ class ExpertReplicas:
             require_name("decision replica device", r["device"])
             require_number(f"decision: a replica of expert {data['expert']!r}", "share", r["share"], 0.0)
             reps.append((r["device"], float(r["share"])))
-        return cls(int(data["expert"]), tuple(reps))
+        expert = json_int(data["expert"])
+        require_int("decision expert", "expert", expert, 0)
+        return cls(expert, tuple(reps))
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,12 @@ class DeviceLoad:
     @classmethod
     def from_dict(cls, data: Any) -> "DeviceLoad":
         require_keys("decision device", data, ("device", "experts", "load", "time"))
-        return cls(str(data["device"]), tuple(int(e) for e in data["experts"]), float(data["load"]),
-                   float(data["time"]))
+        if not isinstance(data["experts"], list):
+            raise ValidationError(f"decision: experts of device {data['device']!r} must be a JSON array")
+        experts = tuple(map(json_int, data["experts"]))
+        for e in experts:
+            require_int(f"decision device {data['device']!r}", "expert", e, 0)
+        return cls(str(data["device"]), experts, float(data["load"]), float(data["time"]))
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from optsched.core.checks import require_int, require_keys, require_number
+from optsched.core.checks import json_int, require_int, require_keys, require_number
 from optsched.core.errors import ValidationError
 from optsched.rounds.jobless import JoblessRound
 
@@ -77,7 +77,7 @@ class ExpertSpec:
     @classmethod
     def from_dict(cls, data: Any, index: int) -> "ExpertSpec":
         require_keys(f"round: experts[{index}]", data, ("load",), ("min_replicas", "max_replicas"))
-        return cls(data["load"], data.get("min_replicas", 1), data.get("max_replicas"))
+        return cls(data["load"], json_int(data.get("min_replicas", 1)), json_int(data.get("max_replicas")))
 
 
 @dataclass(frozen=True)
@@ -167,8 +167,8 @@ class ExpertsRound(JoblessRound):
         if not isinstance(data["experts"], list):
             raise ValidationError("round: experts must be a JSON array")
         return {"experts": tuple(ExpertSpec.from_dict(e, i) for i, e in enumerate(data["experts"])),
-                "slots": data.get("slots", DEFAULT_SLOTS), "replica_cost": data.get("replica_cost", 0.0),
-                "layer": data.get("layer", 0)}
+                "slots": json_int(data.get("slots", DEFAULT_SLOTS)), "replica_cost": data.get("replica_cost", 0.0),
+                "layer": json_int(data.get("layer", 0))}
 
 
 __all__ = ["DEFAULT_SLOTS", "ExpertSpec", "ExpertsRound"]

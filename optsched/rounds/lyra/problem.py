@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
-from optsched.core.checks import require_int, require_number
+from optsched.core.checks import json_ints, require_int, require_number
 from optsched.core.errors import ValidationError
 from optsched.core.job import Job
 from optsched.core.round import RoundProblem
@@ -220,7 +220,8 @@ class LyraRound(RoundProblem):
             raise ValidationError("round: flexible must be a JSON object {job: {node: GPUs}}")
         return {"inference_nodes": tuple(data.get("inference_nodes", ())),
                 "inference_factor": data.get("inference_factor", INFERENCE_FACTOR),
-                "scaling": data.get("scaling", "linear"), "flexible": _flexible_tuple(flex),
+                "scaling": data.get("scaling", "linear"),
+                "flexible": _flexible_tuple({job: json_ints(shares) for job, shares in flex.items()}),
                 "opportunistic": data.get("opportunistic", False)}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from optsched.core.checks import require_int, require_keys, require_name
+from optsched.core.checks import json_int, require_int, require_keys, require_name
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.rounds.lyra.problem import INFERENCE, TRAINING
 
@@ -60,7 +60,7 @@ class WorkerCounts:
         out = []
         for job, entry in data["workers"].items():
             require_keys(f"worker count of job {job!r}", entry, ("workers",), ("pool",))
-            out.append(WorkerCount(job, entry["workers"], entry.get("pool")))
+            out.append(WorkerCount(job, json_int(entry["workers"]), entry.get("pool")))
         return cls(tuple(out))
 
 

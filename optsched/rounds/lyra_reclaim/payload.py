@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from optsched.core.checks import require_int, require_keys, require_name
+from optsched.core.checks import json_int, json_ints, require_int, require_keys, require_name
 from optsched.core.errors import ValidationError
 
 
@@ -50,8 +50,8 @@ class ReclaimDecision:
             raise ValidationError("reclaim decision: servers and preempted must be JSON arrays")
         if not isinstance(data.get("scaled_in", {}), dict):
             raise ValidationError("reclaim decision: scaled_in must be a JSON object {job: workers}")
-        return cls(tuple(data["servers"]), tuple(data["preempted"]), tuple(data.get("scaled_in", {}).items()),
-                   data.get("collateral_gpus", 0))
+        return cls(tuple(data["servers"]), tuple(data["preempted"]),
+                   tuple(json_ints(data.get("scaled_in", {})).items()), json_int(data.get("collateral_gpus", 0)))
 
 
 __all__ = ["ReclaimDecision"]

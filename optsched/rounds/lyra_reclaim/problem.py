@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from optsched.core.checks import require_int
+from optsched.core.checks import json_int, require_int
 from optsched.core.errors import ValidationError
 from optsched.rounds.lyra.problem import LyraRound
 
@@ -43,7 +43,7 @@ class LyraReclaimRound(LyraRound):
     def _fields_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
         if "reclaim" not in data:
             raise ValidationError("round: a lyra-reclaim round needs reclaim (servers to return)")
-        return {**super()._fields_from_dict(data), "reclaim": data["reclaim"]}
+        return {**super()._fields_from_dict(data), "reclaim": json_int(data["reclaim"])}
 
 
 __all__ = ["LyraReclaimRound"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from optsched.core.checks import require_keys, require_number
+from optsched.core.checks import json_ints, require_int, require_keys, require_number
 from optsched.core.decision import Decision, relative_gap
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.rounds.moe_comm.problem import MoECommRound
@@ -34,7 +34,10 @@ class ScheduledTask:
     @classmethod
     def from_dict(cls, data: Any) -> "ScheduledTask":
         require_keys("decision task", data, ("op", "part", "parts", "kind", "start", "end"))
-        return cls(str(data["op"]), int(data["part"]), int(data["parts"]), str(data["kind"]), float(data["start"]),
+        data = json_ints(data, ("part", "parts"))
+        require_int(f"decision task {data['op']!r}", "part", data["part"], 0)
+        require_int(f"decision task {data['op']!r}", "parts", data["parts"], 1)
+        return cls(str(data["op"]), data["part"], data["parts"], str(data["kind"]), float(data["start"]),
                    float(data["end"]))
 
 

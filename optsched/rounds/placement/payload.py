@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
-from optsched.core.checks import require_int, require_keys, require_name
+from optsched.core.checks import json_ints, require_int, require_keys, require_name
 from optsched.core.errors import ValidationError
 
 Shares = tuple[tuple[str, int], ...]
@@ -21,6 +21,12 @@ def _shares(value: Any, what: str) -> Shares:
         require_int(what, f"GPUs on {node!r}", g, 1)
         out.append((node, g))
     return tuple(sorted(out))
+
+
+def _json_shares(value: Any) -> Any:
+    """A ``{node: GPUs}`` member of a placement decision with :func:`~optsched.core.checks.json_int` applied
+    to the GPUs (anything but a JSON object unchanged, for :func:`_shares` to reject)."""
+    return json_ints(value) if isinstance(value, dict) else value
 
 
 @dataclass(frozen=True)
@@ -79,8 +85,8 @@ class WorkerPlacement:
         out = []
         for job, entry in data["placements"].items():
             require_keys(f"placement of job {job!r}", entry, ("base",), ("flexible",))
-            out.append(JobPlacement(job, entry["base"], entry.get("flexible", {})))
-        return cls(tuple(out), tuple(data.get("unplaced", {}).items()))
+            out.append(JobPlacement(job, _json_shares(entry["base"]), _json_shares(entry.get("flexible", {}))))
+        return cls(tuple(out), tuple(json_ints(data.get("unplaced", {})).items()))
 
 
 __all__ = ["JobPlacement", "WorkerPlacement"]

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from optsched.core.checks import require_int, require_name, require_number
+from optsched.core.checks import json_ints, require_int, require_name, require_number
 from optsched.core.coefficient_rows import (CoefficientRow, Coefficients, check_coefficients, coefficients_from_dict,
                                             coefficients_to_dict, normalise_coefficients)
 from optsched.core.errors import ValidationError
@@ -150,7 +150,7 @@ class RubickRound(RoundProblem):
                 parsed.append(PerformanceModel.from_dict(item))
             except (ValidationError, TypeError) as e:
                 raise ValidationError(f"round: perf_params[{i}]: {e}") from None
-        return {"quotas": tuple(data.get("quotas", {}).items()),
+        return {"quotas": tuple(json_ints(data.get("quotas", {})).items()),
                 "reconfig_penalty": data.get("reconfig_penalty", DEFAULT_RECONFIG_PENALTY),
                 "preempt_penalty": data.get("preempt_penalty", DEFAULT_PREEMPT_PENALTY),
                 "perf_params": tuple(parsed),
