@@ -3,6 +3,7 @@ solving against the unpartitioned solve, and the mid-size round that used to get
 
     python benchmarks/scale.py [--nodes 1280] [--jobs 2000] [--limit 60] [--partitions 8]
                                [--long-limit 600] [--skip-long] [--queue-jobs 100000] [--queue-limit 5]
+    python benchmarks/scale.py --constraints [--constrained 0.25] [--nodes 1280] [--jobs 2000] [--limit 60]
 
 Cases, each one solve measured in this run (wall time includes the table and the heuristic):
 
@@ -17,6 +18,14 @@ Cases, each one solve measured in this run (wall time includes the table and the
 
 Prints the table with each objective's ratio to Algorithm 1's and to the best unpartitioned one, and
 writes ``benchmarks/out/scale.csv``.
+
+``--constraints`` measures instead what hard constraints cost at scale (issue "A round a real cluster
+scheduler can state", Performance: "solves within 1.5x the time of the same round without them"): the
+``NODESx8/JOBS`` round (seed 0) and the same round with ``--constrained`` of its queued jobs carrying
+a constraint (``generate_rubick_round(..., constrained=F)``: rack selectors, ``max_nodes``, gangs, CPU
+floors; the nodes labelled with racks), each solved by ``rubick`` (ample limit), ``exact`` (``--limit``)
+and ``exact`` with ``--partitions``, in one run; prints each constrained wall time over the
+unconstrained one and writes ``benchmarks/out/scale_constraints.csv``.
 """
 
 from __future__ import annotations
@@ -90,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-long", action="store_true")
     ap.add_argument("--queue-jobs", type=int, default=100_000)
     ap.add_argument("--queue-limit", type=float, default=5.0)
+    ap.add_argument("--constraints", action="store_true", help="measure the cost of hard constraints only")
+    ap.add_argument("--constrained", type=float, default=0.25, help="fraction of queued jobs with a constraint")
     args = ap.parse_args(argv)
+    if args.constraints:
+        return _constraint_cost(args)
     rows = []
     mid = generate_rubick_round(24, 8, 100, 0)
     rows.append({"case": "24x8/100", **_run(mid, "exact", 10.0)})
@@ -123,6 +136,28 @@ def main(argv: list[str] | None = None) -> int:
                     "-" if r["bound"] is None else f"{r['bound']:.4f}",
                     "-" if r["gap"] is None else f"{100 * r['gap']:.3f}"))
     emit(header, out, "scale.csv")
+    return 0
+
+
+def _constraint_cost(args: argparse.Namespace) -> int:
+    """The ``--constraints`` case (module docstring)."""
+    case = f"{args.nodes}x8/{args.jobs}"
+    rounds = {"none": generate_rubick_round(args.nodes, 8, args.jobs, 0),
+              f"{args.constrained:g}": generate_rubick_round(args.nodes, 8, args.jobs, 0, constrained=args.constrained)}
+    out = []
+    for method, limit, parts in (("rubick", 3600.0, None), ("exact", args.limit, None),
+                                 ("exact", args.limit, args.partitions)):
+        base = None
+        for label, problem in rounds.items():
+            r = _run(problem, method, limit, parts)
+            base = r["wall_s"] if base is None else base
+            sys.stdout.write(f"{case} constrained={label} {method} partitions={parts or 1}: {r['wall_s']:.1f} s, "
+                             f"{r['status']}, objective {r['objective']:.4f}\n")
+            sys.stdout.flush()
+            out.append((case, label, method, limit, parts or 1, f"{r['wall_s']:.1f}", f"{r['wall_s'] / base:.2f}",
+                        r["status"], f"{r['objective']:.4f}", "-" if r["gap"] is None else f"{100 * r['gap']:.3f}"))
+    emit(("case", "constrained", "method", "limit_s", "partitions", "wall_s", "wall_vs_unconstrained", "status",
+          "objective", "gap_%"), out, "scale_constraints.csv")
     return 0
 
 

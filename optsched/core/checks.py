@@ -98,6 +98,24 @@ def require_number(owner: str, field: str, value: Any, minimum: float = 0.0,
         raise ValidationError(f"{owner}: {field} must be {rel} {minimum}, got {value}")
 
 
+def string_pairs(owner: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """A ``{name: value}`` mapping of non-empty strings (a JSON object, a dict or (name, value) pairs)
+    as sorted pairs; a ``ValidationError`` naming ``owner`` and the entry otherwise (node labels, a
+    job's node selector)."""
+    items = value.items() if isinstance(value, Mapping) else value
+    try:
+        pairs = [(k, v) for k, v in items]
+    except (TypeError, ValueError):
+        raise ValidationError(f"{owner}: expected an object of strings, got {value!r}") from None
+    for k, v in pairs:
+        if not isinstance(k, str) or not k or not isinstance(v, str):
+            raise ValidationError(f"{owner}: {k!r}: {v!r} is not a name and a string value")
+    names = [k for k, _ in pairs]
+    if len(set(names)) != len(names):
+        raise ValidationError(f"{owner}: a name appears twice")
+    return tuple(sorted(pairs))
+
+
 def require_keys(owner: str, data: Any, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
     """A JSON object must be a dict holding the required keys and nothing unknown."""
     if not isinstance(data, dict):

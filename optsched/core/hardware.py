@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from optsched.core.checks import json_fields, require_int, require_keys, require_name, require_number
+from optsched.core.checks import (json_fields, require_int, require_keys, require_name, require_number,
+                                  string_pairs)
 from optsched.core.errors import UnknownNameError, ValidationError
 
 #: kinds of intra-node GPU-to-GPU links
@@ -84,15 +85,25 @@ def _gpu_type_at(index: int, data: Any) -> GPUType:
 _OPTIONAL_GPU_FIELDS = ("intra_node_gbps", "intra_link", "inter_link", "inter_node_gbps", "efficiency")
 
 
+#: what a node is open to: ``ready`` (any work), ``cordoned`` (no new work: a job holds at most the
+#: GPUs it holds there now), ``draining`` (every job must leave)
+NODE_STATES = ("ready", "cordoned", "draining")
+
+
 @dataclass(frozen=True)
 class Node:
-    """A server: ``num_gpus`` GPUs of one type, ``num_cpus`` CPU cores, ``memory_gib`` host memory."""
+    """A server: ``num_gpus`` GPUs of one type, ``num_cpus`` CPU cores, ``memory_gib`` host memory;
+    ``labels`` (name -> value, what a job's ``node_selector`` matches) and ``state``
+    (:data:`NODE_STATES`), both written to JSON only when set. A round kind that does not bind labels
+    or states refuses a node that sets them (:attr:`~optsched.core.round.RoundProblem.UNBOUND_NODE_FIELDS`)."""
 
     name: str
     gpu_type: str
     num_gpus: int
     num_cpus: int
     memory_gib: float
+    labels: tuple[tuple[str, str], ...] = ()
+    state: str = "ready"
 
     def __post_init__(self) -> None:
         require_name("Node", self.name)
@@ -101,14 +112,26 @@ class Node:
         require_int(owner, "num_gpus", self.num_gpus, 0)
         require_int(owner, "num_cpus", self.num_cpus, 0)
         require_number(owner, "memory_gib", self.memory_gib, 0.0)
+        object.__setattr__(self, "labels", string_pairs(owner + " labels", self.labels))
+        if self.state not in NODE_STATES:
+            raise UnknownNameError(f"{owner} state", str(self.state), NODE_STATES)
+
+    def label(self, name: str) -> str | None:
+        """The value of label ``name`` (None when the node has no such label)."""
+        return dict(self.labels).get(name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "gpu_type": self.gpu_type, "num_gpus": self.num_gpus,
-                "num_cpus": self.num_cpus, "memory_gib": self.memory_gib}
+        d: dict[str, Any] = {"name": self.name, "gpu_type": self.gpu_type, "num_gpus": self.num_gpus,
+                             "num_cpus": self.num_cpus, "memory_gib": self.memory_gib}
+        if self.labels:
+            d["labels"] = dict(self.labels)
+        if self.state != "ready":
+            d["state"] = self.state
+        return d
 
     @classmethod
     def from_dict(cls, data: Any) -> "Node":
-        require_keys("Node", data, ("name", "gpu_type", "num_gpus", "num_cpus", "memory_gib"))
+        require_keys("Node", data, ("name", "gpu_type", "num_gpus", "num_cpus", "memory_gib"), ("labels", "state"))
         return cls(**json_fields(cls, data))
 
 

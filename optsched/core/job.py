@@ -6,7 +6,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.core.checks import json_fields, require_int, require_keys, require_name, require_number
+from optsched.core.checks import json_fields, require_int, require_keys, require_name, require_number, string_pairs
 from optsched.core.errors import ValidationError
 from optsched.core.plan import ExecutionPlan
 
@@ -17,7 +17,7 @@ DEFAULT_CPUS_PER_GPU = 8
 
 #: the hard constraints of a job on its configurations (class docstring); a kind that does not bind
 #: one refuses a job that sets it (:attr:`optsched.core.round.RoundProblem.UNBOUND_JOB_FIELDS`)
-CONSTRAINT_FIELDS = ("plan_fixed", "max_nodes", "min_cpus_per_gpu")
+CONSTRAINT_FIELDS = ("plan_fixed", "max_nodes", "min_cpus_per_gpu", "node_selector")
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,8 @@ class Job:
     * hard constraints a scheduler states (:data:`CONSTRAINT_FIELDS`; a kind binds them or refuses
       them, :attr:`~optsched.core.round.RoundProblem.UNBOUND_JOB_FIELDS`): ``plan_fixed`` (the
       ``requested_plan`` is the only plan the job may run), ``max_nodes`` (the most nodes the job may
-      span; 1 = one node) and ``min_cpus_per_gpu`` (a CPU floor per GPU). Written to JSON only when set.
+      span; 1 = one node), ``min_cpus_per_gpu`` (a CPU floor per GPU) and ``node_selector`` (label ->
+      value: every node the job runs on has these labels). Written to JSON only when set.
     """
 
     name: str
@@ -65,6 +66,7 @@ class Job:
     plan_fixed: bool = False
     max_nodes: int | None = None
     min_cpus_per_gpu: int | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         require_name("Job", self.name)
@@ -92,6 +94,7 @@ class Job:
             require_int(owner, "max_nodes", self.max_nodes, 1)
         if self.min_cpus_per_gpu is not None:
             require_int(owner, "min_cpus_per_gpu", self.min_cpus_per_gpu, 1)
+        object.__setattr__(self, "node_selector", string_pairs(owner + " node_selector", self.node_selector))
         if self.plan_fixed and self.requested_plan is None:
             raise ValidationError(f"{owner}: plan_fixed needs a requested_plan (the plan the job must run)")
         if self.completed_iterations > self.total_iterations:
@@ -134,6 +137,8 @@ class Job:
             "completed_iterations": self.completed_iterations, "min_gpus": self.min_gpus}
         if self.requested_plan is not None:
             d["requested_plan"] = self.requested_plan.to_dict()
+        if self.node_selector:
+            d["node_selector"] = dict(self.node_selector)
         for f in ("max_gpus", "deadline", "gpu_type", "max_nodes", "min_cpus_per_gpu"):
             if getattr(self, f) is not None:
                 d[f] = getattr(self, f)
@@ -148,7 +153,7 @@ class Job:
                      ("requested_cpus", "requested_mem_gib", "requested_plan", "tenant", "guaranteed",
                       "submit_time", "completed_iterations", "min_gpus", "max_gpus", "deadline",
                       "gpu_type", "gpus_per_worker", "fungible", "checkpointing", "plan_fixed", "max_nodes",
-                      "min_cpus_per_gpu"))
+                      "min_cpus_per_gpu", "node_selector"))
         kwargs = json_fields(cls, data)
         if kwargs.get("requested_plan") is not None:
             kwargs["requested_plan"] = ExecutionPlan.from_dict(kwargs["requested_plan"])

@@ -40,7 +40,7 @@ from optsched.core.allocation import Allocation, NodeShare
 from optsched.core.capacity import NodeUsage
 from optsched.core.checks import require_keys, require_number
 from optsched.core.errors import UnknownNameError, ValidationError
-from optsched.core.hardware import Cluster
+from optsched.core.hardware import Cluster, Node
 from optsched.core.job import CONSTRAINT_FIELDS, Job
 from optsched.core.kinds import round_kind, round_kinds
 from optsched.core.model import ModelSpec
@@ -51,6 +51,7 @@ _COMMON_REQUIRED = ("kind", "cluster", "jobs")
 _COMMON_OPTIONAL = ("format", "time", "running", "occupied")
 #: the default of every job field that has one (what :meth:`RoundProblem._check_bound` compares with)
 _JOB_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Job)}
+_NODE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Node)}
 #: tolerance of the snapshot's capacity check
 _SNAPSHOT_TOL = 1e-9
 
@@ -67,6 +68,9 @@ class RoundProblem:
     #: naming the field, rather than silently ignored (default: every hard constraint of
     #: :data:`~optsched.core.job.CONSTRAINT_FIELDS`; a kind that binds some narrows this)
     UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = CONSTRAINT_FIELDS
+    #: node fields the kind does not bind (default: ``labels`` and ``state``); a node that sets one is
+    #: refused, naming the field
+    UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ("labels", "state")
 
     cluster: Cluster
     jobs: tuple[Job, ...] = ()
@@ -85,6 +89,11 @@ class RoundProblem:
         if not isinstance(self.cluster, Cluster):
             raise ValidationError("round: cluster must be a Cluster")
         object.__setattr__(self, "jobs", tuple(self.jobs))
+        for node in self.cluster.nodes:
+            for name in type(self).UNBOUND_NODE_FIELDS:
+                if getattr(node, name) != _NODE_DEFAULTS[name]:
+                    raise ValidationError(f"round: node {node.name!r} sets {name}, which {self.kind} rounds do not "
+                                          "support (it would be ignored)")
         object.__setattr__(self, "running", tuple(self.running))
         occupied_items = list(self.occupied.items()) if isinstance(self.occupied, Mapping) else list(self.occupied)
         names = [n for n, _ in occupied_items]

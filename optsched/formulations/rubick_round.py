@@ -71,6 +71,7 @@ from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Soluti
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
+from optsched.rounds.rubick.constraints import held_on_cordoned, new_work_mask, node_constrained
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -102,6 +103,51 @@ class _Nodes:
     def __post_init__(self) -> None:
         #: GPU type -> mask over the nodes of that type
         self.type_mask = {t: np.array([x == t for x in self.types], dtype=bool) for t in set(self.types)}
+
+
+class _NodeRules:
+    """Where each job may hold GPUs (:mod:`optsched.rounds.rubick.constraints`): new GPUs only on
+    ``ready`` nodes its selector matches, and on a cordoned node at most what it holds there now.
+    ``active`` is False when every node is ready and no job selects (then every mask is all True)."""
+
+    def __init__(self, problem: RubickRound, table: CoefficientTable, nodes: _Nodes) -> None:
+        self.active = node_constrained(problem)
+        self.n = len(nodes.names)
+        self._allow: dict[int, np.ndarray] = {}
+        self._held: dict[int, dict[int, int]] = {}
+        if not self.active:
+            return
+        index = {n: i for i, n in enumerate(nodes.names)}
+        by_selector: dict[tuple, np.ndarray] = {}
+        for j, name in enumerate(table.jobs):
+            job = problem.job(name)
+            mask = by_selector.get(job.node_selector)
+            if mask is None:
+                mask = by_selector[job.node_selector] = new_work_mask(problem, job, nodes.names)
+            self._allow[j] = mask
+            held = held_on_cordoned(problem, job)
+            if held:
+                self._held[j] = {index[n]: g for n, g in held.items()}
+        cordoned = [i for i, n in enumerate(nodes.names) if problem.cluster.node(n).state == "cordoned"]
+        keys = sorted({k for j in problem.jobs for k, _ in j.node_selector})
+        #: what splits nodes into aggregated classes besides GPU type and free GPUs
+        self.signature = [(problem.cluster.node(n).state, tuple(problem.cluster.node(n).label(k) or "" for k in keys),
+                           i if i in cordoned else -1) for i, n in enumerate(nodes.names)]
+
+    def nodes_for(self, j: int, s: int) -> np.ndarray:
+        """Per node: whether job ``j`` may hold a part of ``s`` GPUs there."""
+        if not self.active:
+            return np.ones(self.n, dtype=bool)
+        out = self._allow[j].copy()
+        for i, g in self._held.get(j, {}).items():
+            out[i] = s <= g
+        return out
+
+    def classes_for(self, j: int, s: int, classes: list[list[int]]) -> np.ndarray:
+        """Per class (nodes of one signature, :attr:`signature`): whether job ``j`` may hold a part of
+        ``s`` GPUs on its nodes."""
+        ok = self.nodes_for(j, s)
+        return np.array([ok[c[0]] for c in classes], dtype=bool)
 
 
 def _nodes(problem: RubickRound) -> _Nodes:
@@ -136,6 +182,7 @@ class RubickRoundModel:
     nodes: _Nodes
     offset: float  # constant part of the objective (-preempt penalty of every running job)
     n_constraints: int
+    rules: _NodeRules  # where each job may hold GPUs
 
     @property
     def size(self) -> ModelSize:
@@ -209,6 +256,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     and each variable costs about 30 us to make)."""
     admission = admission or admit(problem, table)
     nodes = _nodes(problem)
+    rules = _NodeRules(problem, table, nodes)
     rows_of = allowed_rows(table, admission)
     cur_rows = {int(table.current_row[j]) for j in range(len(table.jobs)) if table.current_row[j] >= 0}
 
@@ -245,7 +293,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     else:
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i in range(len(nodes.names)):
-            groups[(nodes.types[i], int(nodes.gpus[i]))].append(i)
+            sig = rules.signature[i] if rules.active else ()
+            groups[(nodes.types[i], int(nodes.gpus[i]), sig)].append(i)
         classes = [groups[key] for key in sorted(groups)]
     cls_type = [nodes.types[c[0]] for c in classes]
     cls_g = np.array([nodes.gpus[c[0]] for c in classes])
@@ -299,7 +348,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             per_node: dict[int, list] = defaultdict(list)
             for s, mult, cpus, mem in demand[k]:
                 ok = np.flatnonzero((cls_g >= s) & (cls_c >= cpus) & (cls_m >= mem)
-                                    & (np.array(cls_type) == table.gpu_type[k]))
+                                    & (np.array(cls_type) == table.gpu_type[k])
+                                    & (rules.classes_for(j, s, classes) if rules.active else True))
                 vs = []
                 for ci in ok:
                     ub = min(mult, int(cls_n[ci]))
@@ -351,7 +401,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 m.add(sum(c * v for v, c in terms) <= int(cap))
                 n_cons += 1
     m.maximize(sum(c * v for v, c in obj_terms))
-    return RubickRoundModel(problem, table, admission, encoding, m, y, parts, trims, classes, nodes, offset, n_cons)
+    return RubickRoundModel(problem, table, admission, encoding, m, y, parts, trims, classes, nodes, offset, n_cons,
+                            rules)
 
 
 def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tuple[cp_model.IntVar, int]]:
@@ -460,6 +511,8 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
             cpus, mem = part_share(t, k, s)
             mem = _mib_up(mem)
             ok = (free_g >= s) & (free_c >= cpus) & (free_m >= mem) & (types == t.gpu_type[k])
+            if built.rules.active:
+                ok &= built.rules.nodes_for(j, s)
             for i, _, _, _ in used:
                 ok[i] = False
             cand = np.flatnonzero(ok)

@@ -44,6 +44,7 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.heuristics.placement import MEM_TOL, Holding, NodeLedger, Share
 from optsched.rounds.rubick.admission import Admission, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, is_kept
+from optsched.rounds.rubick.constraints import new_work_mask, node_constrained
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of slope and objective comparisons (normalised-throughput units)
@@ -278,8 +279,17 @@ class RoundState:
         row_type = np.array([self.type_id[x] for x in table.gpu_type], dtype=np.int64)
         job_types = np.zeros((n_jobs, len(types)), dtype=bool)
         job_types[table.job_index, row_type] = True
-        #: eligible[j, n]: node n has a GPU type job j has rows on
+        #: eligible[j, n]: node n has a GPU type job j has rows on, and job j may get new GPUs there (a
+        #: ready node its selector matches: :func:`~optsched.rounds.rubick.constraints.new_work_mask`;
+        #: a job on a cordoned node keeps, trims or shrinks its shares there, never through a new mapping)
         self.eligible = job_types[:, node_type]
+        if node_constrained(problem):
+            masks: dict[tuple, np.ndarray] = {}
+            for j, name in enumerate(self.names):
+                job = problem.job(name)
+                if job.node_selector not in masks:
+                    masks[job.node_selector] = new_work_mask(problem, job, node_names)
+                self.eligible[j] &= masks[job.node_selector]
         #: every job's rows sorted (made per job on first use: a large queue is mostly never looked at)
         self.rows = _RowsOfJobs(table, self.value, row_type)
         for j in np.flatnonzero(np.asarray(table.current_row) >= 0):

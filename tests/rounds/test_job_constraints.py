@@ -269,3 +269,112 @@ def test_rubick_rounds_refuse_fields_they_do_not_bind() -> None:
     data["jobs"][0]["deadline"] = 7200.0
     with pytest.raises(ValidationError, match="sets deadline, which rubick rounds do not support"):
         RoundProblem.from_dict(data)
+
+
+# -- node labels, selectors and states ------------------------------------------------------------
+def _labelled(states: dict[int, str] | None = None, nodes: int = 4, gpus: int = 8) -> Any:
+    """``nodes`` A800 nodes, even ones in rack r0 and odd ones in r1, with the given states."""
+    base = a800_cluster(nodes, gpus)
+    states = states or {}
+    return replace(base, nodes=tuple(replace(n, labels={"rack": f"r{i % 2}"}, state=states.get(i, "ready"))
+                                     for i, n in enumerate(base.nodes)))
+
+
+def _node_check(problem: RubickRound, d: Decision) -> list[str]:
+    """Selectors and cordons read off the decision, with no code of the package."""
+    out = []
+    for name, a in _running(d).items():
+        job, cur = problem.job(name), problem.current(name)
+        held = {} if cur is None else {n: s.gpus for n, s in cur.placement.shares}
+        for n, s in a.placement.shares:
+            node = problem.cluster.node(n)
+            if any(dict(node.labels).get(k) != v for k, v in job.node_selector):
+                out.append(f"{name} on {n}")
+            if node.state == "cordoned" and s.gpus > held.get(n, 0):
+                out.append(f"{name}: {s.gpus} GPUs on cordoned {n}")
+    return out
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_selector_keeps_a_job_on_its_nodes(method: str) -> None:
+    jobs = (Job("sel", "bert", 8, 1000, node_selector={"rack": "r1"}), Job("any", "bert", 4, 1000))
+    problem = RubickRound(_labelled(), jobs)
+    d = _decide(problem, method)
+    got = _running(d)
+    assert "sel" in got and {n for n, _ in got["sel"].placement.shares} <= {"n001", "n003"}
+    assert _node_check(problem, d) == []
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_selector_nothing_matches_makes_the_job_wait(method: str) -> None:
+    problem = RubickRound(_labelled(), (Job("gpu-x", "bert", 4, 1000, node_selector={"rack": "r9"}),))
+    assert "gpu-x" not in _running(_decide(problem, method))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_cordoned_node_takes_no_new_work_and_keeps_what_runs(method: str) -> None:
+    # n000 cordoned, with job "old" on 4 of its GPUs; three ready nodes; new jobs must avoid n000
+    cluster = _labelled({0: "cordoned"})
+    jobs = (Job("old", "bert", 4, 1000), *(Job(f"new{i}", "bert", 8, 1000) for i in range(4)))
+    running = (alloc("old", ExecutionPlan(dp=4), {"n000": (4, 32, 40.0)}),)
+    problem = RubickRound(cluster, jobs, running)
+    d = _decide(problem, method)
+    got = _running(d)
+    assert not any(n == "n000" for name, a in got.items() if name != "old" for n, _ in a.placement.shares)
+    assert _node_check(problem, d) == []
+    # the new jobs share the three ready nodes' 24 GPUs; "old" may stay, trim or shrink on n000
+    assert sum(s.gpus for name, a in got.items() if name.startswith("new") for _, s in a.placement.shares) <= 24
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_method_keeps_random_selectors_and_cordons(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    base = _random_round(seed)
+    states = {i: "cordoned" for i in range(3) if rng.random() < 0.3}
+    cluster = _labelled(states, nodes=3)
+    jobs = tuple(replace(j, node_selector={"rack": f"r{int(rng.integers(2))}"})
+                 if rng.random() < 0.4 and base.current(j.name) is None else j for j in base.jobs)
+    problem = replace(base, cluster=cluster, jobs=jobs)
+    for method in METHODS:
+        d = _decide(problem, method)
+        assert _node_check(problem, d) == [] and _independent_check(problem, d) == [], method
+
+
+def test_node_rules_are_validated_and_refused_where_not_bound() -> None:
+    job = Job("r", "bert", 4, 100, node_selector={"rack": "r0"})
+    on_r1 = alloc("r", ExecutionPlan(dp=4), {"n001": (4, 32, 40.0)})
+    with pytest.raises(ValidationError, match="running job 'r' breaks its own constraints: node 'n001' does not "
+                                              "match its node_selector rack=r0"):
+        RubickRound(_labelled(), (job,), (on_r1,))
+    with pytest.raises(ValidationError, match="node 'n001' is draining while job 'x' runs there"):
+        RubickRound(_labelled({1: "draining"}), (Job("x", "bert", 4, 100),),
+                    (alloc("x", ExecutionPlan(dp=4), {"n001": (4, 32, 40.0)}),))
+    with pytest.raises(Exception, match="state"):
+        replace(a800_cluster(1, 8).nodes[0], state="maintenance")
+    data = optsched.core.kinds.round_kind("crius").generate(seed=0).to_dict()
+    data["cluster"]["nodes"][0]["state"] = "cordoned"
+    with pytest.raises(ValidationError, match="sets state, which crius rounds do not support"):
+        RoundProblem.from_dict(data)
+    problem = RubickRound(_labelled({2: "cordoned"}), (job,))
+    assert RoundProblem.from_dict(problem.to_dict()) == problem
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_both_encodings_of_the_exact_model_keep_node_rules(seed: int) -> None:
+    """The aggregated encoding splits its node classes by state and selected labels (a cordoned node is
+    a class of its own), so its answer keeps the rules and its bound still bounds the per-node optimum."""
+    from optsched.formulations import rubick_round
+    rng = np.random.default_rng(seed)
+    base = _random_round(seed)
+    cluster = _labelled({0: "cordoned"} if rng.random() < 0.5 else {}, nodes=3)
+    jobs = tuple(replace(j, node_selector={"rack": "r1"}) if i % 2 and base.current(j.name) is None else j
+                 for i, j in enumerate(base.jobs))
+    problem = replace(base, cluster=cluster, jobs=jobs)
+    table = build_round_table(problem)
+    adm = admit(problem, table)
+    per_node = rubick_round.solve(problem, table, time_limit=20, encoding="per-node", admission=adm)
+    agg = rubick_round.solve(problem, table, time_limit=20, encoding="aggregated", admission=adm)
+    assert violations(problem, table, per_node.payload["choices"], adm) == []
+    if "choices" in agg.payload:  # the relaxation's answer may not map onto nodes (status unknown)
+        assert violations(problem, table, agg.payload["choices"], adm) == []
+    assert agg.bound is None or agg.bound >= per_node.objective - 1e-5

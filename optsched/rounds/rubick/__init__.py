@@ -15,10 +15,11 @@ from optsched.rounds.rubick.partition import RubickPartitioner
 from optsched.rounds.rubick.problem import RubickRound
 
 
-def generate(*, seed: int = 0, nodes: int = 8, gpus_per_node: int = 8, jobs: int = 40) -> RubickRound:
+def generate(*, seed: int = 0, nodes: int = 8, gpus_per_node: int = 8, jobs: int = 40,
+             constrained: float = 0.0) -> RubickRound:
     """A random Rubick round on ``nodes`` x ``gpus_per_node`` A800 GPUs with ``jobs`` jobs
     (:func:`~optsched.rounds.rubick.generate.generate_rubick_round`)."""
-    return generate_rubick_round(nodes, gpus_per_node, jobs, seed)
+    return generate_rubick_round(nodes, gpus_per_node, jobs, seed, constrained=constrained)
 
 
 KIND = register_kind(RoundKind(

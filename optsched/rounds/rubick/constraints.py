@@ -7,7 +7,15 @@ independent feasibility check:
 * **fixed plan** (``plan_fixed``): the only plan it may run is ``requested_plan`` (the exact plan:
   DP/TP/PP sizes, ZeRO, GA, GC, micro-batches), and so on ``requested_gpus`` GPUs;
 * **node count** (``max_nodes``): it spans at most that many nodes (1 = one node);
-* **CPU floor** (``min_cpus_per_gpu``): it holds at least that many CPUs per GPU.
+* **CPU floor** (``min_cpus_per_gpu``): it holds at least that many CPUs per GPU;
+* **node selector** (``node_selector``): every node it runs on has each selected label with the
+  selected value;
+* **node state**: no job gets new GPUs on a ``cordoned`` node (one that runs there may stay, keep
+  or trim in place, or shrink there: it holds at most the GPUs it holds there now).
+
+The node rules are not rows but nodes: every method reads them from :func:`new_work_mask` (the nodes a
+job may get new GPUs on) and :func:`held_on_cordoned` (what it may keep on a cordoned node); the
+independent check reads :func:`node_broken`.
 
 Every method inherits them from the coefficient table: a row that breaks one is never a candidate
 (:func:`admissible_rows`, applied before dominance so that a dominating row the constraints remove
@@ -20,7 +28,11 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, TypeVar
 
+import numpy as np
+
+from optsched.core.allocation import Placement
 from optsched.core.errors import ValidationError
+from optsched.core.hardware import Node
 from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan
 from optsched.core.round import RoundProblem
@@ -67,6 +79,12 @@ def constrained(job: Job) -> bool:
             or job.min_cpus_per_gpu is not None)
 
 
+def node_constrained(problem: RoundProblem) -> bool:
+    """Whether any node of ``problem`` is not ``ready`` or any job selects nodes (else every node rule
+    holds trivially and the methods skip them)."""
+    return any(n.state != "ready" for n in problem.cluster.nodes) or any(j.node_selector for j in problem.jobs)
+
+
 def constraint_key(job: Job) -> tuple:
     """What a job's rows depend on among its constraints (part of the table caches' keys)."""
     return (job.min_gpus, job.max_gpus, job.plan_fixed, job.max_nodes, job.min_cpus_per_gpu)
@@ -84,12 +102,68 @@ def check_running(problem: RoundProblem) -> None:
     constraints, and the rule (module docstring)."""
     for alloc in problem.running:
         job = problem.job(alloc.job)
-        if not constrained(job):
-            continue
-        bad = broken(job, alloc.plan, alloc.placement.gpus_per_node, alloc.placement.total_cpus)
+        bad = selector_broken(problem, job, alloc.placement)
+        if constrained(job):
+            bad += broken(job, alloc.plan, alloc.placement.gpus_per_node, alloc.placement.total_cpus)
         if bad:
             raise ValidationError(f"round: running job {job.name!r} breaks its own constraints: {'; '.join(bad)} "
                                   "(change its allocation or its constraints)")
+
+
+def selects(job: Job, node: Node) -> bool:
+    """Whether ``node`` has every label of ``job``'s node selector with its value."""
+    return all(node.label(k) == v for k, v in job.node_selector)
+
+
+def new_work_mask(problem: RoundProblem, job: Job, names: Sequence[str]) -> np.ndarray:
+    """Per node of ``names``: whether ``job`` may get new GPUs there (a ``ready`` node its selector
+    matches; its GPU type is the rows' business)."""
+    nodes = [problem.cluster.node(n) for n in names]
+    return np.array([n.state == "ready" and selects(job, n) for n in nodes], dtype=bool)
+
+
+def held_on_cordoned(problem: RoundProblem, job: Job) -> dict[str, int]:
+    """Cordoned node -> the GPUs ``job`` holds there now (the most it may hold there this round)."""
+    cur = problem.current(job.name)
+    if cur is None:
+        return {}
+    return {n: s.gpus for n, s in cur.placement.shares
+            if s.gpus > 0 and problem.cluster.node(n).state == "cordoned"}
+
+
+def selector_broken(problem: RoundProblem, job: Job, placement: Placement) -> list[str]:
+    """A phrase per node of ``placement`` that ``job``'s node selector does not select."""
+    want = ", ".join(f"{k}={v}" for k, v in job.node_selector)
+    return [f"node {name!r} does not match its node_selector {want}" for name, share in placement.shares
+            if share.gpus > 0 and not selects(job, problem.cluster.node(name))]
+
+
+def node_broken(problem: RoundProblem, job: Job, placement: Placement) -> list[str]:
+    """The node rules (module docstring) that ``job`` on ``placement`` breaks, one phrase each."""
+    out = selector_broken(problem, job, placement)
+    held = held_on_cordoned(problem, job)
+    for name, share in placement.shares:
+        if share.gpus <= 0:
+            continue
+        node = problem.cluster.node(name)
+        if node.state == "cordoned" and share.gpus > held.get(name, 0):
+            out.append(f"{share.gpus} GPUs on cordoned node {name!r}, where it held {held.get(name, 0)}")
+        elif node.state == "draining":
+            out.append(f"GPUs on draining node {name!r}")
+    return out
+
+
+def check_draining(problem: RoundProblem) -> None:
+    """``ValidationError`` naming the first draining node a running job holds GPUs on: moving jobs off
+    a draining node is not implemented in ``rubick`` rounds yet, so such a round is refused rather
+    than answered with the jobs kept there. A draining node without running jobs takes no new work (as
+    a cordoned one)."""
+    for alloc in problem.running:
+        for name, share in alloc.placement.shares:
+            if share.gpus > 0 and problem.cluster.node(name).state == "draining":
+                raise ValidationError(f"round: node {name!r} is draining while job {alloc.job!r} runs there; rubick "
+                                      "rounds do not move jobs off a draining node yet: preempt them (leave out their "
+                                      "running allocation) or cordon the node")
 
 
 def check_job(job: Job) -> None:
@@ -103,4 +177,6 @@ def check_job(job: Job) -> None:
                               f"GPUs, below its min_cpus_per_gpu {job.min_cpus_per_gpu}")
 
 
-__all__ = ["Configuration", "admissible_rows", "broken", "check_job", "check_running", "constrained", "constraint_key"]
+__all__ = ["Configuration", "admissible_rows", "broken", "check_draining", "check_job", "check_running",
+           "constrained", "constraint_key", "held_on_cordoned", "new_work_mask", "node_broken", "node_constrained",
+           "selector_broken", "selects"]

@@ -12,7 +12,7 @@ from optsched.core.capacity import NodeUsage
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, check_round_table, placement_of
-from optsched.rounds.rubick.constraints import broken
+from optsched.rounds.rubick.constraints import broken, node_broken
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of the capacity check (GPUs, CPUs, GiB)
@@ -51,8 +51,10 @@ def violations(problem: RubickRound, table: CoefficientTable, choices: Mapping[s
             continue
         placement = placement_of(problem, table, j, choice)
         usage.add_all(placement.shares)
-        out.extend(f"job {name!r}: {b}" for b in broken(problem.job(name), table.plans[row],
-                                                          placement.gpus_per_node, placement.total_cpus))
+        job = problem.job(name)
+        out.extend(f"job {name!r}: {b}" for b in broken(job, table.plans[row], placement.gpus_per_node,
+                                                          placement.total_cpus))
+        out.extend(f"job {name!r}: {b}" for b in node_broken(problem, job, placement))
         if name in admission.waiting:
             out.append(f"job {name!r} runs although it waits for quota ({admission.waiting[name]})")
     for name in admission.protected:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -262,18 +262,20 @@ def _place(parts: list[tuple[_NodeState, int]], job: str, plan: ExecutionPlan, c
 
 def generate_rubick_round(num_nodes: int, gpus_per_node: int, num_jobs: int, seed: int, *,
                           tenants: int = 3, guaranteed_fraction: float = 0.4, running_fraction: float = 0.5,
-                          occupied_fraction: float = 0.25) -> RubickRound:
+                          occupied_fraction: float = 0.25, constrained: float = 0.0) -> RubickRound:
     """A random Rubick round on ``a800_cluster(num_nodes, gpus_per_node)`` with ``num_jobs`` jobs,
     identical for identical arguments (module docstring for the distributions).
 
     ``tenants`` tenants share the quotas; about ``guaranteed_fraction`` of the jobs are guaranteed,
     ``running_fraction`` of them are picked to run (fewer when the cluster is full) and
-    ``occupied_fraction`` of the nodes hold outside work. Raises ``ValidationError`` naming the
+    ``occupied_fraction`` of the nodes hold outside work; with ``constrained`` > 0 the nodes are
+    labelled with racks and about that fraction of the queued jobs state a hard constraint
+    (:func:`with_constraints`; 0 leaves the round exactly as before). Raises ``ValidationError`` naming the
     argument when an integer argument is not a positive integer (``seed``: not >= 0) or a fraction
     is outside [0, 1]."""
     _check_args(num_nodes, gpus_per_node, num_jobs, seed, tenants,
                 {"guaranteed_fraction": guaranteed_fraction, "running_fraction": running_fraction,
-                 "occupied_fraction": occupied_fraction})
+                 "occupied_fraction": occupied_fraction, "constrained": constrained})
     require_seed("generate_rubick_round", seed)
     rng = np.random.default_rng(seed)
     cluster = a800_cluster(num_nodes, gpus_per_node)
@@ -369,8 +371,43 @@ def generate_rubick_round(num_nodes: int, gpus_per_node: int, num_jobs: int, see
     running.sort(key=lambda a: a.job)
     log.debug("generated round: %d nodes x %d GPUs, %d jobs (%d running), %d occupied nodes, seed %d",
               num_nodes, gpus_per_node, num_jobs, len(running), len(occupied), seed)
-    return RubickRound(cluster=cluster, jobs=jobs, running=tuple(running), occupied=tuple(occupied.items()),
-                       quotas=tuple(quotas.items()), time=time)
+    problem = RubickRound(cluster=cluster, jobs=jobs, running=tuple(running), occupied=tuple(occupied.items()),
+                          quotas=tuple(quotas.items()), time=time)
+    return with_constraints(problem, constrained, seed) if constrained > 0 else problem
 
 
-__all__ = ["MODEL_WEIGHTS", "MIN_REQUEST_GPUS", "candidate_requests", "generate_rubick_round", "request_weight"]
+#: nodes per rack of :func:`with_constraints`
+RACK_NODES = 8
+
+
+def with_constraints(problem: RubickRound, fraction: float, seed: int) -> RubickRound:
+    """``problem`` with its nodes labelled ``rack`` (:data:`RACK_NODES` nodes a rack) and about
+    ``fraction`` of its queued jobs given one hard constraint each, drawn uniformly (its own random
+    stream of ``seed``): a rack selector, ``max_nodes`` = the fewest nodes its request needs, a gang
+    (``min_gpus = max_gpus = requested_gpus``), or a CPU floor of half its requested CPUs per GPU
+    (at least 1)."""
+    rng = np.random.default_rng([seed, 7919])
+    racks = max(1, -(-len(problem.cluster.nodes) // RACK_NODES))
+    nodes = tuple(replace(n, labels={"rack": f"rack{i // RACK_NODES}"}) for i, n in enumerate(problem.cluster.nodes))
+    per_node = max(n.num_gpus for n in nodes)
+    jobs = []
+    for job in problem.jobs:
+        if problem.current(job.name) is not None or rng.random() >= fraction:
+            jobs.append(job)
+            continue
+        kind = int(rng.integers(4))
+        if kind == 0:
+            job = replace(job, node_selector={"rack": f"rack{int(rng.integers(racks))}"})
+        elif kind == 1:
+            job = replace(job, max_nodes=-(-job.requested_gpus // per_node))
+        elif kind == 2:
+            job = replace(job, min_gpus=job.requested_gpus, max_gpus=job.requested_gpus)
+        else:
+            cpus = job.cpus_or_default(min(n.num_cpus / max(n.num_gpus, 1) for n in nodes))
+            job = replace(job, min_cpus_per_gpu=max(1, cpus // job.requested_gpus // 2))
+        jobs.append(job)
+    return replace(problem, cluster=replace(problem.cluster, nodes=nodes), jobs=tuple(jobs))
+
+
+__all__ = ["MODEL_WEIGHTS", "MIN_REQUEST_GPUS", "RACK_NODES", "candidate_requests", "generate_rubick_round", "request_weight",
+           "with_constraints"]
