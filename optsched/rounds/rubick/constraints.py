@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Protocol, Sequence, TypeVar
 
 from optsched.core.errors import ValidationError
+from optsched.core.skip import JobError
 from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan
 from optsched.core.round import RoundProblem
@@ -88,8 +89,8 @@ def check_running(problem: RoundProblem) -> None:
             continue
         bad = broken(job, alloc.plan, alloc.placement.gpus_per_node, alloc.placement.total_cpus)
         if bad:
-            raise ValidationError(f"round: running job {job.name!r} breaks its own constraints: {'; '.join(bad)} "
-                                  "(change its allocation or its constraints)")
+            raise JobError(job.name, f"round: running job {job.name!r} breaks its own constraints: "
+                                     f"{'; '.join(bad)} (change its allocation or its constraints)")
 
 
 def check_job(job: Job) -> None:
