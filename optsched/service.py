@@ -5,7 +5,8 @@ An ASGI application on Starlette, served by uvicorn (``pip install -e ".[serve]"
 is the reference. Endpoints:
 
 * ``POST /solve``: the body is a round (``optsched.round/1``), or an envelope ``{"round": {...}, "method":
-  ..., "time_limit": ..., "seed": ..., "defer_unreachable": ..., "backend": ..., "partitions": ...}``; the
+  ..., "time_limit": ..., "seed": ..., "defer_unreachable": ..., "backend": ..., "partitions": ...,
+  "on_invalid_job": ...}`` (``on_invalid_job``: the mode of a round that does not state one); the
   same options may come as query parameters (``/solve?method=heuristic&time_limit=2``), each in one place
   only. Answers 200 with the decision (``optsched.decision/1``).
 * ``GET /health``: ``{"status": "ok", "version", "methods": {kind: [method, ...]}, "workers"}``.
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 
 #: options of ``POST /solve`` (query parameter or envelope field) and their types
 OPTIONS: dict[str, type] = {"method": str, "time_limit": float, "seed": int, "defer_unreachable": bool,
-                            "backend": str, "partitions": int}
+                            "backend": str, "partitions": int, "on_invalid_job": str}
 #: default cap of a request body, bytes
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 #: default cap of a request's time limit, seconds
@@ -160,7 +161,7 @@ def parse_solve_request(body: bytes, query: Mapping[str, str], config: ServiceCo
 def solve_request(data: Any, options: Mapping[str, Any], clock_start: float) -> dict[str, Any]:
     """Parse the round ``data`` and solve it with ``options`` (module docstring), the time limit counted
     from ``clock_start``; the decision as JSON. Raises what :func:`optsched.solve` raises."""
-    problem = RoundProblem.from_dict(data)
+    problem = RoundProblem.from_dict(data, on_invalid_job=options.get("on_invalid_job"))
     extras = {DEFER: True} if options.get("defer_unreachable") else {}
     decision = solve(problem, options.get("method", "exact"), options.get("time_limit", DEFAULT_TIME_LIMIT),
                      options.get("seed", 0), clock_start=clock_start, partitions=options.get("partitions"),

@@ -205,3 +205,23 @@ def test_partitions_and_seeds_out_of_range_are_400(server: str, tmp_path: Path, 
         assert rule in _cli_error(tmp_path, json.dumps(data), "--method", "heuristic", *args, capsys=capsys)
     status, _ = _call(f"{server}/health")
     assert status == 200
+
+
+def test_on_invalid_job_skip_through_the_service(server: str) -> None:
+    """One bad job does not sink the round: with ``on_invalid_job=skip`` (query or envelope) the job is in
+    the decision's ``skipped`` list and the rest is solved; without it the round is a 400 naming the job;
+    a round's own field wins over the option."""
+    data = generate_rubick_round(2, 8, 6, 1).to_dict()
+    data["jobs"].append({**{k: v for k, v in data["jobs"][1].items() if k != "completed_iterations"},
+                         "name": "too-big", "requested_gpus": 64})
+    status, err = _call(server + "/solve?method=heuristic", data)
+    assert status == 400 and "'too-big'" in err["error"] and "no GPU type" in err["error"]
+    for status, d in (_call(server + "/solve?method=heuristic&on_invalid_job=skip", data),
+                      _call(server + "/solve", {"round": data, "method": "fifo", "on_invalid_job": "skip"})):
+        assert status == 200, d
+        assert [s["job"] for s in d["skipped"]] == ["too-big"] and "no GPU type" in d["skipped"][0]["reason"]
+        assert "too-big" not in {j["job"] for j in d["jobs"]} and len(d["jobs"]) == 6
+    status, err = _call(server + "/solve?on_invalid_job=skip", {**data, "on_invalid_job": "error"})
+    assert status == 400 and "'too-big'" in err["error"]
+    status, err = _call(server + "/solve?on_invalid_job=sometimes", data)
+    assert status == 400 and "on_invalid_job" in err["error"]

@@ -43,6 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="rubick rounds: defer a guaranteed job whose performance guarantee no node shape can reach "
                         "this round (it waits; named in the decision's message) instead of reporting the round "
                         "infeasible")
+    p.add_argument("--on-invalid-job", choices=("error", "skip"), default=None,
+                   help="what a job that fails validation does to a round that does not say (its on_invalid_job "
+                        "field wins): error (default) fails the round; skip leaves the job out, listed with the "
+                        "error in the decision's skipped list, and solves the rest (rubick rounds)")
     p.add_argument("--backend", default="cpsat", choices=("cpsat", "cbc", "highs"),
                    help="what solves exact formulations: CP-SAT (default), or a MILP through pulp with CBC, or HiGHS "
                         "when highspy is installed")
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     """Solve the round and write the decision's JSON to ``--out`` or stdout."""
     started = time.perf_counter()  # the time limit covers reading the round too
     check_output_file(args.out)
-    problem = RoundProblem.from_dict(read_round(args.round))
+    problem = RoundProblem.from_dict(read_round(args.round), on_invalid_job=args.on_invalid_job)
     for warning in unit_warnings(problem.cluster, problem.jobs):
         err(f"{PROG}: warning: {warning}")
     models = fitted_models(args.params, problem.cluster)

@@ -33,6 +33,7 @@ from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan
+from optsched.core.skip import job_errors
 
 #: JSON keys of a row: required, then optional
 ROW_KEYS: tuple[tuple[str, ...], tuple[str, ...]] = (("plan", "gpu_type", "gpus_per_node", "throughput"),
@@ -140,12 +141,13 @@ def check_coefficients(coefficients: Coefficients, jobs: Mapping[str, Job], clus
     """Every job named has at least one row and is a job of the round; each job's rows pass
     :func:`check_job_rows`."""
     for name, rows in coefficients:
-        if name not in jobs:
-            raise ValidationError(f"coefficients: job {name!r} is not among the round's jobs")
-        if not rows:
-            raise ValidationError(f"coefficients[{name!r}]: needs at least one row (omit the job to let the "
-                                  "performance model predict it)")
-        check_job_rows(jobs[name], rows, cluster)
+        with job_errors(name):  # each a rule of one job (optsched.core.skip)
+            if name not in jobs:
+                raise ValidationError(f"coefficients: job {name!r} is not among the round's jobs")
+            if not rows:
+                raise ValidationError(f"coefficients[{name!r}]: needs at least one row (omit the job to let the "
+                                      "performance model predict it)")
+            check_job_rows(jobs[name], rows, cluster)
 
 
 def normalise_coefficients(value: Any) -> Coefficients:

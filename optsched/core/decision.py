@@ -23,6 +23,13 @@ to the top-level ones (a Rubick decision has ``"jobs": [...]``), so decision fil
   heuristic_objective``; ``warm_start`` says whether the solver was given that decision as a hint.
 * ``gap == relative_gap(bound, objective)`` always; ``optimal`` means a gap of 0 up to the solver's
   tolerance. ``partial`` (a method its time limit cut short) follows the rule of its method otherwise.
+
+**Skipped jobs** (``on_invalid_job: "skip"``, :mod:`optsched.core.skip`). ``skipped`` lists the jobs the
+round left out because they failed validation, ``[{"job": name, "reason": text}]``, the same list for
+every method of a round. A skipped job is not in the payload (no ``wait`` entry: it was not part of the
+round solved; its running allocation, when it had one, is held or released as
+:mod:`optsched.core.round` says). Written only when non-empty, so decisions of rounds without skipped
+jobs read and hash as before.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from optsched.core.allocation import Allocation, Placement
 from optsched.core.checks import require_keys, require_name
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.kinds import DecisionPayload, round_kind
+from optsched.core.skip import SkippedJob, check_unique, skipped_from_dict
 
 DECISION_FORMAT = "optsched.decision/1"
 
@@ -52,7 +60,7 @@ STATUSES = ("optimal", "feasible", "heuristic", "heuristic-fallback", "partial")
 GAP_FLOOR = 1e-9
 
 _TOP_LEVEL = ("format", "kind", "method", "status", "objective", "bound", "gap", "solve_seconds",
-              "heuristic_objective", "warm_start", "message")
+              "heuristic_objective", "warm_start", "message", "skipped")
 
 
 def relative_gap(bound: float | None, objective: float | None) -> float | None:
@@ -174,6 +182,8 @@ class Decision:
     heuristic_objective: float | None = None
     warm_start: bool = False
     message: str = ""
+    #: the jobs the round left out (module docstring, "Skipped jobs")
+    skipped: tuple[SkippedJob, ...] = ()
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -182,6 +192,14 @@ class Decision:
         if not isinstance(self.payload, expected):
             raise ValidationError(f"decision of kind {self.kind!r}: payload must be a {expected.__name__}, got "
                                   f"{type(self.payload).__name__}")
+        object.__setattr__(self, "skipped", tuple(self.skipped))
+        if not all(isinstance(s, SkippedJob) for s in self.skipped):
+            raise ValidationError("decision: skipped must hold SkippedJob objects")
+        check_unique(self.skipped, "decision")
+        if self.skipped and isinstance(self.payload, JobAllocations):
+            both = sorted({s.job for s in self.skipped} & {d.job for d in self.payload.jobs})
+            if both:
+                raise ValidationError(f"decision: job(s) {', '.join(map(repr, both))} both skipped and decided")
 
     def _job_payload(self) -> JobAllocations:
         if not isinstance(self.payload, JobAllocations):
@@ -204,7 +222,8 @@ class Decision:
         return {"format": DECISION_FORMAT, "kind": self.kind, "method": self.method, "status": self.status,
                 "objective": self.objective, "bound": self.bound, "gap": self.gap,
                 "solve_seconds": self.solve_seconds, "heuristic_objective": self.heuristic_objective,
-                "warm_start": self.warm_start, "message": self.message, **self.payload.to_dict()}
+                "warm_start": self.warm_start, "message": self.message,
+                **({"skipped": [s.to_dict() for s in self.skipped]} if self.skipped else {}), **self.payload.to_dict()}
 
     @classmethod
     def from_dict(cls, data: Any) -> "Decision":
@@ -223,7 +242,8 @@ class Decision:
         payload = kind.payload.from_dict({k: v for k, v in data.items() if k not in _TOP_LEVEL})
         return cls(data["kind"], data["method"], data["status"], float(data["objective"]), payload,
                    data.get("bound"), data.get("gap"), float(data.get("solve_seconds", 0.0)),
-                   data.get("heuristic_objective"), bool(data.get("warm_start", False)), str(data.get("message", "")))
+                   data.get("heuristic_objective"), bool(data.get("warm_start", False)), str(data.get("message", "")),
+                   skipped_from_dict(data.get("skipped", []), "decision"))
 
 
 __all__ = ["ACTIONS", "DECISION_FORMAT", "Decision", "DecisionPayload", "GAP_FLOOR", "JobAllocations", "JobDecision",

@@ -23,6 +23,23 @@ Rules of the common part (each checked in the tests of ``core``):
   shape (it is the catalogue model then and is not stored); two objects of one name must agree.
   ``to_dict`` writes a job's model as the object again, so the round stays self-contained.
 
+**Invalid jobs** (``on_invalid_job``; docs/rounds.md, "Invalid jobs"; :mod:`optsched.core.skip`). With
+``"error"`` (the default) the first rule a job breaks fails the round, as always. With ``"skip"`` (kinds
+whose ``SKIPS_INVALID_JOBS`` is true; any other kind refuses it naming the field) a job that breaks a
+per-job rule is left out of the round and listed in ``skipped`` with the error text as its reason:
+its JSON (field types, unknown fields, its model object), its running allocation's JSON, every rule of
+this class about one job (name used twice: every job of that name is left out; an unbound field; an
+unknown GPU type; its running allocation naming no job of the round, unknown nodes, two GPU types or
+nodes off its pinned type, or bringing a node over capacity) and the kind's per-job rules (each raises
+:class:`~optsched.core.skip.JobError`). What is not about one job stays an error of the round: the file's
+shape and format, the cluster, ``occupied``, ``time`` and the kind's round fields. A skipped job that was
+running keeps its GPUs for the round: its allocation is added to ``occupied`` when it fits beside
+``occupied``, every valid running allocation and the skipped ones held before it (in round order), so no
+other job is given them; an allocation that does not fit (or names unknown nodes, or could not be read)
+is released and the reason says so (the caller then decides what happens to that job). ``skipped`` is
+part of the round object (what :meth:`without` and ``from_dict`` left out) but not of its JSON: the round
+written back is the round that was solved.
+
 **Subclassing.** A kind adds dataclass fields with defaults, checks them in ``_check_fields``, writes
 them in ``_fields_to_dict`` and reads them in ``_fields_from_dict`` (returning constructor keyword
 arguments), and lists their JSON keys in ``FIELD_KEYS``.
@@ -30,6 +47,7 @@ arguments), and lists their JSON keys in ``FIELD_KEYS``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
@@ -44,11 +62,12 @@ from optsched.core.hardware import Cluster, Node
 from optsched.core.job import CONSTRAINT_FIELDS, Job
 from optsched.core.kinds import round_kind, round_kinds
 from optsched.core.model import ModelSpec
+from optsched.core.skip import (DEFAULT_ON_INVALID_JOB, JobError, SkippedJob, check_mode, check_unique, job_errors)
 
 ROUND_FORMAT = "optsched.round/1"
 
 _COMMON_REQUIRED = ("kind", "cluster", "jobs")
-_COMMON_OPTIONAL = ("format", "time", "running", "occupied")
+_COMMON_OPTIONAL = ("format", "time", "running", "occupied", "on_invalid_job")
 #: the default of every job field that has one (what :meth:`RoundProblem._check_bound` compares with)
 _JOB_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Job)}
 _NODE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Node)}
@@ -68,9 +87,14 @@ class RoundProblem:
     #: naming the field, rather than silently ignored (default: every hard constraint of
     #: :data:`~optsched.core.job.CONSTRAINT_FIELDS`; a kind that binds some narrows this)
     UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = CONSTRAINT_FIELDS
+<<<<<<< HEAD
     #: node fields the kind does not bind (default: ``labels`` and ``state``); a node that sets one is
     #: refused, naming the field
     UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ("labels", "state")
+=======
+    #: whether rounds of the kind may say ``on_invalid_job: "skip"`` (module docstring, "Invalid jobs")
+    SKIPS_INVALID_JOBS: ClassVar[bool] = False
+>>>>>>> invalid-job-skip
 
     cluster: Cluster
     jobs: tuple[Job, ...] = ()
@@ -78,6 +102,10 @@ class RoundProblem:
     occupied: tuple[tuple[str, NodeShare], ...] = ()
     time: float = 0.0
     own_models: tuple[ModelSpec, ...] = ()
+    #: ``"error"`` or ``"skip"`` (module docstring, "Invalid jobs")
+    on_invalid_job: str = field(default=DEFAULT_ON_INVALID_JOB, kw_only=True)
+    #: the jobs left out of the round, with their reasons (module docstring, "Invalid jobs")
+    skipped: tuple[SkippedJob, ...] = field(default=(), kw_only=True)
     _jobs: dict[str, Job] = field(init=False, repr=False, compare=False)
     _running: dict[str, Allocation] = field(init=False, repr=False, compare=False)
     _free: dict[str, NodeShare] = field(init=False, repr=False, compare=False)
@@ -103,18 +131,20 @@ class RoundProblem:
         occupied = tuple(sorted(occupied_items, key=lambda kv: kv[0]))
         object.__setattr__(self, "occupied", occupied)
         require_number("round", "time", self.time, 0.0)
+        self._check_skip_fields()
         jobs: dict[str, Job] = {}
         for j in self.jobs:
             if not isinstance(j, Job):
                 raise ValidationError(f"round: jobs must hold Job objects, got {j!r}")
-            if j.name in jobs:
-                raise ValidationError(f"round: job name {j.name!r} used twice")
-            self._check_bound(j)
-            if j.gpu_type is not None:
-                try:
-                    self.cluster.gpu_type(j.gpu_type)
-                except UnknownNameError as e:
-                    raise ValidationError(f"round: job {j.name!r} is pinned to {e}") from None
+            with job_errors(j.name):
+                if j.name in jobs:
+                    raise ValidationError(f"round: job name {j.name!r} used twice")
+                self._check_bound(j)
+                if j.gpu_type is not None:
+                    try:
+                        self.cluster.gpu_type(j.gpu_type)
+                    except UnknownNameError as e:
+                        raise ValidationError(f"round: job {j.name!r} is pinned to {e}") from None
             jobs[j.name] = j
         usage = NodeUsage()
         for name, share in occupied:
@@ -125,22 +155,25 @@ class RoundProblem:
         for a in self.running:
             if not isinstance(a, Allocation):
                 raise ValidationError(f"round: running must hold Allocation objects, got {a!r}")
-            if a.job not in jobs:
-                raise ValidationError(f"round: running allocation names job {a.job!r}, which is not among the jobs")
-            if a.job in running:
-                raise ValidationError(f"round: job {a.job!r} has two running allocations")
-            job = jobs[a.job]
-            types = {self._node(n, f"running job {a.job!r}").gpu_type for n, sh in a.placement.shares if sh.gpus > 0}
-            if len(types) > 1:
-                raise ValidationError(f"round: running job {a.job!r} spans GPU types {', '.join(sorted(types))}; "
-                                      "a job runs on one GPU type")
-            for node_name, share in a.placement.shares:
-                node = self._node(node_name, f"running job {a.job!r}")
-                if job.gpu_type is not None and node.gpu_type != job.gpu_type:
-                    raise ValidationError(
-                        f"round: running job {a.job!r} is pinned to {job.gpu_type} GPUs but runs on node "
-                        f"{node_name!r} of type {node.gpu_type}")
-                self._hold(usage, node_name, share, f"job {a.job!r}")
+            with job_errors(a.job):
+                if a.job not in jobs:
+                    raise ValidationError(f"round: running allocation names job {a.job!r}, which is not among the "
+                                          "jobs")
+                if a.job in running:
+                    raise ValidationError(f"round: job {a.job!r} has two running allocations")
+                job = jobs[a.job]
+                types = {self._node(n, f"running job {a.job!r}").gpu_type for n, sh in a.placement.shares
+                         if sh.gpus > 0}
+                if len(types) > 1:
+                    raise ValidationError(f"round: running job {a.job!r} spans GPU types {', '.join(sorted(types))}; "
+                                          "a job runs on one GPU type")
+                for node_name, share in a.placement.shares:
+                    node = self._node(node_name, f"running job {a.job!r}")
+                    if job.gpu_type is not None and node.gpu_type != job.gpu_type:
+                        raise ValidationError(
+                            f"round: running job {a.job!r} is pinned to {job.gpu_type} GPUs but runs on node "
+                            f"{node_name!r} of type {node.gpu_type}")
+                    self._hold(usage, node_name, share, f"job {a.job!r}")
             running[a.job] = a
         object.__setattr__(self, "_jobs", jobs)
         object.__setattr__(self, "_running", running)
@@ -157,6 +190,81 @@ class RoundProblem:
 
     def _check_fields(self) -> None:
         """Validate the kind's own fields (subclasses; module docstring)."""
+
+    def _check_skip_fields(self) -> None:
+        """``on_invalid_job`` is a mode the kind supports; ``skipped`` holds :class:`SkippedJob` entries, each
+        job once and none a job of the round (module docstring, "Invalid jobs")."""
+        type(self).check_on_invalid_job(self.on_invalid_job)
+        object.__setattr__(self, "skipped", tuple(self.skipped))
+        for s in self.skipped:
+            if not isinstance(s, SkippedJob):
+                raise ValidationError(f"round: skipped must hold SkippedJob objects, got {s!r}")
+        check_unique(self.skipped, "round")
+        names = {j.name for j in self.jobs if isinstance(j, Job)}
+        both = sorted(names & {s.job for s in self.skipped})
+        if both:
+            raise ValidationError(f"round: job(s) {', '.join(map(repr, both))} both skipped and in the round")
+
+    # -- invalid jobs (module docstring, "Invalid jobs") -------------------------------------------
+    @classmethod
+    def check_on_invalid_job(cls, mode: Any) -> str:
+        """``mode`` when it is an ``on_invalid_job`` mode this kind supports; otherwise a
+        ``ValidationError`` naming the field (``"skip"`` in a kind whose ``SKIPS_INVALID_JOBS`` is false)."""
+        check_mode(mode)
+        if mode == "skip" and not cls.SKIPS_INVALID_JOBS:
+            able = [k for k in round_kinds() if round_kind(k).problem.SKIPS_INVALID_JOBS]
+            raise ValidationError(f"round: on_invalid_job 'skip' is not supported by {cls.KIND} rounds (kinds that "
+                                  f"support it: {', '.join(able) or 'none'}); use 'error'")
+        return mode
+
+    @classmethod
+    def _fields_without(cls, fields: Mapping[str, Any], names: frozenset[str]) -> dict[str, Any]:
+        """The kind's constructor keyword arguments ``fields`` that mention the jobs ``names``, with those
+        jobs taken out (subclasses whose fields name jobs; only the changed ones are returned)."""
+        return {}
+
+    def _kind_fields(self) -> dict[str, Any]:
+        """The kind's own fields of this round as constructor keyword arguments."""
+        common = {f.name for f in dataclasses.fields(RoundProblem)}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init and f.name not in common}
+
+    def without(self, skipped: Sequence[SkippedJob]) -> "RoundProblem":
+        """This round less the jobs of ``skipped`` (their running allocations held or released, module
+        docstring, "Invalid jobs"), the entries added to :attr:`skipped`; ``self`` when ``skipped`` is empty."""
+        if not skipped:
+            return self
+        names = frozenset(s.job for s in skipped)
+        gone = [a for a in self.running if a.job in names]
+        kept = dataclasses.replace(self, jobs=tuple(j for j in self.jobs if j.name not in names),
+                             running=tuple(a for a in self.running if a.job not in names),
+                             **type(self)._fields_without(self._kind_fields(), names))
+        return kept._holding(gone, tuple(self.skipped) + tuple(skipped))
+
+    def _holding(self, allocations: Sequence[Allocation], skipped: tuple[SkippedJob, ...]) -> "RoundProblem":
+        """This round with ``skipped`` as its skipped jobs and their running ``allocations`` added to
+        ``occupied`` where they fit (module docstring, "Invalid jobs"); a released allocation's reason says why."""
+        usage = NodeUsage()
+        for name, share in self.occupied:
+            usage.add(name, share)
+        for a in self.running:
+            usage.add_all(a.placement.shares)
+        held: dict[str, NodeShare] = dict(self.occupied)
+        notes: dict[str, str] = {}
+        for a in allocations:
+            trial = copy.deepcopy(usage)
+            try:
+                for node, share in a.placement.shares:
+                    self._hold(trial, node, share, f"job {a.job!r}")
+            except ValidationError as e:
+                notes[a.job] = (f"; its running allocation is released ({e}): the round may give its resources to "
+                                "other jobs")
+                continue
+            usage = trial
+            for node, share in a.placement.shares:
+                old = held.get(node, NodeShare(0))
+                held[node] = NodeShare(old.gpus + share.gpus, old.cpus + share.cpus, old.mem_gib + share.mem_gib)
+        skipped = tuple(SkippedJob(s.job, s.reason + notes[s.job]) if s.job in notes else s for s in skipped)
+        return dataclasses.replace(self, occupied=tuple(held.items()), skipped=skipped)
 
     def _node(self, name: str, who: str) -> Any:
         try:
@@ -255,19 +363,23 @@ class RoundProblem:
         return {"format": ROUND_FORMAT, "kind": self.kind, "time": self.time,
                 "cluster": self.cluster.to_dict(), "jobs": self._jobs_to_dict(),
                 "running": [a.to_dict() for a in self.running],
-                "occupied": {n: s.to_dict() for n, s in self.occupied}, **self._fields_to_dict()}
+                "occupied": {n: s.to_dict() for n, s in self.occupied}, **self._fields_to_dict(),
+                **({"on_invalid_job": self.on_invalid_job} if self.on_invalid_job != DEFAULT_ON_INVALID_JOB else {})}
 
     @classmethod
-    def from_dict(cls, data: Any, clusters: Mapping[str, Cluster] | None = None) -> "RoundProblem":
+    def from_dict(cls, data: Any, clusters: Mapping[str, Cluster] | None = None, *,
+                  on_invalid_job: str | None = None) -> "RoundProblem":
         """Parse a round file. On the base class the file's ``kind`` picks the problem class; on a kind's
         class the file must be of that kind. ``cluster`` may be an object or the name of a cluster in
-        ``clusters`` (the built-in catalogue by default)."""
+        ``clusters`` (the built-in catalogue by default). ``on_invalid_job`` is the mode of a file that does
+        not state one (default ``"error"``); a file's own ``on_invalid_job`` wins (module docstring,
+        "Invalid jobs")."""
         if not isinstance(data, dict):
             raise ValidationError(f"round: expected a JSON object, got {type(data).__name__}")
         if "kind" not in data:
             raise ValidationError("round: missing field(s) kind")
         if not cls.KIND:
-            return round_kind(data["kind"]).problem.from_dict(data, clusters)
+            return round_kind(data["kind"]).problem.from_dict(data, clusters, on_invalid_job=on_invalid_job)
         if data["kind"] != cls.KIND:
             if data["kind"] not in round_kinds():
                 raise UnknownNameError("round kind", str(data["kind"]), round_kinds())
@@ -275,6 +387,7 @@ class RoundProblem:
         require_keys("round", data, _COMMON_REQUIRED, _COMMON_OPTIONAL + cls.FIELD_KEYS)
         if data.get("format", ROUND_FORMAT) != ROUND_FORMAT:
             raise ValidationError(f"round: unsupported format {data['format']!r}, expected {ROUND_FORMAT}")
+        mode = cls.check_on_invalid_job(data.get("on_invalid_job", on_invalid_job or DEFAULT_ON_INVALID_JOB))
         cluster_data = data["cluster"]
         if isinstance(cluster_data, str):
             if clusters is None:
@@ -289,30 +402,70 @@ class RoundProblem:
         for key, kind in (("jobs", list), ("running", list), ("occupied", dict)):
             if key in data and not isinstance(data[key], kind):
                 raise ValidationError(f"round: {key} must be a JSON {'array' if kind is list else 'object'}")
+        skipped: list[SkippedJob] = []
         jobs = []
         models: dict[str, ModelSpec] = {}
         for i, j in enumerate(data["jobs"]):
             try:
                 j = _with_model_name(j, models)
                 jobs.append(Job.from_dict(j))
-            except ValidationError as e:
-                raise ValidationError(f"round: jobs[{i}]: {e}") from None
-            except TypeError as e:  # pragma: no cover - require_keys catches unknown fields first
-                raise ValidationError(f"round: jobs[{i}]: {e}") from None
+            except (ValidationError, TypeError) as e:  # TypeError: pragma: no cover (require_keys comes first)
+                error = ValidationError(f"round: jobs[{i}]: {e}")
+                if mode != "skip":
+                    raise error from None
+                skipped.append(SkippedJob(_entry_name(j, "name", f"jobs[{i}]"), str(error)))
         running = []
         for i, a in enumerate(data.get("running", [])):
             try:
                 running.append(Allocation.from_dict(a))
             except ValidationError as e:
-                raise ValidationError(f"round: running[{i}]: {e}") from None
+                error = ValidationError(f"round: running[{i}]: {e}")
+                name = _entry_name(a, "job", None)
+                if mode != "skip" or name is None:
+                    raise error from None
+                skipped.append(SkippedJob(name, f"{error}; its running allocation is released (unreadable): the "
+                                                "round may give its resources to other jobs"))
         occupied = {}
         for n, sh in data.get("occupied", {}).items():
             try:
                 occupied[n] = NodeShare.from_dict(sh)
             except ValidationError as e:
                 raise ValidationError(f"round: occupied share of node {n!r}: {e}") from None
-        return cls(cluster=cluster, jobs=tuple(jobs), running=tuple(running), occupied=tuple(occupied.items()),
-                   time=data.get("time", 0.0), own_models=tuple(models.values()), **cls._fields_from_dict(data))
+        common = {"cluster": cluster, "occupied": tuple(occupied.items()), "time": data.get("time", 0.0),
+                  "own_models": tuple(models.values()), "on_invalid_job": mode}
+        fields = cls._fields_from_dict(data)
+        if mode != "skip":
+            return cls(jobs=tuple(jobs), running=tuple(running), **common, **fields)
+        return cls._valid_part(common, fields, jobs, running, skipped)
+
+    @classmethod
+    def _valid_part(cls, common: dict[str, Any], fields: dict[str, Any], jobs: list[Job],
+                    running: list[Allocation], skipped: list[SkippedJob]) -> "RoundProblem":
+        """The round of the valid jobs among ``jobs``, the others added to ``skipped`` (module docstring,
+        "Invalid jobs"): built again without each job a :class:`~optsched.core.skip.JobError` names until
+        no job breaks a rule, then the skipped jobs' running allocations held where they fit."""
+        dropped = {s.job for s in skipped}
+        while True:
+            fields = {**fields, **cls._fields_without(fields, frozenset(dropped))}
+            try:
+                valid = cls(jobs=tuple(j for j in jobs if j.name not in dropped),
+                            running=tuple(a for a in running if a.job not in dropped), **common, **fields)
+                break
+            except JobError as e:
+                if e.job in dropped:  # pragma: no cover - a check naming a job it was not given
+                    raise
+                dropped.add(e.job)
+                skipped.append(SkippedJob(e.job, str(e)))
+        by_job: dict[str, SkippedJob] = {}
+        for s in skipped:  # a job skipped twice (its JSON and its allocation): one entry, both reasons
+            by_job[s.job] = s if s.job not in by_job else SkippedJob(s.job, f"{by_job[s.job].reason}; {s.reason}")
+        return valid._holding([a for a in running if a.job in dropped], tuple(by_job.values()))
+
+
+def _entry_name(entry: Any, key: str, default: str | None) -> str | None:
+    """The name under ``key`` of a JSON entry that failed to parse, when it is a non-empty string."""
+    name = entry.get(key) if isinstance(entry, dict) else None
+    return name if isinstance(name, str) and name.strip() else default
 
 
 def _with_model_name(job: Any, models: dict[str, ModelSpec]) -> Any:

@@ -45,7 +45,7 @@ from __future__ import annotations
 import time
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Sequence
+from typing import Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -72,6 +72,7 @@ from optsched.rounds.lyra_sim import LyraSimRound
 from optsched.rounds.lyra_allocate import LyraAllocateRound
 from optsched.rounds.lyra_allocate.decision import allocation_decision, counts
 from optsched.rounds.lyra_allocate.items import flexible_items
+from optsched.rounds.lyra_allocate.payload import WorkerCount
 from optsched.rounds.lyra_reclaim import LyraReclaimRound, ReclaimView, reclaim_decision
 from optsched.rounds.placement import PlacementRound
 from optsched.rounds.placement.evaluate import objective as placement_objective
@@ -408,11 +409,14 @@ class LyraSimPolicy:
         placed = best_fit_decreasing(pr, self.lyra_placement)
         self.flexible = {pl.job: dict(pl.flexible) for pl in placed.placements if pl.flexible}
         out = []
+        workers = wc.as_dict()
+        unplaced_of = dict(placed.unplaced)
         for j in p.jobs:
             pl = placed.of(j.name)
             cur = p.current(j.name)
             if pl is None:
-                out.append(JobDecision(j.name, None, 0.0, 0.0, "wait" if cur is None else "preempt"))
+                out.append(JobDecision(j.name, None, 0.0, 0.0, "wait" if cur is None else "preempt",
+                                       reason=_idle_reason(j.name, workers, unplaced_of, self.name)))
                 continue
             alloc = worker_allocation(j.name, pl.gpus_per_node())
             rate = work_rate(j, sum(g // p.worker_gpus(j, n) for n, g in pl.gpus_per_node().items()), p.scaling)
@@ -453,6 +457,18 @@ class LyraSimPolicy:
         for job in outcome.preempted:
             self.flexible.pop(job, None)
         return ServerReturn(outcome.servers, outcome.preempted, tuple(shrink))
+
+
+def _idle_reason(job: str, workers: Mapping[str, WorkerCount], unplaced: Mapping[str, int], method: str) -> str:
+    """Why ``job`` gets nothing in a Lyra decision: the allocator gave it no workers, or the placement found
+    no room for the workers it was given."""
+    if job in unplaced:
+        return (f"no room: its {unplaced[job]} worker(s) fit no free node this round (the placement of {method} "
+                "left them unplaced)")
+    count = workers.get(job)
+    if count is None or count.workers == 0:
+        return f"no room: {method} allocated it no workers this round (the free GPUs went to other jobs)"
+    return f"no room: {method} placed none of its {count.workers} worker(s) this round"
 
 
 def _sim(name: str, reclaimer: str = "lyra", lyra_placement: bool = True,

@@ -15,6 +15,10 @@ Methods (registered in :mod:`optsched.policies.registry` under kind ``rubick``):
   (:mod:`optsched.heuristics.baselines`, tables from :mod:`optsched.rounds.rubick.baseline_tables`).
   They ignore the seed (they are deterministic); their tables stop at the time limit like the others'.
 
+**Invalid jobs.** In a round that skips invalid jobs (``on_invalid_job: "skip"``) every method, the
+partitioned solve too, first takes out the jobs whose rows cannot be built
+(:func:`~optsched.rounds.rubick.table.valid_round`), so all methods report the same ``skipped`` list.
+
 The time limit covers the whole call: the table, the heuristic and the solver get the limit less
 :data:`FINISH_S_PER_JOB` per job, kept for assembling the decision. Each policy keeps a table cache
 across rounds (a simulator calls the same policy object every round).
@@ -60,7 +64,7 @@ from optsched.rounds.rubick.decision import Schedule, heuristic_decision, keep_u
 from optsched.rounds.rubick.feasibility import violations
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
-from optsched.rounds.rubick.table import DEFAULT_GROWTH, RoundTableCache, build_round_table
+from optsched.rounds.rubick.table import DEFAULT_GROWTH, RoundTableCache, build_round_table, valid_round
 
 #: the extra option of the kind (module docstring)
 DEFER = DEFER_OPTION
@@ -156,6 +160,9 @@ class _HeuristicPolicy:
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
         rubick = round_of(problem, RubickRound, self.name)
+        cache = getattr(self, "cache", None)
+        rubick = valid_round(rubick, _lookup(self.perf, rubick),
+                             cache=cache.round if isinstance(cache, BaselineCache) else cache)
         try:
             table, schedule = self.plan(rubick, _deadline(self.time_limit, self.clock_start, rubick))
         except InfeasibleError as e:
@@ -211,6 +218,10 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
     perf: PerfSource = field(default_factory=PerfSource, compare=False)
     cache: RoundTableCache = field(default_factory=RoundTableCache, compare=False, repr=False)
     defer_unreachable_guarantees: bool = False
+
+    def round_of(self, problem: RoundProblem, method: str) -> RubickRound:
+        rubick = super().round_of(problem, method)
+        return valid_round(rubick, _lookup(self.perf, rubick), cache=self.cache)
 
     def deadline(self, time_limit: float, clock_start: float | None, problem: RubickRound) -> Deadline:
         return _deadline(time_limit, clock_start, problem)

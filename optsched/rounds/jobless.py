@@ -21,11 +21,11 @@ class JoblessRound(RoundProblem):
             raise ValidationError(f"round: a {self.kind} round {what}; it takes no jobs and no running allocations")
 
     @classmethod
-    def from_dict(cls, data: Any, clusters: Any = None) -> RoundProblem:
+    def from_dict(cls, data: Any, clusters: Any = None, *, on_invalid_job: str | None = None) -> RoundProblem:
         """Parse a round file; ``jobs`` may be left out."""
         if isinstance(data, dict) and data.get("kind") == cls.KIND and "jobs" not in data:
             data = {**data, "jobs": []}
-        return super().from_dict(data, clusters)
+        return super().from_dict(data, clusters, on_invalid_job=on_invalid_job)
 
 
 __all__ = ["JoblessRound"]

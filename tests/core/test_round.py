@@ -377,9 +377,10 @@ def test_schemas_load_and_are_consistent() -> None:
 def test_schema_properties_match_the_value_objects() -> None:
     r = load_schema("round")
     rubick = next(b["then"] for b in r["allOf"] if b["if"]["properties"]["kind"] == {"const": "rubick"})
-    # perf_params and coefficients are written only when a round has them (tests/rounds/test_own_coefficients.py)
-    assert set(r["properties"]) | set(rubick["properties"]) == set(small_round().to_dict()) | {"perf_params",
-                                                                                               "coefficients"}
+    # perf_params and coefficients are written only when a round has them (tests/rounds/test_own_coefficients.py),
+    # on_invalid_job only when "skip" (tests/rounds/test_invalid_jobs.py)
+    assert set(r["properties"]) | set(rubick["properties"]) == set(small_round().to_dict()) | {
+        "perf_params", "coefficients", "on_invalid_job"}
     assert set(r["$defs"]["job"]["properties"]) == {f.name for f in dataclasses.fields(Job)}
     assert set(r["$defs"]["plan"]["properties"]) == {f.name for f in dataclasses.fields(ExecutionPlan)}
     assert set(r["$defs"]["nodeShare"]["properties"]) == set(NodeShare(1).to_dict())
@@ -389,7 +390,8 @@ def test_schema_properties_match_the_value_objects() -> None:
         a800_cluster(1, 8).gpu_types[0]))}
     assert set(r["$defs"]["allocation"]["properties"]) == {"job", "plan", "placement"}
     d = load_schema("decision")
-    assert set(d["required"]) == set(d["properties"]) == set(sample_decision().to_dict()) - {"jobs"}
+    # skipped is written only when a round left jobs out (tests/rounds/test_invalid_jobs.py)
+    assert set(d["required"]) == set(d["properties"]) - {"skipped"} == set(sample_decision().to_dict()) - {"jobs"}
     jd = d["$defs"]["jobDecision"]
     assert set(jd["required"]) == set(jd["properties"]) == set(sample_decision().jobs[0].to_dict())
 

@@ -44,12 +44,14 @@ class Schedule:
 
 #: the reason of a job that waits because none of its Cells passes the memory filter (Sec. 4.2)
 NO_CELL = "no Cell passes the memory filter on this cluster"
+#: the reason of a job that waits (or is preempted) because the round's choice gave the free GPUs to others
+NO_ROOM = "no room: the free GPUs went to other jobs this round"
 
 
 def idle_reason(table: CriusTable, admission: CriusAdmission, j: int, left_out: Collection[str] = ()) -> str:
-    """Why job index ``j`` gets nothing, where that is certain without solving: left out of the table
-    (time limit), dropped (deadline objective), or no Cell at all (:data:`NO_CELL`: such a job does not
-    fail the round, it waits every round); else ``""`` (the round's choice ran other jobs)."""
+    """Why job index ``j`` gets nothing: left out of the table (time limit), dropped (deadline objective),
+    no Cell at all (:data:`NO_CELL`: such a job does not fail the round, it waits every round), else
+    :data:`NO_ROOM` (the round's choice ran other jobs)."""
     name = table.jobs[j]
     if name in left_out:
         return "not considered: the time limit ran out while the round's table was built"
@@ -57,7 +59,7 @@ def idle_reason(table: CriusTable, admission: CriusAdmission, j: int, left_out: 
         return "dropped: no Cell meets its deadline"
     if table.rows_of(j).size == 0:
         return NO_CELL
-    return ""
+    return NO_ROOM
 
 
 def cell_info(problem: CriusRound, table: CriusTable, j: int, row: int) -> CellInfo:
@@ -141,4 +143,4 @@ def choices_of(decision: Decision, table: CriusTable, problem: CriusRound) -> di
     return out
 
 
-__all__ = ["NO_CELL", "Schedule", "cell_info", "choices_of", "heuristic_decision", "idle_reason", "to_decision"]
+__all__ = ["NO_CELL", "NO_ROOM", "Schedule", "cell_info", "choices_of", "heuristic_decision", "idle_reason", "to_decision"]

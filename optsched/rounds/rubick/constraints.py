@@ -32,7 +32,11 @@ import numpy as np
 
 from optsched.core.allocation import Placement
 from optsched.core.errors import ValidationError
+<<<<<<< HEAD
 from optsched.core.hardware import Node
+=======
+from optsched.core.skip import JobError
+>>>>>>> invalid-job-skip
 from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan
 from optsched.core.round import RoundProblem
@@ -106,8 +110,8 @@ def check_running(problem: RoundProblem) -> None:
         if constrained(job):
             bad += broken(job, alloc.plan, alloc.placement.gpus_per_node, alloc.placement.total_cpus)
         if bad:
-            raise ValidationError(f"round: running job {job.name!r} breaks its own constraints: {'; '.join(bad)} "
-                                  "(change its allocation or its constraints)")
+            raise JobError(job.name, f"round: running job {job.name!r} breaks its own constraints: "
+                                     f"{'; '.join(bad)} (change its allocation or its constraints)")
 
 
 def selects(job: Job, node: Node) -> bool:

@@ -9,7 +9,8 @@ plan and GPUs on the same nodes with other CPUs or memory: its limits change in 
 ``preempt`` (running, gets nothing) or ``wait`` (queued, gets nothing); ``protected`` says whether its
 performance guarantee was enforced (the admission's protected jobs); ``penalty`` is the round's
 ``trim_penalty`` for ``trim``, ``reconfig_penalty`` for ``reconfigure``, ``preempt_penalty`` for
-``preempt``, else 0; ``reason`` (:func:`wait_reason`) says why a job that does not run does not.
+``preempt``, else 0; ``reason`` (:func:`wait_reason`) says why a job that does not run does not. The
+round's skipped jobs (``on_invalid_job: "skip"``) are the decision's ``skipped`` list, not per-job entries.
 
 **No reconfiguration without a change that matters** (issue 16, item 5; the paper is silent). Before a
 decision is assembled, :func:`keep_unchanged` gives a running job its current configuration back when its
@@ -121,7 +122,7 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
         jobs.append(JobDecision(name, alloc, thr, thr / float(table.reference_throughput[j]), action, protected,
                                 penalty=change_penalty(problem, table, j, choice)))
     return Decision(problem.kind, method, status, obj, JobAllocations(tuple(jobs)), bound, relative_gap(bound, obj),
-                    solve_seconds, heuristic_objective, warm_start, message)
+                    solve_seconds, heuristic_objective, warm_start, message, problem.skipped)
 
 
 def wait_reason(problem: RubickRound, table: CoefficientTable, admission: Admission, j: int, method: str) -> str:

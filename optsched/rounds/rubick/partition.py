@@ -27,6 +27,9 @@ Rules (POP leaves the split to the problem; these are ours):
   throughputs minus penalties; a part's reference throughput is the whole round's when the nodes of
   a GPU type are alike, which the catalogue clusters are). The union is feasible for the whole cluster
   because the parts' nodes are disjoint. No bound is reported: the parts restrict the round.
+* **Invalid jobs.** A round that skips invalid jobs is split without them
+  (:func:`~optsched.rounds.rubick.table.valid_round`, as every method does); the merged decision lists
+  them in ``skipped``, as the method on the whole round would.
 """
 
 from __future__ import annotations
@@ -44,12 +47,13 @@ from optsched.core.groups import connected_groups
 from optsched.core.hardware import Cluster
 from optsched.core.pool import usable_gpu_types
 from optsched.core.round import RoundProblem
+from optsched.core.skip import SkippedJob
 from optsched.perf.coefficients import CoefficientTable
 from optsched.perf.lookup import FittedModels, PerfSource
 from optsched.rounds.rubick import own_rows
 from optsched.rounds.rubick.admission import Admission, admit
 from optsched.rounds.rubick.problem import RubickRound
-from optsched.rounds.rubick.table import build_round_table
+from optsched.rounds.rubick.table import build_round_table, valid_round
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ class RoundSplit:
     left_out: Mapping[str, str]
     admission: Admission
     unhosted: Mapping[str, str] = field(default_factory=dict)
+    #: the round's skipped jobs (module docstring, "Invalid jobs")
+    skipped: tuple[SkippedJob, ...] = ()
 
 
 def _components(problem: RubickRound) -> list[list[str]]:
@@ -144,7 +150,7 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
             trim_penalty=problem.trim_penalty,
             own_models=problem.own_models, perf_params=problem.perf_params, coefficients=coefficients))
     unhosted = {name: why for name, why in left_out.items() if name in admission.protected}
-    return RoundSplit(tuple(subs), left_out, admission, unhosted)
+    return RoundSplit(tuple(subs), left_out, admission, unhosted, problem.skipped)
 
 
 def _part_coefficients(problem: RubickRound, names: Sequence[str], cluster: Cluster,
@@ -183,7 +189,10 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
         for x in d.jobs:
             by_job[x.job] = x
     jobs: list[JobDecision] = []
+    skipped = {s.job for s in split.skipped}
     for job in problem.jobs:
+        if job.name in skipped:
+            continue
         x = by_job.get(job.name)
         if x is None:
             running = problem.current(job.name) is not None
@@ -206,7 +215,7 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
     notes.extend(f"part {i}: {d.message}" for i, d in enumerate(decisions) if d.message)
     return Decision(problem.kind, method, status, float(objective), JobAllocations(tuple(jobs)), None, None,
                     solve_seconds, None if any(v is None for v in h) else float(sum(h)),  # type: ignore[arg-type]
-                    any(d.warm_start for d in decisions), "; ".join(n for n in notes if n))
+                    any(d.warm_start for d in decisions), "; ".join(n for n in notes if n), split.skipped)
 
 
 class RubickPartitioner:
@@ -218,9 +227,9 @@ class RubickPartitioner:
         jobs not done yet have short blocks, :func:`~optsched.rounds.rubick.table.build_round_table`;
         the caller then has no time for the parts anyway)."""
         check_parts(problem, parts)
-        table = build_round_table(problem, PerfSource(perf_models).lookup_for(problem.cluster, problem.own_models,
-                                                                              problem.perf_params), deadline=deadline)
-        return split_round(problem, parts, seed, table)
+        lookup = PerfSource(perf_models).lookup_for(problem.cluster, problem.own_models, problem.perf_params)
+        problem = valid_round(problem, lookup)
+        return split_round(problem, parts, seed, build_round_table(problem, lookup, deadline=deadline))
 
     def merge(self, problem: RubickRound, split: RoundSplit, decisions: Sequence[Decision], *, method: str,
               solve_seconds: float, message: str = "") -> Decision:

@@ -41,6 +41,7 @@ from optsched.core.coefficient_rows import (CoefficientRow, Coefficients, check_
 from optsched.core.errors import ValidationError
 from optsched.core.plan import check_plan_for_model
 from optsched.core.round import RoundProblem
+from optsched.core.skip import JobError, job_errors
 from optsched.perf.lookup import check_round_params
 from optsched.perf.performance_model import PerformanceModel
 from optsched.rounds.rubick.constraints import check_draining, check_job, check_running
@@ -63,6 +64,7 @@ class RubickRound(RoundProblem):
     #: binds node labels (job ``node_selector``) and node states (a draining node may hold no running
     #: job yet: :func:`~optsched.rounds.rubick.constraints.check_draining`)
     UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ()
+    SKIPS_INVALID_JOBS: ClassVar[bool] = True
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ("quotas", "reconfig_penalty", "preempt_penalty", "perf_params",
                                              "coefficients", "trim_penalty")
 
@@ -76,7 +78,8 @@ class RubickRound(RoundProblem):
 
     def _check_fields(self) -> None:
         for job in self.jobs:
-            check_job(job)
+            with job_errors(job.name):
+                check_job(job)
         check_running(self)
         check_draining(self)
         quotas = tuple(sorted(dict(self.quotas).items())) if isinstance(self.quotas, Mapping) \
@@ -116,7 +119,15 @@ class RubickRound(RoundProblem):
                 try:
                     check_plan_for_model(row.plan, spec)
                 except ValidationError as e:
-                    raise ValidationError(f"coefficients[{name!r}][{i}]: {e}") from None
+                    raise JobError(name, f"coefficients[{name!r}][{i}]: {e}") from None
+
+    @classmethod
+    def _fields_without(cls, fields: Mapping[str, Any], names: frozenset[str]) -> dict[str, Any]:
+        """``coefficients`` without the rows of the jobs ``names`` (they are left out of the round)."""
+        given = fields.get("coefficients") or ()
+        pairs = list(given.items()) if isinstance(given, Mapping) else list(given)
+        kept = tuple((n, rows) for n, rows in pairs if n not in names)
+        return {"coefficients": kept} if len(kept) != len(pairs) else {}
 
     def own_rows(self, job: str) -> tuple[CoefficientRow, ...] | None:
         """The caller's own configurations of ``job`` (``coefficients``), None when it has none."""

@@ -47,6 +47,14 @@ Choices where the paper is silent:
   share in a decision, is a multiple of 1/16 GiB (:func:`host_memory_rows`). The current row keeps the
   memory the job holds. Requested CPUs are not a minimum: CPUs are a performance resource, the rows'
   throughputs account for them and a guaranteed job's guarantee is its request's throughput.
+* **Invalid jobs** (``on_invalid_job``, :mod:`optsched.core.skip`). Every error building a job's rows is
+  the job's own (a model no lookup defines, a requested plan that cannot run on its request, a request no
+  GPU type runs, own rows without the request or the running configuration), and every table variant
+  (full, ablations, baselines) meets it while building the job's request and running rows, which
+  the request-only block holds. :func:`invalid_jobs` builds that block for each job (shared through the
+  cache with the request-only table) and returns each failing job with its error; in a round that skips
+  invalid jobs every method first takes them out (:func:`valid_round`), so the tables never meet them
+  and all methods report the same jobs skipped.
 * **Own coefficients** (issue 16). A job the round gives its own rows (``RubickRound.coefficients``)
   gets a block made of those rows only, chosen per variant by :mod:`optsched.rounds.rubick.own_rows`
   (which also gives its reference throughput and matches its running configuration); no performance
@@ -66,10 +74,11 @@ import numpy as np
 
 from optsched.core.coefficient_rows import CoefficientRow
 from optsched.core.deadline import Deadline
-from optsched.core.errors import PlanInfeasibleError
+from optsched.core.errors import PlanInfeasibleError, ValidationError
 from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan
 from optsched.core.pool import GpuPool, gpu_pool, usable_gpu_types
+from optsched.core.skip import SkippedJob
 from optsched.perf.coefficients import CoefficientTable, build_coefficient_table, candidate_gpu_counts
 from optsched.perf.lookup import ConfigFilter, PerfLookup, allowed_configs, default_perf_lookup, round_perf_lookup
 from optsched.perf.memory import config_host_gib, host_room
@@ -85,6 +94,8 @@ log = logging.getLogger(__name__)
 DEFAULT_GROWTH = 4
 #: host memory of a row is a multiple of this many GiB per GPU (module docstring, "Host memory")
 MEM_GRANULARITY_GIB = 1.0 / 16
+#: default CPUs per GPU of the candidate rows (:func:`build_round_table`)
+DEFAULT_CPUS_PER_GPU_OPTIONS: tuple[int, ...] = (2, 4, 8, 12)
 
 
 @dataclass(frozen=True)
@@ -478,8 +489,48 @@ def _short_block(problem: RubickRound, job: Job, perf: PerfLookup) -> _Block:
                   float(r.throughput), 0)
 
 
+def _memo(problem: RubickRound, perf: PerfLookup | None, cache: RoundTableCache | None
+          ) -> tuple[PerfLookup, dict[tuple, CoefficientTable], dict[tuple, _Block]]:
+    """The lookup, shared candidate tables and block memo of a table of ``problem`` (``cache``'s, or fresh)."""
+    if cache is not None:
+        return cache.bind(problem, perf), cache.shared, cache.blocks
+    return perf or round_lookup(problem), {}, {}
+
+
+def invalid_jobs(problem: RubickRound, perf: PerfLookup | None = None, *,
+                 cache: RoundTableCache | None = None) -> tuple[SkippedJob, ...]:
+    """The jobs of ``problem`` whose rows cannot be built, each with its error (module docstring, "Invalid
+    jobs"): the request-only block of every job, built as :func:`build_round_table` builds it (and kept
+    in ``cache`` for it). No deadline: this is the validation of the round, about the cost of a
+    request-only table."""
+    perf, shared, memo = _memo(problem, perf, cache)
+    flags = (DEFAULT_GROWTH, DEFAULT_CPUS_PER_GPU_OPTIONS, True, True)
+    out = []
+    for job in problem.jobs:
+        key = _block_key(problem, job, flags)
+        if key in memo:
+            continue
+        try:
+            memo[key] = _job_block(problem, job, perf, DEFAULT_GROWTH, DEFAULT_CPUS_PER_GPU_OPTIONS, True, True,
+                                   shared)
+        except ValidationError as e:  # PlanInfeasibleError, UnknownNameError (the model) and own rows' errors
+            out.append(SkippedJob(job.name, str(e)))
+    return tuple(out)
+
+
+def valid_round(problem: RubickRound, perf: PerfLookup | None = None, *,
+                cache: RoundTableCache | None = None) -> RubickRound:
+    """``problem`` without the jobs of :func:`invalid_jobs` when it skips invalid jobs (``on_invalid_job:
+    "skip"``; they join its ``skipped`` list, a running one's allocation held as
+    :meth:`~optsched.core.round.RoundProblem.without` says); ``problem`` itself otherwise. What every
+    method of the kind does first."""
+    if problem.on_invalid_job != "skip":
+        return problem
+    return problem.without(invalid_jobs(problem, perf, cache=cache))  # type: ignore[return-value]
+
+
 def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, growth: int = DEFAULT_GROWTH,
-                      cpus_per_gpu_options: tuple[int, ...] = (2, 4, 8, 12), fixed_plan: bool = False,
+                      cpus_per_gpu_options: tuple[int, ...] = DEFAULT_CPUS_PER_GPU_OPTIONS, fixed_plan: bool = False,
                       fixed_resources: bool = False, cache: RoundTableCache | None = None,
                       deadline: Deadline | None = None, left_out: list[str] | None = None) -> CoefficientTable:
     """The :class:`CoefficientTable` of ``problem`` with ``reference_throughput`` and ``current_row``
@@ -497,12 +548,7 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
     cluster, or whose requested plan cannot run on its request, raises ``PlanInfeasibleError``
     naming the job. Cost without a cache: one vectorised prediction batch per (model type, GPU type,
     cap) plus two single predictions per distinct request; with a warm cache, O(rows) list work."""
-    if cache is not None:
-        perf = cache.bind(problem, perf)
-        shared, memo = cache.shared, cache.blocks
-    else:
-        perf = perf or round_lookup(problem)
-        shared, memo = {}, {}
+    perf, shared, memo = _memo(problem, perf, cache)
     flags = (growth, tuple(cpus_per_gpu_options), fixed_plan, fixed_resources)
     jobs = problem.jobs
     order = sorted(range(len(jobs)), key=lambda i: problem.current(jobs[i].name) is None)
@@ -544,5 +590,6 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
                             current_row=current_row)
 
 
-__all__ = ["CandidateRow", "DEFAULT_GROWTH", "MEM_GRANULARITY_GIB", "RoundTableCache", "host_memory_rows", "build_round_table", "job_gpu_cap", "request_plan",
-           "round_lookup", "restrict_rows", "stand_in_row"]
+__all__ = ["CandidateRow", "DEFAULT_CPUS_PER_GPU_OPTIONS", "DEFAULT_GROWTH", "MEM_GRANULARITY_GIB", "RoundTableCache",
+           "host_memory_rows", "build_round_table", "invalid_jobs", "job_gpu_cap", "request_plan", "round_lookup",
+           "restrict_rows", "stand_in_row", "valid_round"]
