@@ -87,14 +87,11 @@ class RoundProblem:
     #: naming the field, rather than silently ignored (default: every hard constraint of
     #: :data:`~optsched.core.job.CONSTRAINT_FIELDS`; a kind that binds some narrows this)
     UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = CONSTRAINT_FIELDS
-<<<<<<< HEAD
     #: node fields the kind does not bind (default: ``labels`` and ``state``); a node that sets one is
     #: refused, naming the field
     UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ("labels", "state")
-=======
     #: whether rounds of the kind may say ``on_invalid_job: "skip"`` (module docstring, "Invalid jobs")
     SKIPS_INVALID_JOBS: ClassVar[bool] = False
->>>>>>> invalid-job-skip
 
     cluster: Cluster
     jobs: tuple[Job, ...] = ()

@@ -32,14 +32,11 @@ import numpy as np
 
 from optsched.core.allocation import Placement
 from optsched.core.errors import ValidationError
-<<<<<<< HEAD
 from optsched.core.hardware import Node
-=======
-from optsched.core.skip import JobError
->>>>>>> invalid-job-skip
 from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan
 from optsched.core.round import RoundProblem
+from optsched.core.skip import JobError
 
 
 class Configuration(Protocol):
