@@ -71,7 +71,7 @@ def test_builtin_kinds_are_registered() -> None:
     assert "rubick" in round_kinds()
     kind = round_kind("rubick")
     assert kind.problem is RubickRound and kind.payload is JobAllocations
-    assert kind.generator_options == ("seed", "nodes", "gpus_per_node", "jobs")
+    assert kind.generator_options == ("seed", "nodes", "gpus_per_node", "jobs", "constrained")
     assert isinstance(kind.generate(seed=3, nodes=2, jobs=4), RubickRound)
 
 
