@@ -45,6 +45,15 @@ the round; its solution is mapped to nodes by best-fit decreasing (:func:`_repai
 little, and the reported gap is against the relaxation's bound. Size: ``|rows| + sum_k |parts_k| x
 |classes|`` variables.
 
+**Node rules** (:mod:`optsched.rounds.rubick.constraints`). A part variable exists only where the job
+may hold that part: a ``ready`` node its ``node_selector`` matches, or a cordoned node where it holds at
+least as many GPUs now. The aggregated encoding splits classes by node state (a cordoned node is a
+class of its own) but not by labels: a job that selects nodes gets its part variables per *sub-class*
+(the nodes of a class with the same values of the selected labels), and what the selecting jobs hold
+of a sub-class must fit it (GPUs, CPUs, memory, parts larger than half a node), besides the class
+totals every job shares. Every per-node solution maps onto that, so it stays a relaxation, and the
+classes stay as few as without selectors.
+
 **Back ends.** The model is built in CP-SAT and solved by CP-SAT (default) or, being made of linear,
 at-most-one and bool-or constraints only, as a MILP through pulp with CBC or HiGHS
 (:mod:`optsched.formulations.milp`, ``solve(..., backend=...)``); both decode the solution's variable
@@ -128,26 +137,53 @@ class _NodeRules:
             held = held_on_cordoned(problem, job)
             if held:
                 self._held[j] = {index[n]: g for n, g in held.items()}
-        cordoned = [i for i, n in enumerate(nodes.names) if problem.cluster.node(n).state == "cordoned"]
+        cordoned = {i for i, n in enumerate(nodes.names) if problem.cluster.node(n).state == "cordoned"}
         keys = sorted({k for j in problem.jobs for k, _ in j.node_selector})
-        #: what splits nodes into aggregated classes besides GPU type and free GPUs
-        self.signature = [(problem.cluster.node(n).state, tuple(problem.cluster.node(n).label(k) or "" for k in keys),
-                           i if i in cordoned else -1) for i, n in enumerate(nodes.names)]
+        #: what splits nodes into aggregated classes besides GPU type and free GPUs: the state, and a
+        #: cordoned node is a class of its own (a job's cap there is its own)
+        self.signature = [(problem.cluster.node(n).state, i if i in cordoned else -1) for i, n in enumerate(nodes.names)]
+        #: per node, the values of the labels some job selects: what splits a class into the sub-classes
+        #: of the selecting jobs (module docstring, "Node rules")
+        self.labels = [tuple(problem.cluster.node(n).label(k) or "" for k in keys) for n in nodes.names]
+        #: the jobs that select nodes (their parts go to sub-classes in the aggregated encoding)
+        self.selecting = {j for j, name in enumerate(table.jobs) if problem.job(name).node_selector}
 
     def nodes_for(self, j: int, s: int) -> np.ndarray:
         """Per node: whether job ``j`` may hold a part of ``s`` GPUs there."""
         if not self.active:
             return np.ones(self.n, dtype=bool)
+        held = self._held.get(j)
+        if not held:
+            return self._allow[j]
         out = self._allow[j].copy()
-        for i, g in self._held.get(j, {}).items():
+        for i, g in held.items():
             out[i] = s <= g
         return out
 
-    def classes_for(self, j: int, s: int, classes: list[list[int]]) -> np.ndarray:
-        """Per class (nodes of one signature, :attr:`signature`): whether job ``j`` may hold a part of
-        ``s`` GPUs on its nodes."""
-        ok = self.nodes_for(j, s)
-        return np.array([ok[c[0]] for c in classes], dtype=bool)
+    def bind(self, classes: list[list[int]]) -> None:
+        """Use ``classes`` (nodes of one signature each, :attr:`signature`) in :meth:`classes_for`, and
+        split each into the sub-classes of :meth:`subclasses`."""
+        self._first = np.array([c[0] for c in classes], dtype=np.int64)
+        self._class_allow: dict[int, np.ndarray] = {}
+        self._subs: list[dict[tuple, list[int]]] = []
+        for c in classes:
+            subs: dict[tuple, list[int]] = defaultdict(list)
+            for i in c:
+                subs[self.labels[i]].append(i)
+            self._subs.append(dict(subs))
+
+    def subclasses(self, ci: int) -> dict[tuple, list[int]]:
+        """The nodes of class ``ci`` of :meth:`bind` by the values of the selected labels."""
+        return self._subs[ci]
+
+    def classes_for(self, j: int, s: int) -> np.ndarray:
+        """Per class of :meth:`bind`: whether job ``j`` may hold a part of ``s`` GPUs on its nodes."""
+        if j in self._held:
+            return self.nodes_for(j, s)[self._first]
+        out = self._class_allow.get(id(self._allow[j]))
+        if out is None:  # one array per selector: jobs of the same selector share their node mask
+            out = self._class_allow[id(self._allow[j])] = self._allow[j][self._first]
+        return out
 
 
 def _nodes(problem: RubickRound) -> _Nodes:
@@ -183,10 +219,12 @@ class RubickRoundModel:
     offset: float  # constant part of the objective (-preempt penalty of every running job)
     n_constraints: int
     rules: _NodeRules  # where each job may hold GPUs
+    sub_parts: dict[tuple[int, int, int, tuple], cp_model.IntVar]  # aggregated, selecting jobs: (row, size, class, labels)
 
     @property
     def size(self) -> ModelSize:
-        return ModelSize(len(self.y) + len(self.parts) + len(self.trims), self.n_constraints, self.encoding)
+        return ModelSize(len(self.y) + len(self.parts) + len(self.sub_parts) + len(self.trims), self.n_constraints,
+                         self.encoding)
 
 
 def allowed_rows(table: CoefficientTable, admission: Admission) -> dict[int, np.ndarray]:
@@ -297,6 +335,13 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             groups[(nodes.types[i], int(nodes.gpus[i]), sig)].append(i)
         classes = [groups[key] for key in sorted(groups)]
     cls_type = [nodes.types[c[0]] for c in classes]
+    cls_type_arr = np.array(cls_type)
+    if rules.active:
+        rules.bind(classes)
+    #: aggregated with selecting jobs: their parts go to sub-classes (module docstring, "Node rules")
+    sub_classes = encoding == "aggregated" and rules.active and bool(rules.selecting)
+    sub_parts: dict[tuple[int, int, int, tuple], cp_model.IntVar] = {}
+    sub_use: dict[tuple[int, tuple], list[tuple[cp_model.IntVar, int, int, int]]] = defaultdict(list)
     cls_g = np.array([nodes.gpus[c[0]] for c in classes])
     # a part may go to a class when it fits its roomiest node; capacities are the class totals
     cls_c = np.array([nodes.cpus[c].max() for c in classes])
@@ -347,21 +392,34 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 continue
             per_node: dict[int, list] = defaultdict(list)
             for s, mult, cpus, mem in demand[k]:
+                by_sub = sub_classes and j in rules.selecting  # its nodes are chosen per sub-class below
                 ok = np.flatnonzero((cls_g >= s) & (cls_c >= cpus) & (cls_m >= mem)
-                                    & (np.array(cls_type) == table.gpu_type[k])
-                                    & (rules.classes_for(j, s, classes) if rules.active else True))
+                                    & (cls_type_arr == table.gpu_type[k])
+                                    & (rules.classes_for(j, s) if rules.active and not by_sub else True))
                 vs = []
                 for ci in ok:
-                    ub = min(mult, int(cls_n[ci]))
-                    p = m.new_int_var(0, ub, f"x{k}_{s}_{ci}") if ub > 1 else m.new_bool_var(f"x{k}_{s}_{ci}")
-                    parts[(k, s, int(ci))] = p
-                    vs.append(p)
-                    per_node[int(ci)].append(p)
-                    use_g[ci].append((p, s))
-                    use_c[ci].append((p, cpus))
-                    use_m[ci].append((p, mem))
-                    if encoding == "aggregated" and s * 2 > cls_g[ci]:
-                        big[ci].append((p, 1))
+                    if by_sub:  # a selecting job: the sub-classes it selects
+                        allow = rules.nodes_for(j, s)
+                        places = [(lab, len(members)) for lab, members in rules.subclasses(int(ci)).items()
+                                  if allow[members[0]]]
+                    else:
+                        places = [(None, int(cls_n[ci]))]
+                    for lab, count in places:
+                        ub = min(mult, count)
+                        tag = f"x{k}_{s}_{ci}" if lab is None else f"x{k}_{s}_{ci}_{len(sub_parts)}"
+                        p = m.new_int_var(0, ub, tag) if ub > 1 else m.new_bool_var(tag)
+                        if lab is None:
+                            parts[(k, s, int(ci))] = p
+                        else:
+                            sub_parts[(k, s, int(ci), lab)] = p
+                            sub_use[(int(ci), lab)].append((p, s, cpus, mem))
+                        vs.append(p)
+                        per_node[int(ci)].append(p)
+                        use_g[ci].append((p, s))
+                        use_c[ci].append((p, cpus))
+                        use_m[ci].append((p, mem))
+                        if encoding == "aggregated" and s * 2 > cls_g[ci]:
+                            big[ci].append((p, 1))
                 m.add(sum(vs) == mult * v) if vs else m.add(v == 0)
                 n_cons += 1
             if encoding == "per-node":
@@ -400,9 +458,20 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             if terms and sum(c for _, c in terms) > cap:
                 m.add(sum(c * v for v, c in terms) <= int(cap))
                 n_cons += 1
+    for (ci, lab), terms in sub_use.items():  # what the selecting jobs hold of a sub-class fits it
+        members = rules.subclasses(ci)[lab]
+        caps = (int(cls_g[ci]) * len(members), int(nodes.cpus[members].sum()), int(nodes.mem[members].sum()))
+        for pos, cap in enumerate(caps):
+            if sum(t[1 + pos] for t in terms) > cap:
+                m.add(sum(t[1 + pos] * t[0] for t in terms) <= cap)
+                n_cons += 1
+        large = [t[0] for t in terms if t[1] * 2 > cls_g[ci]]
+        if len(large) > len(members):
+            m.add(sum(large) <= len(members))
+            n_cons += 1
     m.maximize(sum(c * v for v, c in obj_terms))
     return RubickRoundModel(problem, table, admission, encoding, m, y, parts, trims, classes, nodes, offset, n_cons,
-                            rules)
+                            rules, sub_parts)
 
 
 def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tuple[cp_model.IntVar, int]]:
@@ -413,13 +482,17 @@ def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tu
     trimmed = {ch.row for name, ch in hint.items() if ch.row in built.trims
                and sorted(ch.parts) == sorted(_current_parts(built, name))}
     chosen_rows = {ch.row for ch in hint.values()} - trimmed
+    index = {n: i for i, n in enumerate(built.nodes.names)}
     counts: Counter = Counter()
     for ch in hint.values():
         if ch.row not in trimmed:
             for node, g in ch.parts:
                 counts[(ch.row, g, class_of[node])] += 1
+                if built.sub_parts:
+                    counts[(ch.row, g, class_of[node], built.rules.labels[index[node]])] += 1
     out = [(v, 1 if k in chosen_rows else 0) for k, v in built.y.items()]
     out.extend((v, counts.get(key, 0)) for key, v in built.parts.items())
+    out.extend((v, counts.get(key, 0)) for key, v in built.sub_parts.items())
     out.extend((v, 1 if k in trimmed else 0) for k, v in built.trims.items())
     return out
 
