@@ -10,18 +10,20 @@ independent feasibility check:
 * **CPU floor** (``min_cpus_per_gpu``): it holds at least that many CPUs per GPU;
 * **node selector** (``node_selector``): every node it runs on has each selected label with the
   selected value;
-* **node state**: no job gets new GPUs on a ``cordoned`` node (one that runs there may stay, keep
-  or trim in place, or shrink there: it holds at most the GPUs it holds there now).
+* **node state**: no job gets new GPUs on a ``cordoned`` or ``draining`` node; one that runs on a
+  cordoned node may stay, keep or trim in place, or shrink there (it holds at most the GPUs it holds
+  there now). Moving jobs off a draining node is not built yet: a round with a running job on one is
+  refused (:func:`check_draining`).
 
-The node rules are not rows but nodes: every method reads them from :func:`new_work_mask` (the nodes a
-job may get new GPUs on) and :func:`held_on_cordoned` (what it may keep on a cordoned node); the
-independent check reads :func:`node_broken`.
-
-Every method inherits them from the coefficient table: a row that breaks one is never a candidate
-(:func:`admissible_rows`, applied before dominance so that a dominating row the constraints remove
-cannot hide an admissible one). A running job's current configuration must keep them: a round in
-which it does not is refused naming the job and the rule (:func:`check_running`); to change a running
-job's constraints, change its allocation in the same round or preempt it first.
+The first four are rules on configurations: every method inherits them from the coefficient table,
+where a row that breaks one is never a candidate (:func:`admissible_rows`, applied before dominance
+so that a dominating row the constraints remove cannot hide an admissible one). The node rules are
+rules on nodes: every method reads them from :func:`new_work_mask` (the nodes a job may get new GPUs
+on) and :func:`held_on_cordoned` (what it may keep on a cordoned node). The independent check reads
+:func:`broken` and :func:`node_broken` off each placement. A running job's current configuration
+must keep them: a round in which it does not is refused naming the job and the rule
+(:func:`check_running`); to change a running job's constraints, change its allocation in the same
+round or preempt it first.
 """
 
 from __future__ import annotations
