@@ -176,3 +176,18 @@ def cpu_hungry_round(nodes: int, jobs: int, seed: int) -> Any:
         {node: NodeShare(s.gpus, s.cpus + (first.free(node).cpus - held[node]) * s.gpus // gpus[node], s.mem_gib)
          for node, s in placed[n].shares})) for n, c in kept.items())
     return RubickRound(first.cluster, first.jobs, running=running, occupied=first.occupied, quotas=first.quotas)
+
+
+def best_assignment(problem: Any, table: CoefficientTable, options: list[list[Any]], admission: Any) -> float:
+    """Brute force over a Rubick round: the best objective over every combination of one option per
+    job (a ``Choice`` or None) that :func:`~optsched.rounds.rubick.feasibility.violations` accepts."""
+    import itertools
+
+    from optsched.rounds.rubick.feasibility import violations
+    from optsched.rounds.rubick.objective import objective
+    best = float("-inf")
+    for combo in itertools.product(*options):
+        choices = {table.jobs[j]: c for j, c in enumerate(combo) if c is not None}
+        if not violations(problem, table, choices, admission):
+            best = max(best, objective(problem, table, choices))
+    return best

@@ -24,7 +24,7 @@ from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
 
-from helpers import alloc, cpu_hungry_round
+from helpers import alloc, best_assignment, cpu_hungry_round
 
 
 def _brute_force(problem: RubickRound, table) -> float:
@@ -42,13 +42,7 @@ def _brute_force(problem: RubickRound, table) -> float:
             if k == int(table.current_row[j]) and cur is not None:
                 opts.append(Choice(k, tuple((n, s.gpus) for n, s in cur.placement.shares)))
         options.append(sorted(set(opts), key=repr))
-    best = -np.inf
-    adm = admit(problem, table)
-    for combo in itertools.product(*options):
-        choices = {table.jobs[j]: c for j, c in enumerate(combo) if c is not None}
-        if not violations(problem, table, choices, adm):
-            best = max(best, objective(problem, table, choices))
-    return best
+    return best_assignment(problem, table, options, admit(problem, table))
 
 
 def _tiny(seed: int) -> RubickRound:

@@ -22,11 +22,10 @@ from optsched.rounds.rubick.admission import admit
 from optsched.rounds.rubick.choice import Choice
 from optsched.rounds.rubick.decision import choices_of
 from optsched.rounds.rubick.feasibility import violations
-from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
 
-from helpers import alloc
+from helpers import alloc, best_assignment
 
 METHODS = methods_of("rubick")
 
@@ -176,12 +175,7 @@ def _brute_force(problem: RubickRound, table: Any) -> float:
             for perm in itertools.permutations(nodes, len(shape)):
                 opts.append(Choice(k, tuple(sorted(zip(perm, shape)))))
         options.append(sorted(set(opts), key=repr))
-    best = -np.inf
-    for combo in itertools.product(*options):
-        choices = {table.jobs[j]: c for j, c in enumerate(combo) if c is not None}
-        if not violations(problem, table, choices, adm):
-            best = max(best, objective(problem, table, choices))
-    return best
+    return best_assignment(problem, table, options, adm)
 
 
 def _tiny(seed: int) -> RubickRound:
