@@ -225,3 +225,26 @@ def test_on_invalid_job_skip_through_the_service(server: str) -> None:
     assert status == 400 and "'too-big'" in err["error"]
     status, err = _call(server + "/solve?on_invalid_job=sometimes", data)
     assert status == 400 and "on_invalid_job" in err["error"]
+
+
+def test_a_draining_node_through_the_service_and_the_cli(server: str, tmp_path: Path, capsys: Any) -> None:
+    """Draining is a normal round: a generated round whose busiest node drains is answered by the service
+    and by ``optsched solve`` with no job left on that node (moved: ``reconfigure``, or ``preempt``)."""
+    data = generate_rubick_round(4, 8, 12, 2).to_dict()
+    busy = max(data["cluster"]["nodes"], key=lambda n: sum(a["placement"].get(n["name"], {}).get("gpus", 0)
+                                                              for a in data["running"]))["name"]
+    on_it = {a["job"] for a in data["running"] if a["placement"].get(busy, {}).get("gpus", 0) > 0}
+    assert on_it
+    for node in data["cluster"]["nodes"]:
+        if node["name"] == busy:
+            node["state"] = "draining"
+    path = tmp_path / "drain.json"
+    path.write_text(json.dumps(data))
+    from optsched.cli import main
+    assert main(["solve", str(path), "--time-limit", "10", "--defer-unreachable"]) == 0
+    from_cli = json.loads(capsys.readouterr().out)
+    status, from_service = _call(server + "/solve?defer_unreachable=true&time_limit=10", data)
+    assert status == 200, from_service
+    for d in (from_cli, from_service):
+        assert all(busy not in (j["placement"] or {}) for j in d["jobs"])
+        assert {j["action"] for j in d["jobs"] if j["job"] in on_it} <= {"reconfigure", "preempt"}

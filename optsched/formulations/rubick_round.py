@@ -14,7 +14,9 @@ map the row's per-node parts onto distinct nodes:
   alone get a variable. TP groups stay inside a node because a row's parts are the shapes the
   performance model validated (TP never spans a part).
 * A running job's current row has no ``x``: it can only be kept where it runs, with its exact shares
-  (``keep = y[current]``); moving it means choosing another row.
+  (``keep = y[current]``); moving it means choosing another row. A job on a draining node cannot be
+  kept: its current row is an ordinary row (``x`` off the draining node, a reconfiguration) and it has
+  no rows in place.
 * ``t[k]`` (bool, running jobs only): row k *in place* — a row of the job's current plan and the shape
   of its current placement (:func:`in_place_rows`) on exactly its current nodes with its current GPUs
   per node: a *trim* (issue 16, item 5; :func:`~optsched.rounds.rubick.choice.is_trim`), each part
@@ -80,7 +82,7 @@ from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Soluti
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
-from optsched.rounds.rubick.constraints import held_on_cordoned, new_work_mask, node_constrained
+from optsched.rounds.rubick.constraints import held_on_cordoned, must_leave, new_work_mask, node_constrained
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -220,6 +222,7 @@ class RubickRoundModel:
     n_constraints: int
     rules: _NodeRules  # where each job may hold GPUs
     sub_parts: dict[tuple[int, int, int, tuple], cp_model.IntVar]  # aggregated, selecting jobs: (row, size, class, labels)
+    banned: frozenset[int]  # running jobs (indices) on a draining node: their current row is no keep
 
     @property
     def size(self) -> ModelSize:
@@ -296,7 +299,11 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     nodes = _nodes(problem)
     rules = _NodeRules(problem, table, nodes)
     rows_of = allowed_rows(table, admission)
-    cur_rows = {int(table.current_row[j]) for j in range(len(table.jobs)) if table.current_row[j] >= 0}
+    #: running jobs on a draining node: their current row is an ordinary row (a move), never kept
+    banned = {j for j in range(len(table.jobs)) if table.current_row[j] >= 0
+              and must_leave(problem, problem.job(table.jobs[j]))}
+    cur_rows = {int(table.current_row[j]) for j in range(len(table.jobs)) if table.current_row[j] >= 0
+                and j not in banned}
 
     # per row: its parts and their per-node demand
     demand: dict[int, list[tuple[int, int, int, int]]] = {}  # row -> [(size, mult, cpus, mem MiB)]
@@ -376,10 +383,11 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             y[k] = v
             ys.append(v)
             w = float(table.throughput[k]) / ref
+            keep = k == cur and j not in banned
             if running:
-                w += problem.preempt_penalty - (0.0 if k == cur else problem.reconfig_penalty)
+                w += problem.preempt_penalty - (0.0 if keep else problem.reconfig_penalty)
             obj_terms.append((v, round(w * SCALE)))
-            if k == cur:
+            if keep:
                 alloc = problem.current(name)
                 assert alloc is not None
                 for node, share in alloc.placement.shares:
@@ -429,7 +437,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                         n_cons += 1
         if running:
             offset -= problem.preempt_penalty
-            for k in in_place_rows(problem, table, j, rows):
+            for k in ([] if j in banned else in_place_rows(problem, table, j, rows)):
                 choice, need = _in_place(problem, table, nodes.names, j, k)
                 if any(c > nodes.cpus[i] or mem > nodes.mem[i] for i, _, c, mem in need):
                     continue  # a part does not fit its node alone
@@ -471,7 +479,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             n_cons += 1
     m.maximize(sum(c * v for v, c in obj_terms))
     return RubickRoundModel(problem, table, admission, encoding, m, y, parts, trims, classes, nodes, offset, n_cons,
-                            rules, sub_parts)
+                            rules, sub_parts, frozenset(banned))
 
 
 def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tuple[cp_model.IntVar, int]]:
@@ -532,7 +540,7 @@ def _choices_per_node(built: RubickRoundModel, values: Sequence[int]) -> dict[st
         if values[v.index]:
             j = int(t.job_index[k])
             name = t.jobs[j]
-            if k == int(t.current_row[j]):
+            if k == int(t.current_row[j]) and j not in built.banned:
                 out[name] = Choice(k, _current_parts(built, name))
             else:
                 out[name] = Choice(k, tuple(sorted(placed[k])))
@@ -568,7 +576,7 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
                 free_c[i] -= c
                 free_m[i] -= mem
             return choice
-        if k == int(t.current_row[j]):
+        if k == int(t.current_row[j]) and j not in built.banned:
             alloc = p.current(t.jobs[j])
             assert alloc is not None
             idx = [(nodes.names.index(n), s) for n, s in alloc.placement.shares]

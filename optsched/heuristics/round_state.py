@@ -44,7 +44,7 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.heuristics.placement import MEM_TOL, Holding, NodeLedger, Share
 from optsched.rounds.rubick.admission import Admission, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, is_kept
-from optsched.rounds.rubick.constraints import new_work_mask, node_constrained
+from optsched.rounds.rubick.constraints import must_leave, new_work_mask, node_constrained
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of slope and objective comparisons (normalised-throughput units)
@@ -283,7 +283,8 @@ class RoundState:
         #: ready node its selector matches: :func:`~optsched.rounds.rubick.constraints.new_work_mask`;
         #: a job on a cordoned node keeps, trims or shrinks its shares there, never through a new mapping)
         self.eligible = job_types[:, node_type]
-        if node_constrained(problem):
+        node_rules = node_constrained(problem)
+        if node_rules:
             masks: dict[tuple, np.ndarray] = {}
             for j, name in enumerate(self.names):
                 job = problem.job(name)
@@ -295,7 +296,8 @@ class RoundState:
         for j in np.flatnonzero(np.asarray(table.current_row) >= 0):
             j = int(j)
             cur = problem.current(self.names[j])
-            if cur is not None:
+            if cur is not None and not (node_rules and must_leave(problem, problem.job(self.names[j]))):
+                # a job on a draining node has no configuration to keep: it is placed anew or preempted
                 shares = tuple(sorted((self.ledger.index[n], s.gpus, s.cpus, float(s.mem_gib))
                                       for n, s in cur.placement.shares))
                 self.current[j] = Config(int(table.current_row[j]), shares, True)

@@ -12,8 +12,9 @@ independent feasibility check:
   selected value;
 * **node state**: no job gets new GPUs on a ``cordoned`` or ``draining`` node; one that runs on a
   cordoned node may stay, keep or trim in place, or shrink there (it holds at most the GPUs it holds
-  there now). Moving jobs off a draining node is not built yet: a round with a running job on one is
-  refused (:func:`check_draining`).
+  there now); one that runs on a draining node must leave it (:func:`must_leave`): its current
+  configuration is no candidate, so it moves (a reconfiguration, at ``reconfig_penalty``) or is
+  preempted (at ``preempt_penalty``). Draining is a normal round, not an error.
 
 The first four are rules on configurations: every method inherits them from the coefficient table,
 where a row that breaks one is never a candidate (:func:`admissible_rows`, applied before dominance
@@ -156,17 +157,12 @@ def node_broken(problem: RoundProblem, job: Job, placement: Placement) -> list[s
     return out
 
 
-def check_draining(problem: RoundProblem) -> None:
-    """``ValidationError`` naming the first draining node a running job holds GPUs on: moving jobs off
-    a draining node is not implemented in ``rubick`` rounds yet, so such a round is refused rather
-    than answered with the jobs kept there. A draining node without running jobs takes no new work (as
-    a cordoned one)."""
-    for alloc in problem.running:
-        for name, share in alloc.placement.shares:
-            if share.gpus > 0 and problem.cluster.node(name).state == "draining":
-                raise ValidationError(f"round: node {name!r} is draining while job {alloc.job!r} runs there; rubick "
-                                      "rounds do not move jobs off a draining node yet: preempt them (leave out their "
-                                      "running allocation) or cordon the node")
+def must_leave(problem: RoundProblem, job: Job) -> bool:
+    """Whether ``job`` runs on a draining node: it must move off it (a reconfiguration) or be preempted,
+    so its current configuration is no candidate (module docstring)."""
+    cur = problem.current(job.name)
+    return cur is not None and any(s.gpus > 0 and problem.cluster.node(n).state == "draining"
+                                   for n, s in cur.placement.shares)
 
 
 def check_job(job: Job) -> None:
@@ -180,6 +176,6 @@ def check_job(job: Job) -> None:
                               f"GPUs, below its min_cpus_per_gpu {job.min_cpus_per_gpu}")
 
 
-__all__ = ["Configuration", "admissible_rows", "broken", "check_draining", "check_job", "check_running",
-           "constrained", "constraint_key", "held_on_cordoned", "new_work_mask", "node_broken", "node_constrained",
+__all__ = ["Configuration", "admissible_rows", "broken", "check_job", "check_running",
+           "constrained", "constraint_key", "held_on_cordoned", "must_leave", "new_work_mask", "node_broken", "node_constrained",
            "selector_broken", "selects"]

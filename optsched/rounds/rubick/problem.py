@@ -44,7 +44,7 @@ from optsched.core.round import RoundProblem
 from optsched.core.skip import JobError, job_errors
 from optsched.perf.lookup import check_round_params
 from optsched.perf.performance_model import PerformanceModel
-from optsched.rounds.rubick.constraints import check_draining, check_job, check_running
+from optsched.rounds.rubick.constraints import check_job, check_running
 
 #: Default penalties (normalised-throughput units, see module docstring).
 DEFAULT_RECONFIG_PENALTY = 0.05
@@ -61,8 +61,7 @@ class RubickRound(RoundProblem):
     #: binds every hard constraint of :mod:`optsched.rounds.rubick.constraints`; refuses Lyra's worker
     #: fields and deadlines (not bound in Rubick rounds yet)
     UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = ("deadline", "gpus_per_worker", "fungible", "checkpointing")
-    #: binds node labels (job ``node_selector``) and node states (a draining node may hold no running
-    #: job yet: :func:`~optsched.rounds.rubick.constraints.check_draining`)
+    #: binds node labels (job ``node_selector``) and node states (:mod:`optsched.rounds.rubick.constraints`)
     UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ()
     SKIPS_INVALID_JOBS: ClassVar[bool] = True
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ("quotas", "reconfig_penalty", "preempt_penalty", "perf_params",
@@ -81,7 +80,6 @@ class RubickRound(RoundProblem):
             with job_errors(job.name):
                 check_job(job)
         check_running(self)
-        check_draining(self)
         quotas = tuple(sorted(dict(self.quotas).items())) if isinstance(self.quotas, Mapping) \
             else tuple(sorted(self.quotas))
         object.__setattr__(self, "quotas", quotas)
