@@ -14,7 +14,8 @@ The loop (seeded, deterministic up to the exact solver's time limit):
   bert, t5, gpt2 (all run on 32-40 GB GPUs), 1-8 GPUs, 3 tenants with GPU quotas (64 GPUs each),
   40% guaranteed, the rest best-effort. Each job is one of: gang (``min_gpus = max_gpus = requested``),
   one-node (``max_nodes = 1``), selector (``node_selector`` on a ``rack`` or a ``gpu`` label), CPU floor
-  (``min_cpus_per_gpu = 10``), fixed plan (``plan_fixed`` with the best plan on its request on A100-40G, pinned there by ``gpu_type``), plain. Its
+  (``min_cpus_per_gpu = 10``), fixed plan (``plan_fixed`` with the best plan on its request on A100-40G, pinned there by
+  ``gpu_type``), plain. Its
   ``total_iterations`` make it run 20-90 minutes at its request on the fastest GPU type it may use (the
   request's throughput, read from a one-job round solved by ``fifo-backfill`` once per (model, type, GPUs)).
 * **Rounds**: every 300 s for ``--hours``; each round is a ``rubick`` round (cluster with the current node
@@ -33,9 +34,9 @@ The loop (seeded, deterministic up to the exact solver's time limit):
   (its resources stay unused until the next round).
 
 At the defaults (60 jobs) the cluster is lightly loaded (almost every job finishes under every method);
-``--jobs 150`` contends for GPUs. Simplifications: predicted throughputs are taken as the truth (no noise, no straggler); restarts cost the
-same 78 s for every job and size; jobs arrive only at round boundaries' view (a job submitted inside a
-round waits for the next one); the scheduler never crashes or loses state; no work outside optsched
+``--jobs 150`` contends for GPUs. Simplifications: predicted throughputs are taken as the truth (no noise,
+no straggler); restarts cost the same 78 s for every job and size; a job submitted inside a round waits
+for the next round; the scheduler never crashes or loses state; no work outside optsched
 (``occupied`` is empty); a decision is applied atomically at the round's start. An ``optsched.solve``
 error stops that (method, penalties) run; the error is printed with the round's time and counted.
 
@@ -247,8 +248,8 @@ def run(cluster: Cluster, jobs: list[dict], hours: float, method: str, reconfig:
         cl = dict(base_cluster)
         cl["nodes"] = [dict(n, state=states[n["name"]]) if n["name"] in states else n for n in base_cluster["nodes"]]
         present = [j for j in jobs if j["submit_time"] <= t and j["name"] not in finish]
-        rjobs = [{k: v for k, v in j.items() if not k.startswith("_")} | {"completed_iterations": done.get(j["name"], 0.0)}
-                 for j in present]
+        rjobs = [{k: v for k, v in j.items() if not k.startswith("_")}
+                 | {"completed_iterations": done.get(j["name"], 0.0)} for j in present]
         rnd = {"kind": "rubick", "time": t, "cluster": cl, "jobs": rjobs,
                "running": [{"job": name, **a} for name, a in running.items()],
                "quotas": {tn: QUOTA for tn in TENANTS}, "reconfig_penalty": reconfig, "preempt_penalty": preempt}
@@ -352,13 +353,12 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
             jh = max(r["job_h"], 1e-9)
             rows.append((method, label, r["rounds"], r["errors"], r["violations"], r["drained"], r["cordoned"],
-                         r["restarts"],
-                         f"{r['restart_gpu_s'] / 3600.0:.2f}", r["preempts"], f"{r['reconfs'] / jh:.3f}",
+                         r["restarts"], f"{r['restart_gpu_s'] / 3600.0:.2f}", r["preempts"], f"{r['reconfs'] / jh:.3f}",
                          f"{r['flipflops'] / jh:.3f}", r["finished"], f"{r['mean_jct_h']:.2f}", f"{r['p50']:.2f}",
                          f"{r['p95']:.2f}", f"{r['wall_s']:.0f}"))
-    emit(("method", "penalties", "rounds", "errors", "violations", "on_draining", "on_cordoned", "restarts", "restart_gpu_h", "preempts",
-          "reconf_per_job_h", "flipflop_per_job_h", "finished", "mean_jct_h", "solve_p50_s", "solve_p95_s",
-          "wall_s"), rows, "scheduler_loop.csv")
+    emit(("method", "penalties", "rounds", "errors", "violations", "on_draining", "on_cordoned", "restarts",
+          "restart_gpu_h", "preempts", "reconf_per_job_h", "flipflop_per_job_h", "finished", "mean_jct_h",
+          "solve_p50_s", "solve_p95_s", "wall_s"), rows, "scheduler_loop.csv")
     return 0
 
 
