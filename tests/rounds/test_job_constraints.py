@@ -426,3 +426,22 @@ def test_exact_equals_brute_force_with_a_draining_node(seed: int) -> None:
     assert sol.status == "optimal"
     assert sol.objective == pytest.approx(_brute_force(problem, table), abs=1e-5)
     assert "r" not in sol.payload["choices"] or all(n != "n000" for n, _ in sol.payload["choices"]["r"].parts)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_request_that_runs_on_one_gpu_type_only_goes_there(method: str) -> None:
+    """On A100-40G and V100-32G nodes, roberta's 2-GPU DP plan needs about 35 GiB a GPU: it runs on the
+    A100s only. The job is placed there by every method instead of failing the round; a plan no type
+    runs is still an error naming the job."""
+    from optsched.core import Cluster, Node
+    from optsched.core.catalog import GPU_TYPES
+    nodes = (Node("a0", "A100-40G", 8, 96, 1024.0), Node("v0", "V100-32G", 8, 96, 768.0))
+    cluster = Cluster("mixed", nodes, (GPU_TYPES["A100-40G"], GPU_TYPES["V100-32G"]), 300.0, 25.0, 32.0)
+    plan = ExecutionPlan(dp=2)
+    job = Job("r", "roberta", 2, 1000, requested_plan=plan, plan_fixed=True)
+    got = _running(_decide(RubickRound(cluster, (job,)), method))
+    assert {n for n, _ in got["r"].placement.shares} == {"a0"} and got["r"].plan == plan
+    too_big = Job("b", "roberta", 1, 1000, requested_plan=ExecutionPlan(dp=1), plan_fixed=True)
+    v100_only = replace(cluster, nodes=(nodes[1],), gpu_types=(GPU_TYPES["V100-32G"],))
+    with pytest.raises(Exception, match="job 'b'"):
+        _decide(RubickRound(v100_only, (too_big,)), method)

@@ -22,8 +22,10 @@ Choices where the paper is silent:
   (and the exact model) linear in the number of jobs on large clusters.
 * **Requested CPUs.** A job that requests 0 CPUs is taken to request ``min(8, node CPUs per GPU)``
   per GPU, the CPU share of the Rubick measurements (:meth:`~optsched.core.job.Job.cpus_or_default`).
-* **Reference throughput** = the throughput of the request row, > 0. A requested plan that cannot
-  run on its request (memory, topology, batch divisibility) is an error naming the job.
+* **Reference throughput** = the throughput of the request row, > 0 (the fastest over the GPU types
+  the job may use). A requested plan that cannot run on its request (memory, topology, batch
+  divisibility) on a GPU type gives no request row there (the job's other configurations on that type
+  stay; a ``plan_fixed`` job then has none there); on every type it may use, an error naming the job.
 * **Ablations** (Rubick Table 4). ``fixed_plan`` keeps each job's plan (its requested plan, or the
   best plan of its request when it gave none) and scales only its DP size with the GPU count, the
   way Sia and Rubick-R scale 3D jobs ("changes the DP size when scaling GPUs"); ``fixed_resources``
@@ -273,11 +275,16 @@ def _candidate_rows(problem: RubickRound, job: Job, perf: PerfLookup, growth: in
     """Every row of ``job`` except its current one, and its reference throughput."""
     rows: list[CandidateRow] = []
     ref: float | None = None
+    refused: list[PlanInfeasibleError] = []  # the types on which the requested plan cannot run
     for gpu_type in usable_gpu_types(problem.cluster, job):
         pm = perf(job.model, gpu_type)
         pool = gpu_pool(problem.cluster, gpu_type)
         cap = job_gpu_cap(job, pool.per_node, pool.total, growth)
-        req = _request_row(job, pm, pool)
+        try:
+            req = _request_row(job, pm, pool)
+        except PlanInfeasibleError as e:  # no request row on this type; the others may run it
+            refused.append(e)
+            req = None
         if req is not None:
             ref = req.throughput if ref is None else max(ref, req.throughput)
             if fixed_plan and not fixed_resources:
@@ -296,6 +303,8 @@ def _candidate_rows(problem: RubickRound, job: Job, perf: PerfLookup, growth: in
         rows[:0] = [CandidateRow(t.plans[k], t.gpus_per_node[k], gpu_type, int(t.gpus[k]), int(t.cpus[k]),
                                  float(t.mem_gib[k]), float(t.throughput[k])) for k in range(len(t))]
     if ref is None:
+        if refused:
+            raise refused[0]
         raise PlanInfeasibleError(
             f"job {job.name!r}: no GPU type of cluster {problem.cluster.name!r} can run its request of "
             f"{job.requested_gpus} GPUs with any plan of model {job.model!r}")
