@@ -12,7 +12,6 @@ from optsched.cli.common import PROG, check_output_file, emit_json, err, log
 from optsched.core.errors import ValidationError
 from optsched.core.jsonio import parse_json_text, read_json
 from optsched.core.round import RoundProblem
-from optsched.core.units import unit_warnings
 from optsched.perf.lookup import fitted_models
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import describe_methods
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()  # the time limit covers reading the round too
     check_output_file(args.out)
     problem = RoundProblem.from_dict(read_round(args.round), on_invalid_job=args.on_invalid_job)
-    for warning in unit_warnings(problem.cluster, problem.jobs):
+    for warning in problem.warnings():
         err(f"{PROG}: warning: {warning}")
     models = fitted_models(args.params, problem.cluster)
     extras = {DEFER: True} if args.defer_unreachable else {}

@@ -62,6 +62,7 @@ from optsched.core.hardware import Cluster, Node
 from optsched.core.job import CONSTRAINT_FIELDS, Job
 from optsched.core.kinds import round_kind, round_kinds
 from optsched.core.model import ModelSpec
+from optsched.core.units import unit_warnings
 from optsched.core.skip import (DEFAULT_ON_INVALID_JOB, JobError, SkippedJob, check_mode, check_unique, job_errors)
 
 ROUND_FORMAT = "optsched.round/1"
@@ -177,6 +178,12 @@ class RoundProblem:
         object.__setattr__(self, "_free", {})
         object.__setattr__(self, "own_models", _own_models(self.own_models))
         self._check_fields()
+
+    def warnings(self) -> list[str]:
+        """What in the round is valid but likely not meant (numbers implausible for their unit,
+        :func:`~optsched.core.units.unit_warnings`, and what the kind adds); ``optsched.solve`` puts
+        them in the decision's message, ``optsched solve`` also on stderr."""
+        return unit_warnings(self.cluster, self.jobs)
 
     def _check_bound(self, job: Job) -> None:
         """A ``ValidationError`` when ``job`` sets a field the kind does not bind (:attr:`UNBOUND_JOB_FIELDS`)."""

@@ -8,7 +8,6 @@ from typing import Any
 from optsched.core.decision import Decision
 from optsched.core.errors import ValidationError
 from optsched.core.round import RoundProblem
-from optsched.core.units import unit_warnings
 from optsched.perf.lookup import FittedModels
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.partitioned import PartitionedPolicy
@@ -29,8 +28,10 @@ def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFA
     the call; a method its limit cuts short returns a feasible decision of status ``partial``. With
     ``partitions=K`` (>= 2) the method runs on K parts of the round in parallel processes and the parts'
     decisions are joined (:mod:`optsched.policies.partitioned`). ``backend`` chooses what solves exact
-    formulations (``PolicyOptions.backend``). Numbers implausible for their unit (:mod:`optsched.core.units`)
-    are named in the decision's message, each as ``warning: ...``."""
+    formulations (``PolicyOptions.backend``). The round's warnings (:meth:`RoundProblem.warnings
+    <optsched.core.round.RoundProblem.warnings>`: numbers implausible for their unit, a kind's own, such
+    as Rubick's reconfiguration penalty above its preemption penalty) are named in the decision's
+    message, each as ``warning: ...``."""
     if not isinstance(problem, RoundProblem):
         raise ValidationError(f"solve: problem must be a RoundProblem, got {type(problem).__name__}")
     options = PolicyOptions(time_limit=time_limit, seed=seed, workers=workers, perf_models=perf_models, extras=extras,
@@ -38,7 +39,7 @@ def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFA
     policy = make_policy(method, options, kind=problem.kind)  # validates the method and the options
     if partitions is not None and partitions != 1:
         policy = PartitionedPolicy(problem.kind, method, partitions, options)
-    warnings = unit_warnings(problem.cluster, problem.jobs)  # inside the time limit (clock_start runs)
+    warnings = problem.warnings()  # inside the time limit (clock_start runs)
     decision = policy.decide(problem)
     if not warnings:
         return decision

@@ -6,6 +6,7 @@ tiny constrained rounds, and refusal where a kind does not bind them."""
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -445,3 +446,16 @@ def test_a_request_that_runs_on_one_gpu_type_only_goes_there(method: str) -> Non
     v100_only = replace(cluster, nodes=(nodes[1],), gpu_types=(GPU_TYPES["V100-32G"],))
     with pytest.raises(Exception, match="job 'b'"):
         _decide(RubickRound(v100_only, (too_big,)), method)
+
+
+def test_a_reconfiguration_dearer_than_a_preemption_is_warned_about(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Any) -> None:
+    problem = RubickRound(a800_cluster(1, 8), (Job("x", "bert", 4, 100),), reconfig_penalty=0.5, preempt_penalty=0.2)
+    d = optsched.solve(problem, "heuristic")
+    assert "warning: reconfig_penalty 0.5 exceeds preempt_penalty 0.2" in d.message
+    assert "warning" not in optsched.solve(replace(problem, reconfig_penalty=0.1), "heuristic").message
+    from optsched.cli import main
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(problem.to_dict()))
+    assert main(["solve", str(path), "--method", "fifo"]) == 0
+    assert "warning: reconfig_penalty 0.5 exceeds preempt_penalty 0.2" in capsys.readouterr().err

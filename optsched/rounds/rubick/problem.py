@@ -104,6 +104,16 @@ class RubickRound(RoundProblem):
             self._check_row_plans(coefficients)
         object.__setattr__(self, "_own_rows", dict(coefficients))
 
+    def warnings(self) -> list[str]:
+        """The common warnings, and a reconfiguration penalty above the preemption penalty: a method then
+        prefers preempting a running job to moving it, which is rarely meant (issue "A round a real
+        cluster scheduler can state", item 6)."""
+        out = super().warnings()
+        if self.reconfig_penalty > self.preempt_penalty:
+            out.append(f"reconfig_penalty {self.reconfig_penalty:g} exceeds preempt_penalty {self.preempt_penalty:g}: "
+                       "preempting a running job then costs less than reconfiguring it")
+        return out
+
     def _check_row_plans(self, coefficients: Coefficients) -> None:
         """Each own row's plan suits the job's model where the round knows its shape (batch divisibility,
         TP dividing the heads, PP within the layers; :func:`~optsched.core.plan.check_plan_for_model`)."""
