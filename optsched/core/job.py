@@ -142,7 +142,8 @@ class Job:
         for f in ("max_gpus", "deadline", "gpu_type", "max_nodes", "min_cpus_per_gpu"):
             if getattr(self, f) is not None:
                 d[f] = getattr(self, f)
-        for f, default in (("gpus_per_worker", 1), ("fungible", False), ("checkpointing", False), ("plan_fixed", False)):
+        for f, default in (("gpus_per_worker", 1), ("fungible", False), ("checkpointing", False),
+                           ("plan_fixed", False)):
             if getattr(self, f) != default:
                 d[f] = getattr(self, f)
         return d

@@ -62,8 +62,8 @@ from optsched.core.hardware import Cluster, Node
 from optsched.core.job import CONSTRAINT_FIELDS, Job
 from optsched.core.kinds import round_kind, round_kinds
 from optsched.core.model import ModelSpec
+from optsched.core.skip import DEFAULT_ON_INVALID_JOB, JobError, SkippedJob, check_mode, check_unique, job_errors
 from optsched.core.units import unit_warnings
-from optsched.core.skip import (DEFAULT_ON_INVALID_JOB, JobError, SkippedJob, check_mode, check_unique, job_errors)
 
 ROUND_FORMAT = "optsched.round/1"
 

@@ -272,5 +272,5 @@ def plot_study(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[P
     return paths
 
 
-__all__ = ["PROBES", "Probe", "TARGET_GAP", "contract_probe", "policy_probe", "probe_kinds", "probe_of", "GapPoint", "gap_row", "growth_exponent", "median_by", "plot_study", "size_of",
-           "run_gap_point"]
+__all__ = ["GapPoint", "PROBES", "Probe", "TARGET_GAP", "contract_probe", "gap_row", "growth_exponent", "median_by",
+           "plot_study", "policy_probe", "probe_kinds", "probe_of", "run_gap_point", "size_of"]

@@ -143,7 +143,8 @@ class _NodeRules:
         keys = sorted({k for j in problem.jobs for k, _ in j.node_selector})
         #: what splits nodes into aggregated classes besides GPU type and free GPUs: the state, and a
         #: cordoned node is a class of its own (a job's cap there is its own)
-        self.signature = [(problem.cluster.node(n).state, i if i in cordoned else -1) for i, n in enumerate(nodes.names)]
+        self.signature = [(problem.cluster.node(n).state, i if i in cordoned else -1)
+                          for i, n in enumerate(nodes.names)]
         #: per node, the values of the labels some job selects: what splits a class into the sub-classes
         #: of the selecting jobs (module docstring, "Node rules")
         self.labels = [tuple(problem.cluster.node(n).label(k) or "" for k in keys) for n in nodes.names]
@@ -221,7 +222,8 @@ class RubickRoundModel:
     offset: float  # constant part of the objective (-preempt penalty of every running job)
     n_constraints: int
     rules: _NodeRules  # where each job may hold GPUs
-    sub_parts: dict[tuple[int, int, int, tuple], cp_model.IntVar]  # aggregated, selecting jobs: (row, size, class, labels)
+    #: aggregated encoding, jobs that select nodes: (row, size, class, label values) -> var
+    sub_parts: dict[tuple[int, int, int, tuple], cp_model.IntVar]
     banned: frozenset[int]  # running jobs (indices) on a draining node: their current row is no keep
 
     @property
