@@ -191,3 +191,12 @@ def best_assignment(problem: Any, table: CoefficientTable, options: list[list[An
         if not violations(problem, table, choices, admission):
             best = max(best, objective(problem, table, choices))
     return best
+
+
+def solve_tiny(problem: Any) -> tuple[CoefficientTable, Any]:
+    """The table (CPU shares 4 and 12 per GPU) and the per-node exact solution of a tiny Rubick round, as
+    the brute-force tests compare them."""
+    from optsched.formulations import rubick_round
+    from optsched.rounds.rubick.table import build_round_table
+    table = build_round_table(problem, cpus_per_gpu_options=(4, 12))
+    return table, rubick_round.solve(problem, table, time_limit=20, encoding="per-node")

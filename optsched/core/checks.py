@@ -48,8 +48,12 @@ def json_int(value: Any) -> Any:
 def json_ints(data: Mapping[str, Any], keys: Iterable[str] | None = None) -> dict[str, Any]:
     """A copy of the JSON object ``data`` with :func:`json_int` applied to the members named in ``keys``
     (every member when ``keys`` is None: a map such as ``{tenant: GPUs}``); absent keys are skipped."""
-    wanted = None if keys is None else frozenset(keys)
-    return {k: json_int(v) if wanted is None or k in wanted else v for k, v in data.items()}
+    if keys is None:
+        return {k: json_int(v) for k, v in data.items()}
+    out = dict(data)
+    for k in out.keys() & keys:
+        out[k] = json_int(out[k])
+    return out
 
 
 def json_fields(cls: type, data: Any) -> Any:
@@ -102,6 +106,8 @@ def string_pairs(owner: str, value: Any) -> tuple[tuple[str, str], ...]:
     """A ``{name: value}`` mapping of non-empty strings (a JSON object, a dict or (name, value) pairs)
     as sorted pairs; a ``ValidationError`` naming ``owner`` and the entry otherwise (node labels, a
     job's node selector)."""
+    if isinstance(value, (tuple, dict)) and not value:  # the default, once per job and node: no work
+        return ()
     items = value.items() if isinstance(value, Mapping) else value
     try:
         pairs = [(k, v) for k, v in items]

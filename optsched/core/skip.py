@@ -14,9 +14,8 @@ a skipped running job's allocation is said where the rule is applied (:mod:`opts
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from optsched.core.checks import require_keys, require_name
 from optsched.core.errors import UnknownNameError, ValidationError
@@ -43,16 +42,23 @@ class JobError(ValidationError):
         self.job = job
 
 
-@contextlib.contextmanager
-def job_errors(job: str) -> Iterator[None]:
+class job_errors:  # noqa: N801 - used as ``with job_errors(name):``, like a function
     """Turn a ``ValidationError`` raised inside the block into a :class:`JobError` of ``job`` (same message;
-    a ``JobError`` of another job passes through unchanged)."""
-    try:
-        yield
-    except JobError:
-        raise
-    except ValidationError as e:
-        raise JobError(job, str(e)) from None
+    a ``JobError`` of another job passes through unchanged). A plain class, not a generator: a round
+    enters it once or twice per job, so it must cost next to nothing."""
+
+    __slots__ = ("job",)
+
+    def __init__(self, job: str) -> None:
+        self.job = job
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> bool:
+        if error is None or isinstance(error, JobError) or not isinstance(error, ValidationError):
+            return False
+        raise JobError(self.job, str(error)) from None
 
 
 @dataclass(frozen=True)

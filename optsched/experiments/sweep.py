@@ -65,7 +65,6 @@ from typing import Any
 
 from optsched.core.catalog import CLUSTERS, get_cluster
 from optsched.core.errors import OptschedError, ValidationError
-from optsched.core.hardware import Cluster
 from optsched.experiments.compare import run_policies
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import DEFAULT_KIND, methods_of
@@ -211,9 +210,8 @@ def parse_trace_spec(spec: str) -> tuple[str, dict[str, Any]]:
     return SYNTHETIC_PREFIX, {"num_jobs": num_jobs, "load": load}
 
 
-def build_ground_truth(spec: str, cluster: Cluster) -> Any:
-    """The ground truth a spec names, on ``cluster`` (:func:`~optsched.sim.ground_truth.ground_truth_from_spec`)."""
-    return ground_truth_from_spec(spec, cluster)
+#: the ground truth a spec names, on a cluster (one rule for the sweep and ``optsched simulate``)
+build_ground_truth = ground_truth_from_spec
 
 
 def _check_files(point: SweepPoint) -> None:

@@ -157,12 +157,14 @@ class _HeuristicPolicy:
     def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
         raise NotImplementedError
 
+    def round_cache(self) -> RoundTableCache | None:
+        """The policy's cache of round-table blocks (what the check of invalid jobs shares with it)."""
+        return None
+
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
         rubick = round_of(problem, RubickRound, self.name)
-        cache = getattr(self, "cache", None)
-        rubick = valid_round(rubick, _lookup(self.perf, rubick),
-                             cache=cache.round if isinstance(cache, BaselineCache) else cache)
+        rubick = valid_round(rubick, _lookup(self.perf, rubick), cache=self.round_cache())
         try:
             table, schedule = self.plan(rubick, _deadline(self.time_limit, self.clock_start, rubick))
         except InfeasibleError as e:
@@ -181,6 +183,9 @@ class RubickHeuristicPolicy(_HeuristicPolicy):
     fixed_resources: bool = False
     defer_unreachable_guarantees: bool = False
     cache: RoundTableCache = field(default_factory=RoundTableCache, compare=False, repr=False)
+
+    def round_cache(self) -> RoundTableCache:
+        return self.cache
 
     def table(self, problem: RubickRound, deadline: Deadline | None = None,
               left_out: list[str] | None = None) -> CoefficientTable:
@@ -285,13 +290,23 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
 
 # -- the baselines ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class FifoPolicy(_HeuristicPolicy):
+class _BaselinePolicy(_HeuristicPolicy):
+    """A baseline of the kind: its tables come from :mod:`optsched.rounds.rubick.baseline_tables`,
+    cached in ``cache`` across rounds."""
+
+    cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
+
+    def round_cache(self) -> RoundTableCache:
+        return self.cache.round
+
+
+@dataclass(frozen=True)
+class FifoPolicy(_BaselinePolicy):
     """:func:`~optsched.heuristics.baselines.fifo.schedule_fifo` on the request-only table (strict
     FIFO, or with ``backfill``)."""
 
     name: str = "fifo"
     backfill: bool = False
-    cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
 
     def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
         left_out: list[str] = []
@@ -302,12 +317,11 @@ class FifoPolicy(_HeuristicPolicy):
 
 
 @dataclass(frozen=True)
-class AntManPolicy(_HeuristicPolicy):
+class AntManPolicy(_BaselinePolicy):
     """:func:`~optsched.heuristics.baselines.antman.antman_round` on the request-only table; the
     decision protects the guaranteed jobs AntMan runs at their request's throughput."""
 
     name: str = "antman"
-    cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
 
     def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
         left_out: list[str] = []
@@ -320,14 +334,13 @@ class AntManPolicy(_HeuristicPolicy):
 
 
 @dataclass(frozen=True)
-class SynergyPolicy(_HeuristicPolicy):
+class SynergyPolicy(_BaselinePolicy):
     """:func:`~optsched.heuristics.baselines.synergy.schedule_synergy` on
     :func:`~optsched.rounds.rubick.baseline_tables.synergy_table`."""
 
     name: str = "synergy"
     tune_fraction: float = SYNERGY_TUNE_FRACTION
     backfill: bool = True
-    cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
 
     def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
         left_out: list[str] = []
@@ -339,13 +352,12 @@ class SynergyPolicy(_HeuristicPolicy):
 
 
 @dataclass(frozen=True)
-class SiaPolicy(_HeuristicPolicy):
+class SiaPolicy(_BaselinePolicy):
     """:func:`~optsched.heuristics.baselines.sia.schedule_sia` on
     :func:`~optsched.rounds.rubick.baseline_tables.sia_table`."""
 
     name: str = "sia"
     growth: int = DEFAULT_GROWTH
-    cache: BaselineCache = field(default_factory=BaselineCache, compare=False, repr=False)
 
     def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
         left_out: list[str] = []
@@ -377,8 +389,8 @@ def _algorithm1(name: str, fixed_plan: bool = False, fixed_resources: bool = Fal
     return build
 
 
-def _baseline(cls: type[_HeuristicPolicy], name: str, **fields: object):  # noqa: ANN202
-    def build(o: PolicyOptions) -> _HeuristicPolicy:
+def _baseline(cls: type[_BaselinePolicy], name: str, **fields: object):  # noqa: ANN202
+    def build(o: PolicyOptions) -> _BaselinePolicy:
         return cls(name, o.perf_source(), o.time_limit, o.clock_start, **fields)  # type: ignore[call-arg]
     return build
 

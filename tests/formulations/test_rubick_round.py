@@ -24,7 +24,7 @@ from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
 
-from helpers import alloc, best_assignment, cpu_hungry_round
+from helpers import alloc, best_assignment, cpu_hungry_round, solve_tiny
 
 
 def _brute_force(problem: RubickRound, table) -> float:
@@ -65,8 +65,7 @@ def _tiny(seed: int) -> RubickRound:
 @pytest.mark.parametrize("seed", range(6))
 def test_exact_equals_brute_force_on_tiny_rounds(seed: int) -> None:
     problem = _tiny(seed)
-    table = build_round_table(problem, cpus_per_gpu_options=(4, 12))
-    sol = rubick_round.solve(problem, table, time_limit=20, encoding="per-node")
+    table, sol = solve_tiny(problem)
     assert sol.status == "optimal"
     assert sol.objective == pytest.approx(_brute_force(problem, table), abs=1e-5)
     assert violations(problem, table, sol.payload["choices"]) == []

@@ -23,10 +23,11 @@ from optsched.rounds.rubick.admission import admit
 from optsched.rounds.rubick.choice import Choice
 from optsched.rounds.rubick.decision import choices_of
 from optsched.rounds.rubick.feasibility import violations
+from optsched.rounds.rubick.generate import generate_rubick_round
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
 
-from helpers import alloc, best_assignment
+from helpers import alloc, best_assignment, solve_tiny
 
 METHODS = methods_of("rubick")
 
@@ -189,10 +190,8 @@ def _tiny(seed: int) -> RubickRound:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_exact_equals_brute_force_on_tiny_constrained_rounds(seed: int) -> None:
-    from optsched.formulations import rubick_round
     problem = _tiny(seed)
-    table = build_round_table(problem, cpus_per_gpu_options=(4, 12))
-    sol = rubick_round.solve(problem, table, time_limit=20, encoding="per-node")
+    table, sol = solve_tiny(problem)
     assert sol.status == "optimal"
     assert sol.objective == pytest.approx(_brute_force(problem, table), abs=1e-5)
 
@@ -256,6 +255,20 @@ def test_kinds_that_do_not_bind_the_constraints_refuse_them(kind: str) -> None:
         pytest.skip(f"the generated {kind} round has no jobs")
     data["jobs"][0]["max_nodes"] = 1
     with pytest.raises(ValidationError, match=f"sets max_nodes, which {kind} rounds do not support"):
+        RoundProblem.from_dict(data)
+
+
+@pytest.mark.parametrize("kind, field, value", [
+    ("crius", "min_gpus", 2), ("crius", "max_gpus", 8), ("crius", "requested_cpus", 16), ("crius", "fungible", True),
+    ("lyra-allocate", "guaranteed", True), ("lyra-allocate", "deadline", 3600.0), ("placement", "requested_cpus", 8),
+    ("lyra", "requested_mem_gib", 64.0)])
+def test_crius_and_lyra_rounds_refuse_job_fields_no_method_of_theirs_reads(kind: str, field: str, value: Any) -> None:
+    data = optsched.core.kinds.round_kind(kind).generate(seed=0).to_dict()
+    job = next(j for j in data["jobs"] if j.get(field) in (None, 0, 0.0, False, 1))
+    job[field] = value
+    if field == "min_gpus":
+        job["requested_gpus"] = max(job["requested_gpus"], value)
+    with pytest.raises(ValidationError, match=f"sets {field}, which {kind} rounds do not support"):
         RoundProblem.from_dict(data)
 
 
@@ -416,14 +429,12 @@ def test_a_job_kept_on_a_draining_node_is_a_violation() -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_exact_equals_brute_force_with_a_draining_node(seed: int) -> None:
-    from optsched.formulations import rubick_round
     rng = np.random.default_rng(300 + seed)
     cluster = replace(_labelled({0: "draining"}, nodes=2, gpus=4))
     jobs = (Job("r", str(rng.choice(["vit", "bert"])), 2, 100), Job("q", "bert", int(rng.choice([1, 2])), 100))
     running = (alloc("r", ExecutionPlan(dp=2), {"n000": (2, 8, 20.0)}),)
     problem = RubickRound(cluster, jobs, running, reconfig_penalty=0.1, preempt_penalty=0.3)
-    table = build_round_table(problem, cpus_per_gpu_options=(4, 12))
-    sol = rubick_round.solve(problem, table, time_limit=20, encoding="per-node")
+    table, sol = solve_tiny(problem)
     assert sol.status == "optimal"
     assert sol.objective == pytest.approx(_brute_force(problem, table), abs=1e-5)
     assert "r" not in sol.payload["choices"] or all(n != "n000" for n, _ in sol.payload["choices"]["r"].parts)
@@ -459,3 +470,15 @@ def test_a_reconfiguration_dearer_than_a_preemption_is_warned_about(capsys: pyte
     path.write_text(json.dumps(problem.to_dict()))
     assert main(["solve", str(path), "--method", "fifo"]) == 0
     assert "warning: reconfig_penalty 0.5 exceeds preempt_penalty 0.2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["exact", "heuristic"])
+def test_a_partitioned_solve_keeps_every_constraint(method: str) -> None:
+    """``--partitions 2`` on a round with selectors, gangs, one-node jobs, a cordoned and a draining node:
+    the joined decision keeps every rule, read off it by the checks above."""
+    base = generate_rubick_round(8, 8, 30, 3, constrained=0.5)
+    nodes = tuple(replace(n, state={0: "cordoned", 5: "draining"}.get(i, "ready"))
+                  for i, n in enumerate(base.cluster.nodes))
+    problem = replace(base, cluster=replace(base.cluster, nodes=nodes))
+    d = optsched.solve(problem, method, time_limit=20, seed=0, partitions=2, defer_unreachable_guarantees=True)
+    assert _independent_check(problem, d) == [] and _node_check(problem, d) == []

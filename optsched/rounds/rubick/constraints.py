@@ -137,6 +137,8 @@ def held_on_cordoned(problem: RoundProblem, job: Job) -> dict[str, int]:
 
 def selector_broken(problem: RoundProblem, job: Job, placement: Placement) -> list[str]:
     """A phrase per node of ``placement`` that ``job``'s node selector does not select."""
+    if not job.node_selector:
+        return []
     want = ", ".join(f"{k}={v}" for k, v in job.node_selector)
     return [f"node {name!r} does not match its node_selector {want}" for name, share in placement.shares
             if share.gpus > 0 and not selects(job, problem.cluster.node(name))]

@@ -12,7 +12,7 @@ from optsched.core.capacity import NodeUsage
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, check_round_table, placement_of
-from optsched.rounds.rubick.constraints import broken, node_broken
+from optsched.rounds.rubick.constraints import broken, node_broken, node_constrained
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of the capacity check (GPUs, CPUs, GiB)
@@ -27,6 +27,7 @@ def violations(problem: RubickRound, table: CoefficientTable, choices: Mapping[s
     admission = admission or admit(problem, table)
     out: list[str] = []
     known = {n.name for n in problem.cluster.nodes}
+    node_rules = node_constrained(problem)  # else every node rule holds: no need to read them per job
     usage = NodeUsage()
     for name, choice in choices.items():
         if name not in table.job_position:
@@ -54,7 +55,8 @@ def violations(problem: RubickRound, table: CoefficientTable, choices: Mapping[s
         job = problem.job(name)
         out.extend(f"job {name!r}: {b}" for b in broken(job, table.plans[row], placement.gpus_per_node,
                                                           placement.total_cpus))
-        out.extend(f"job {name!r}: {b}" for b in node_broken(problem, job, placement))
+        if node_rules:
+            out.extend(f"job {name!r}: {b}" for b in node_broken(problem, job, placement))
         if name in admission.waiting:
             out.append(f"job {name!r} runs although it waits for quota ({admission.waiting[name]})")
     for name in admission.protected:
