@@ -108,24 +108,31 @@ def parse_placement_code(code: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Allocation:
-    """A job's execution plan and placement."""
+    """A job's execution plan and placement; ``since`` (optional, seconds of the round's clock): when
+    the job got this configuration (what a round's ``min_hold_s`` reads; written to JSON only when set)."""
 
     job: str
     plan: ExecutionPlan
     placement: Placement
+    since: float | None = None
 
     def __post_init__(self) -> None:
         require_name("Allocation job", self.job)
+        if self.since is not None:
+            require_number(f"allocation of job {self.job!r}", "since", self.since, 0.0)
         if self.plan.num_gpus != self.placement.total_gpus:
             raise ValidationError(
                 f"allocation of job {self.job!r}: plan {self.plan.label} uses {self.plan.num_gpus} GPUs "
                 f"but the placement holds {self.placement.total_gpus}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"job": self.job, "plan": self.plan.to_dict(), "placement": self.placement.to_dict()}
+        d = {"job": self.job, "plan": self.plan.to_dict(), "placement": self.placement.to_dict()}
+        if self.since is not None:
+            d["since"] = self.since
+        return d
 
     @classmethod
     def from_dict(cls, data: Any) -> "Allocation":
-        require_keys("Allocation", data, ("job", "plan", "placement"))
+        require_keys("Allocation", data, ("job", "plan", "placement"), ("since",))
         return cls(job=data["job"], plan=ExecutionPlan.from_dict(data["plan"]),
-                   placement=Placement.from_dict(data["placement"]))
+                   placement=Placement.from_dict(data["placement"]), since=data.get("since"))

@@ -93,8 +93,9 @@ NODE_STATES = ("ready", "cordoned", "draining")
 @dataclass(frozen=True)
 class Node:
     """A server: ``num_gpus`` GPUs of one type, ``num_cpus`` CPU cores, ``memory_gib`` host memory;
-    ``labels`` (name -> value, what a job's ``node_selector`` matches) and ``state``
-    (:data:`NODE_STATES`), both written to JSON only when set. A round kind that does not bind labels
+    ``labels`` (name -> value, what a job's ``node_selector`` matches), ``state``
+    (:data:`NODE_STATES`) and ``topology`` (level -> domain, e.g. ``{"rack": "r1", "nvlink": "n1-0"}``:
+    what a job's ``topology`` rule groups nodes by), each written to JSON only when set. A round kind that does not bind labels
     or states refuses a node that sets them (:attr:`~optsched.core.round.RoundProblem.UNBOUND_NODE_FIELDS`)."""
 
     name: str
@@ -104,6 +105,7 @@ class Node:
     memory_gib: float
     labels: tuple[tuple[str, str], ...] = ()
     state: str = "ready"
+    topology: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         require_name("Node", self.name)
@@ -113,12 +115,17 @@ class Node:
         require_int(owner, "num_cpus", self.num_cpus, 0)
         require_number(owner, "memory_gib", self.memory_gib, 0.0)
         object.__setattr__(self, "labels", string_pairs(owner + " labels", self.labels))
+        object.__setattr__(self, "topology", string_pairs(owner + " topology", self.topology))
         if self.state not in NODE_STATES:
             raise UnknownNameError(f"{owner} state", str(self.state), NODE_STATES)
 
     def label(self, name: str) -> str | None:
         """The value of label ``name`` (None when the node has no such label)."""
         return dict(self.labels).get(name)
+
+    def domain(self, level: str) -> str | None:
+        """The node's domain at topology ``level`` (e.g. its rack), None when its topology lacks the level."""
+        return dict(self.topology).get(level)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "gpu_type": self.gpu_type, "num_gpus": self.num_gpus,
@@ -127,11 +134,13 @@ class Node:
             d["labels"] = dict(self.labels)
         if self.state != "ready":
             d["state"] = self.state
+        if self.topology:
+            d["topology"] = dict(self.topology)
         return d
 
     @classmethod
     def from_dict(cls, data: Any) -> "Node":
-        require_keys("Node", data, ("name", "gpu_type", "num_gpus", "num_cpus", "memory_gib"), ("labels", "state"))
+        require_keys("Node", data, ("name", "gpu_type", "num_gpus", "num_cpus", "memory_gib"), ("labels", "state", "topology"))
         return cls(**json_fields(cls, data))
 
 

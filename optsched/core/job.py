@@ -17,7 +17,35 @@ DEFAULT_CPUS_PER_GPU = 8
 
 #: the hard constraints of a job on its configurations (class docstring); a kind that does not bind
 #: one refuses a job that sets it (:attr:`optsched.core.round.RoundProblem.UNBOUND_JOB_FIELDS`)
-CONSTRAINT_FIELDS = ("plan_fixed", "max_nodes", "min_cpus_per_gpu", "node_selector")
+CONSTRAINT_FIELDS = ("plan_fixed", "max_nodes", "min_cpus_per_gpu", "node_selector", "topology", "priority")
+#: fields that shape a job's term of the objective and its penalties (issue "A round a real cluster
+#: scheduler can state", items 2 and 6); a kind that does not read them refuses a job that sets them
+OBJECTIVE_FIELDS = ("weight", "restart_seconds", "checkpoint_age_s")
+#: the modes of a job's ``topology`` rule
+TOPOLOGY_MODES = ("required", "preferred")
+
+
+@dataclass(frozen=True)
+class TopologyRule:
+    """A job's topology rule (JSON ``{"level": ..., "mode": ...}``): ``level`` is a key of the nodes'
+    ``topology`` objects (e.g. ``"rack"``); ``mode`` ``"required"`` puts every GPU of the job in one
+    domain of that level, ``"preferred"`` charges a cost for each domain beyond the first."""
+
+    level: str
+    mode: str = "required"
+
+    def __post_init__(self) -> None:
+        require_name("topology level", self.level)
+        if self.mode not in TOPOLOGY_MODES:
+            raise ValidationError(f"topology mode must be one of {', '.join(TOPOLOGY_MODES)}, got {self.mode!r}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"level": self.level, "mode": self.mode}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "TopologyRule":
+        require_keys("topology", data, ("level",), ("mode",))
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -42,7 +70,13 @@ class Job:
       them, :attr:`~optsched.core.round.RoundProblem.UNBOUND_JOB_FIELDS`): ``plan_fixed`` (the
       ``requested_plan`` is the only plan the job may run), ``max_nodes`` (the most nodes the job may
       span; 1 = one node), ``min_cpus_per_gpu`` (a CPU floor per GPU) and ``node_selector`` (label ->
-      value: every node the job runs on has these labels). Written to JSON only when set.
+      value: every node the job runs on has these labels), ``topology`` (a :class:`TopologyRule`) and
+      ``priority`` (integer, default 0: a job is never preempted, shrunk or kept waiting to make room for
+      a job of lower priority). Written to JSON only when set;
+    * what shapes its term of the objective (:data:`OBJECTIVE_FIELDS`): ``weight`` (> 0, default 1,
+      multiplies the job's term), ``restart_seconds`` (what a start, reconfiguration or resume costs it)
+      and ``checkpoint_age_s`` (the progress a preemption loses, in seconds of its work). Written to JSON
+      only when set.
     """
 
     name: str
@@ -67,6 +101,11 @@ class Job:
     max_nodes: int | None = None
     min_cpus_per_gpu: int | None = None
     node_selector: tuple[tuple[str, str], ...] = ()
+    topology: TopologyRule | None = None
+    priority: int = 0
+    weight: float = 1.0
+    restart_seconds: float | None = None
+    checkpoint_age_s: float | None = None
 
     def __post_init__(self) -> None:
         require_name("Job", self.name)
@@ -95,6 +134,13 @@ class Job:
         if self.min_cpus_per_gpu is not None:
             require_int(owner, "min_cpus_per_gpu", self.min_cpus_per_gpu, 1)
         object.__setattr__(self, "node_selector", string_pairs(owner + " node_selector", self.node_selector))
+        if self.topology is not None and not isinstance(self.topology, TopologyRule):
+            raise ValidationError(f"{owner}: topology must be a TopologyRule")
+        require_int(owner, "priority", self.priority, -(2 ** 31))
+        require_number(owner, "weight", self.weight, 0.0, strict=True)
+        for f in ("restart_seconds", "checkpoint_age_s"):
+            if getattr(self, f) is not None:
+                require_number(owner, f, getattr(self, f), 0.0)
         if self.plan_fixed and self.requested_plan is None:
             raise ValidationError(f"{owner}: plan_fixed needs a requested_plan (the plan the job must run)")
         if self.completed_iterations > self.total_iterations:
@@ -139,11 +185,14 @@ class Job:
             d["requested_plan"] = self.requested_plan.to_dict()
         if self.node_selector:
             d["node_selector"] = dict(self.node_selector)
-        for f in ("max_gpus", "deadline", "gpu_type", "max_nodes", "min_cpus_per_gpu"):
+        if self.topology is not None:
+            d["topology"] = self.topology.to_dict()
+        for f in ("max_gpus", "deadline", "gpu_type", "max_nodes", "min_cpus_per_gpu", "restart_seconds",
+                  "checkpoint_age_s"):
             if getattr(self, f) is not None:
                 d[f] = getattr(self, f)
         for f, default in (("gpus_per_worker", 1), ("fungible", False), ("checkpointing", False),
-                           ("plan_fixed", False)):
+                           ("plan_fixed", False), ("priority", 0), ("weight", 1.0)):
             if getattr(self, f) != default:
                 d[f] = getattr(self, f)
         return d
@@ -154,8 +203,14 @@ class Job:
                      ("requested_cpus", "requested_mem_gib", "requested_plan", "tenant", "guaranteed",
                       "submit_time", "completed_iterations", "min_gpus", "max_gpus", "deadline",
                       "gpu_type", "gpus_per_worker", "fungible", "checkpointing", "plan_fixed", "max_nodes",
-                      "min_cpus_per_gpu", "node_selector"))
+                      "min_cpus_per_gpu", "node_selector", "topology", "priority", "weight", "restart_seconds",
+                      "checkpoint_age_s"))
         kwargs = json_fields(cls, data)
         if kwargs.get("requested_plan") is not None:
             kwargs["requested_plan"] = ExecutionPlan.from_dict(kwargs["requested_plan"])
+        if kwargs.get("topology") is not None:
+            try:
+                kwargs["topology"] = TopologyRule.from_dict(kwargs["topology"])
+            except ValidationError as e:
+                raise ValidationError(f"job {data['name']!r}: {e}") from None
         return cls(**kwargs)

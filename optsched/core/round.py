@@ -59,7 +59,7 @@ from optsched.core.capacity import NodeUsage
 from optsched.core.checks import require_keys, require_number
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.hardware import Cluster, Node
-from optsched.core.job import CONSTRAINT_FIELDS, Job
+from optsched.core.job import CONSTRAINT_FIELDS, OBJECTIVE_FIELDS, Job
 from optsched.core.kinds import round_kind, round_kinds
 from optsched.core.model import ModelSpec
 from optsched.core.skip import DEFAULT_ON_INVALID_JOB, JobError, SkippedJob, check_mode, check_unique, job_errors
@@ -86,11 +86,15 @@ class RoundProblem:
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ()
     #: job fields the kind does not bind: a job that sets one (to other than its default) is refused,
     #: naming the field, rather than silently ignored (default: every hard constraint of
-    #: :data:`~optsched.core.job.CONSTRAINT_FIELDS`; a kind that binds some narrows this)
-    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = CONSTRAINT_FIELDS
-    #: node fields the kind does not bind (default: ``labels`` and ``state``); a node that sets one is
-    #: refused, naming the field
-    UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ("labels", "state")
+    #: :data:`~optsched.core.job.CONSTRAINT_FIELDS` and :data:`~optsched.core.job.OBJECTIVE_FIELDS`; a kind
+    #: that binds some narrows this)
+    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = CONSTRAINT_FIELDS + OBJECTIVE_FIELDS
+    #: node fields the kind does not bind (default: ``labels``, ``state`` and ``topology``); a node that
+    #: sets one is refused, naming the field
+    UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ("labels", "state", "topology")
+    #: fields of a running allocation the kind does not bind (default: ``since``); an allocation that
+    #: sets one is refused, naming the job and the field
+    UNBOUND_ALLOCATION_FIELDS: ClassVar[tuple[str, ...]] = ("since",)
     #: whether rounds of the kind may say ``on_invalid_job: "skip"`` (module docstring, "Invalid jobs")
     SKIPS_INVALID_JOBS: ClassVar[bool] = False
 
@@ -160,6 +164,10 @@ class RoundProblem:
                 if a.job in running:
                     raise ValidationError(f"round: job {a.job!r} has two running allocations")
                 job = jobs[a.job]
+                for f in type(self).UNBOUND_ALLOCATION_FIELDS:
+                    if getattr(a, f) is not None:
+                        raise ValidationError(f"round: the running allocation of job {a.job!r} sets {f}, which "
+                                              f"{self.kind} rounds do not support (it would be ignored)")
                 types = {self._node(n, f"running job {a.job!r}").gpu_type for n, sh in a.placement.shares
                          if sh.gpus > 0}
                 if len(types) > 1:

@@ -260,6 +260,8 @@ def test_kinds_that_do_not_bind_the_constraints_refuse_them(kind: str) -> None:
 
 @pytest.mark.parametrize("kind, field, value", [
     ("crius", "min_gpus", 2), ("crius", "max_gpus", 8), ("crius", "requested_cpus", 16), ("crius", "fungible", True),
+    ("crius", "priority", 3), ("crius", "weight", 2.0), ("crius", "topology", {"level": "rack"}),
+    ("lyra-allocate", "restart_seconds", 60.0), ("lyra", "checkpoint_age_s", 30.0),
     ("lyra-allocate", "guaranteed", True), ("lyra-allocate", "deadline", 3600.0), ("placement", "requested_cpus", 8),
     ("lyra", "requested_mem_gib", 64.0)])
 def test_crius_and_lyra_rounds_refuse_job_fields_no_method_of_theirs_reads(kind: str, field: str, value: Any) -> None:
@@ -269,6 +271,35 @@ def test_crius_and_lyra_rounds_refuse_job_fields_no_method_of_theirs_reads(kind:
     if field == "min_gpus":
         job["requested_gpus"] = max(job["requested_gpus"], value)
     with pytest.raises(ValidationError, match=f"sets {field}, which {kind} rounds do not support"):
+        RoundProblem.from_dict(data)
+
+
+def test_new_fields_round_trip_and_are_checked() -> None:
+    job = Job("x", "bert", 4, 100, topology=optsched.core.job.TopologyRule("rack", "preferred"), priority=-2,
+              weight=2.5, restart_seconds=78.0, checkpoint_age_s=120.0)
+    assert Job.from_dict(job.to_dict()) == job
+    assert {"topology", "priority", "weight", "restart_seconds", "checkpoint_age_s"} <= set(job.to_dict())
+    assert not {"topology", "priority", "weight", "restart_seconds"} & set(Job("y", "bert", 4, 100).to_dict())
+    for kw, message in (({"weight": 0}, "weight must be > 0"), ({"restart_seconds": -1}, "restart_seconds must be >= 0"),
+                        ({"priority": 1.5}, "priority must be an integer"),
+                        ({"topology": {"level": "rack", "mode": "soft"}}, "topology mode must be one of"),
+                        ({"topology": {"mode": "required"}}, "missing field.s. level")):
+        with pytest.raises(ValidationError, match=message):
+            Job.from_dict({**Job("y", "bert", 4, 100).to_dict(), **kw})
+    node = replace(a800_cluster(1, 8).nodes[0], topology={"rack": "r1"})
+    assert node.domain("rack") == "r1" and node.domain("row") is None
+    assert type(node).from_dict(node.to_dict()) == node
+    a = alloc("x", ExecutionPlan(dp=4), {"n0": (4,)})
+    assert optsched.core.Allocation.from_dict({**a.to_dict(), "since": 300}) == replace(a, since=300)
+    with pytest.raises(ValidationError, match="since must be >= 0"):
+        replace(a, since=-1.0)
+
+
+def test_crius_rounds_refuse_an_allocation_since() -> None:
+    data = optsched.core.kinds.round_kind("crius").generate(seed=0).to_dict()
+    assert data["running"]
+    data["running"][0]["since"] = 0.0
+    with pytest.raises(ValidationError, match="sets since, which crius rounds do not support"):
         RoundProblem.from_dict(data)
 
 

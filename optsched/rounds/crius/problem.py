@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Mapping
 
 from optsched.core.checks import json_int, require_int, require_name, require_number
 from optsched.core.errors import UnknownNameError, ValidationError
-from optsched.core.job import CONSTRAINT_FIELDS
+from optsched.core.job import CONSTRAINT_FIELDS, OBJECTIVE_FIELDS
 from optsched.core.pool import usable_gpu_types
 from optsched.core.round import RoundProblem
 from optsched.perf.crius.models import MODEL_SHAPES, resolve_model
@@ -61,7 +61,7 @@ class CriusRound(RoundProblem):
     KIND: ClassVar[str] = "crius"
     #: job fields no Crius method reads: a job that sets one is refused naming it (the hard constraints
     #: of ``rubick`` rounds, the elastic range and Lyra's worker fields, requested CPUs and memory)
-    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = (*CONSTRAINT_FIELDS, "min_gpus", "max_gpus", "gpus_per_worker",
+    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = (*CONSTRAINT_FIELDS, *OBJECTIVE_FIELDS, "min_gpus", "max_gpus", "gpus_per_worker",
                                                      "fungible", "checkpointing", "requested_cpus",
                                                      "requested_mem_gib")
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ("models", "search_depth", "objective", "rescale_penalty",

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Mapping
 
 from optsched.core.checks import json_ints, require_int, require_number
 from optsched.core.errors import ValidationError
-from optsched.core.job import CONSTRAINT_FIELDS, Job
+from optsched.core.job import CONSTRAINT_FIELDS, OBJECTIVE_FIELDS, Job
 from optsched.core.round import RoundProblem
 from optsched.rounds.lyra.jobs import SCALINGS, base_workers, check_workers, is_elastic, max_workers
 
@@ -65,7 +65,7 @@ class LyraRound(RoundProblem):
                                              "opportunistic")
     #: job fields no Lyra method reads: a job that sets one is refused naming it (the hard constraints of
     #: ``rubick`` rounds, deadlines, guarantees, requested CPUs and memory: Lyra accounts GPUs only)
-    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = (*CONSTRAINT_FIELDS, "deadline", "guaranteed", "requested_cpus",
+    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = (*CONSTRAINT_FIELDS, *OBJECTIVE_FIELDS, "deadline", "guaranteed", "requested_cpus",
                                                      "requested_mem_gib")
 
     inference_nodes: tuple[str, ...] = ()

@@ -39,6 +39,7 @@ from optsched.core.checks import json_ints, require_int, require_name, require_n
 from optsched.core.coefficient_rows import (CoefficientRow, Coefficients, check_coefficients, coefficients_from_dict,
                                             coefficients_to_dict, normalise_coefficients)
 from optsched.core.errors import ValidationError
+from optsched.core.job import OBJECTIVE_FIELDS
 from optsched.core.plan import check_plan_for_model
 from optsched.core.round import RoundProblem
 from optsched.core.skip import JobError, job_errors
@@ -59,10 +60,12 @@ class RubickRound(RoundProblem):
 
     KIND: ClassVar[str] = "rubick"
     #: binds every hard constraint of :mod:`optsched.rounds.rubick.constraints`; refuses Lyra's worker
-    #: fields and deadlines (not bound in Rubick rounds yet)
-    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = ("deadline", "gpus_per_worker", "fungible", "checkpointing")
-    #: binds node labels (job ``node_selector``) and node states (:mod:`optsched.rounds.rubick.constraints`)
-    UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ()
+    #: fields, and deadlines, topology rules and priorities (not bound in Rubick rounds yet)
+    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = ("deadline", "gpus_per_worker", "fungible", "checkpointing",
+                                                     "topology", "priority", *OBJECTIVE_FIELDS)
+    #: binds node labels (job ``node_selector``) and node states (:mod:`optsched.rounds.rubick.constraints`);
+    #: refuses node topology (not bound yet)
+    UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ("topology",)
     SKIPS_INVALID_JOBS: ClassVar[bool] = True
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ("quotas", "reconfig_penalty", "preempt_penalty", "perf_params",
                                              "coefficients", "trim_penalty")
