@@ -29,8 +29,9 @@ map the row's per-node parts onto distinct nodes:
   with its parts elsewhere, which is a reconfiguration.
 * Node capacities: GPUs, CPUs and memory (memory in MiB, part demands rounded up and capacities down,
   so a model-feasible answer is feasible).
-* Objective: ``max sum_k (thr_k / ref_j) (y[k] + t[k]) - reconfig_penalty (running jobs reconfigured)
-  - trim_penalty (running jobs trimmed: t of a trim) - preempt_penalty (running jobs not running)``,
+* Objective: ``max sum_k w_j (thr_k / ref_j) (y[k] + t[k]) - reconfig_penalty (running jobs reconfigured)
+  - trim_penalty (running jobs trimmed: t of a trim) - preempt_penalty (running jobs not running)``, with
+  ``w_j`` the job's weight and each penalty the job's own (:meth:`~optsched.rounds.rubick.problem.RubickRound.penalties`),
   weights scaled by 10^6 to integers (the reported objective is recomputed in floating point by
   :func:`~optsched.rounds.rubick.objective.objective`).
 
@@ -375,7 +376,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
         if deadline is not None and deadline.expired():
             raise OutOfTime
         name = table.jobs[j]
-        ref = float(table.reference_throughput[j])
+        ref = float(table.reference_throughput[j]) / problem.weight(name)  # weight x thr / ref (objective.py)
+        pen = problem.penalties(name)
         cur = int(table.current_row[j])
         running = cur >= 0
         ys = []
@@ -387,7 +389,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             w = float(table.throughput[k]) / ref
             keep = k == cur and j not in banned
             if running:
-                w += problem.preempt_penalty - (0.0 if keep else problem.reconfig_penalty)
+                w += pen.preempt - (0.0 if keep else pen.reconfig)
             obj_terms.append((v, round(w * SCALE)))
             if keep:
                 alloc = problem.current(name)
@@ -438,7 +440,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                         m.add(sum(ps) <= 1)
                         n_cons += 1
         if running:
-            offset -= problem.preempt_penalty
+            offset -= pen.preempt
             for k in ([] if j in banned else in_place_rows(problem, table, j, rows)):
                 choice, need = _in_place(problem, table, nodes.names, j, k)
                 if any(c > nodes.cpus[i] or mem > nodes.mem[i] for i, _, c, mem in need):
@@ -446,8 +448,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 v = m.new_bool_var(f"t{k}")
                 trims[k] = v
                 ys.append(v)
-                w = float(table.throughput[k]) / ref + problem.preempt_penalty - change_penalty(problem, table, j,
-                                                                                                choice)
+                w = float(table.throughput[k]) / ref + pen.preempt - change_penalty(problem, table, j, choice)
                 obj_terms.append((v, round(w * SCALE)))
                 for i, s, c, mem in need:
                     ci = class_of[i]

@@ -17,8 +17,10 @@ round objective (:func:`~optsched.rounds.rubick.objective.objective`).
   configuration is a *trim* (:func:`~optsched.rounds.rubick.choice.is_trim`: only CPUs or memory
   change, in place).
 * **Objective terms** (:meth:`RoundState.contrib`, :meth:`RoundState.penalty`): normalised throughput
-  less the penalty of the configuration: 0 for a queued or kept job, the round's ``trim_penalty`` for a
-  trim, ``reconfig_penalty`` for any other change of a running job (issue 16, item 5).
+  times the job's weight, less the penalty of the configuration: 0 for a queued or kept job, the job's
+  trim penalty for a trim, its reconfiguration penalty for any other change of a running job (issue 16,
+  item 5; :meth:`~optsched.rounds.rubick.problem.RubickRound.penalties`). ``value`` holds the weighted
+  normalised throughput of every row.
 * **GetBestPlan** (:meth:`RoundState.best`): the row of highest normalised throughput that maps onto
   the given amounts (optionally only rows reaching the job's guarantee), or the job's running
   configuration when it fits and the penalty of the row's configuration (reconfiguration or trim)
@@ -262,12 +264,17 @@ class RoundState:
         self.node_type = node_type
         self.node_type_list: list[int] = node_type.tolist()
         self.free_gpus, self.free_cpus, self.free_mem = ledger.free_gpus, ledger.free_cpus, ledger.free_mem
+        #: per job: its weight and its penalties (RubickRound.penalties), as Python floats
+        pens = [problem.penalties(name) for name in self.names]
+        self.weight: list[float] = [problem.weight(name) for name in self.names]
         self.value = table.throughput / table.reference_throughput[table.job_index]
+        if any(w != 1.0 for w in self.weight):
+            self.value = self.value * np.asarray(self.weight)[table.job_index]
         self.waiting = np.array([name in admission.waiting for name in self.names], dtype=bool)
         self.running = np.asarray(table.current_row) >= 0
-        self.reconfig_penalty = float(problem.reconfig_penalty)
-        self.trim_penalty = float(problem.trim_penalty)  # type: ignore[arg-type]
-        self.preempt_penalty = float(problem.preempt_penalty)
+        self.reconfig_penalty: list[float] = [p.reconfig for p in pens]
+        self.trim_penalty: list[float] = [p.trim for p in pens]
+        self.preempt_penalty: list[float] = [p.preempt for p in pens]
         self.on_current_node = np.zeros((n_jobs, n_nodes), dtype=bool)
         self.current: list[Config | None] = [None] * n_jobs
         self.current_parts: list[tuple[tuple[str, int], ...] | None] = [None] * n_jobs
@@ -323,16 +330,16 @@ class RoundState:
     def contrib(self, j: int, cfg: Config | None) -> float:
         """Job ``j``'s term of the round objective under ``cfg``."""
         if cfg is None:
-            return -self.preempt_penalty if self.running[j] else 0.0
+            return -self.preempt_penalty[j] if self.running[j] else 0.0
         if cfg.kept or not self.running[j]:  # :meth:`penalty`, inlined (called millions of times)
             return float(self.value[cfg.row])
-        return float(self.value[cfg.row]) - (self.trim_penalty if cfg.trim else self.reconfig_penalty)
+        return float(self.value[cfg.row]) - (self.trim_penalty[j] if cfg.trim else self.reconfig_penalty[j])
 
     def penalty(self, j: int, cfg: Config) -> float:
         """What ``cfg`` costs job ``j`` (module docstring, "Objective terms")."""
         if cfg.kept or not self.running[j]:
             return 0.0
-        return self.trim_penalty if cfg.trim else self.reconfig_penalty
+        return self.trim_penalty[j] if cfg.trim else self.reconfig_penalty[j]
 
     def same_plan(self, j: int, row: int) -> bool:
         """Whether table ``row`` (of running job ``j``) has the job's current plan."""

@@ -385,11 +385,11 @@ class NodeWalk:
             # memory would mean the same throughput), so it pays the reconfiguration penalty, or the
             # trim penalty when it lands on the job's current nodes
             running = self.eng.running[self.j]
-            pen = self.eng.reconfig_penalty if running else 0.0
+            pen = self.eng.reconfig_penalty[self.j] if running else 0.0
             if py.value[i] > score + EPS:
                 if py.value[i] - pen > score + EPS:
                     chosen = (py.value[i], py.gpus[i], py.cpus[i], py.reaches[i])
-                elif running and py.value[i] - self.eng.trim_penalty > score + EPS and self.eng.trimmable(self.j)[i]:
+                elif running and py.value[i] - self.eng.trim_penalty[self.j] > score + EPS and self.eng.trimmable(self.j)[i]:
                     return _EXACT
         return chosen
 

@@ -23,6 +23,9 @@ The time limit covers the whole call: the table, the heuristic and the solver ge
 :data:`FINISH_S_PER_JOB` per job, kept for assembling the decision. Each policy keeps a table cache
 across rounds (a simulator calls the same policy object every round).
 
+**Holds.** Every method solves the round less its jobs held by ``min_hold_s`` (their allocations added
+to ``occupied``, :mod:`optsched.rounds.rubick.holds`), and the decision adds them back as ``keep``.
+
 **Unreachable guarantees** (extra ``defer_unreachable_guarantees``). By default a round in which an
 admitted guaranteed job cannot reach its performance guarantee (admission counts GPUs, not node
 shapes) raises ``InfeasibleError`` naming the jobs. With ``defer_unreachable_guarantees=True`` the
@@ -62,6 +65,7 @@ from optsched.rounds.rubick.baseline_tables import BaselineCache, request_table,
 from optsched.rounds.rubick.choice import Choice
 from optsched.rounds.rubick.decision import Schedule, heuristic_decision, keep_unchanged, to_decision
 from optsched.rounds.rubick.feasibility import violations
+from optsched.rounds.rubick.holds import HeldSplit, hold_split, with_held
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import DEFAULT_GROWTH, RoundTableCache, build_round_table, valid_round
@@ -140,6 +144,12 @@ def _cut(schedule: Schedule, left_out: list[str]) -> Schedule:
                     complete=False)
 
 
+def _holds(problem: RubickRound, perf: PerfSource, cache: RoundTableCache | None) -> HeldSplit | None:
+    """``problem`` split by its holds (``min_hold_s``; :mod:`optsched.rounds.rubick.holds`), the held jobs'
+    table built with ``cache``; None when nothing is held."""
+    return hold_split(problem, lambda r: build_round_table(r, _lookup(perf, r), cache=cache))
+
+
 @dataclass(frozen=True)
 class _HeuristicPolicy:
     """What every heuristic policy of the kind does: build its table, run its scheduler (:meth:`plan`,
@@ -165,12 +175,16 @@ class _HeuristicPolicy:
         t0 = time.perf_counter()
         rubick = round_of(problem, RubickRound, self.name)
         rubick = valid_round(rubick, _lookup(self.perf, rubick), cache=self.round_cache())
+        held = _holds(rubick, self.perf, self.round_cache())
+        rest = rubick if held is None else held.rest
         try:
-            table, schedule = self.plan(rubick, _deadline(self.time_limit, self.clock_start, rubick))
+            table, schedule = self.plan(rest, _deadline(self.time_limit, self.clock_start, rubick))
         except InfeasibleError as e:
             raise e if getattr(self, DEFER, True) else _hinted(e) from None
-        return _with_prediction_notes(heuristic_decision(rubick, table, schedule, method=self.name, started=t0),
-                                      rubick, self.perf)
+        decision = heuristic_decision(rest, table, schedule, method=self.name, started=t0)
+        if held is not None:
+            decision = with_held(decision, rubick, held)
+        return _with_prediction_notes(decision, rubick, self.perf)
 
 
 @dataclass(frozen=True)
@@ -210,6 +224,9 @@ class RubickContext:
     table: CoefficientTable
     admission: Admission
     left_out: list[str]
+    #: the round as asked, and its jobs held by ``min_hold_s``, when some are (``problem`` is then the rest)
+    whole: RubickRound | None = None
+    held: HeldSplit | None = None
 
 
 @dataclass(frozen=True)
@@ -233,9 +250,11 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
 
     def prepare(self, problem: RubickRound, deadline: Deadline) -> RubickContext:
         left_out: list[str] = []
-        table = build_round_table(problem, _lookup(self.perf, problem), cache=self.cache, deadline=deadline,
+        held = _holds(problem, self.perf, self.cache)
+        rest = problem if held is None else held.rest
+        table = build_round_table(rest, _lookup(self.perf, rest), cache=self.cache, deadline=deadline,
                                   left_out=left_out)
-        return RubickContext(problem, table, admit(problem, table), left_out)
+        return RubickContext(rest, table, admit(rest, table), left_out, problem, held)
 
     def warm_start(self, ctx: RubickContext, deadline: Deadline) -> WarmStart[Mapping[str, Choice]]:
         hint = _cut(algorithm1(ctx.problem, ctx.table, ctx.admission, defer=self.defer_unreachable_guarantees,
@@ -268,10 +287,14 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
 
     def assemble(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None,
                  answer: Mapping[str, Choice], outcome: Outcome, method: str) -> Decision:
-        return to_decision(ctx.problem, ctx.table, answer, method=method, status=outcome.status, bound=outcome.bound,
-                           solve_seconds=outcome.solve_seconds, heuristic_objective=outcome.heuristic_objective,
-                           warm_start=outcome.warm_start, message=outcome.message,
-                           admission=self._admission(ctx, warm))
+        decision = to_decision(ctx.problem, ctx.table, answer, method=method, status=outcome.status,
+                               bound=outcome.bound, solve_seconds=outcome.solve_seconds,
+                               heuristic_objective=outcome.heuristic_objective, warm_start=outcome.warm_start,
+                               message=outcome.message, admission=self._admission(ctx, warm))
+        if ctx.held is None:
+            return decision
+        assert ctx.whole is not None
+        return with_held(decision, ctx.whole, ctx.held)
 
     def finish(self, problem: RubickRound, decision: Decision) -> Decision:
         return _with_prediction_notes(decision, problem, self.perf)
@@ -281,8 +304,9 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
 
     def lp_bound(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None,
                  time_limit: float) -> float | None:
-        return rubick_round.lp_relaxation_bound(ctx.problem, ctx.table, self._admission(ctx, warm),
-                                                time_limit=time_limit)
+        bound = rubick_round.lp_relaxation_bound(ctx.problem, ctx.table, self._admission(ctx, warm),
+                                                 time_limit=time_limit)
+        return bound if bound is None or ctx.held is None else bound + ctx.held.value
 
     def for_study(self) -> RubickExact:
         return replace(self, defer_unreachable_guarantees=True)

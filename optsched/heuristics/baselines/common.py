@@ -92,7 +92,7 @@ class BaselineState(RoundState):
         if not self.is_running(j):
             return float(self.value[row])
         trim = in_place and self.same_plan(j, row) and self.current_parts[j] is not None
-        return float(self.value[row]) - (self.trim_penalty if trim else self.reconfig_penalty)
+        return float(self.value[row]) - (self.trim_penalty[j] if trim else self.reconfig_penalty[j])
 
     # -- placement -------------------------------------------------------------------------------
     def _index(self, j: int, row: int) -> int:

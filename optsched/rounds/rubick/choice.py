@@ -84,12 +84,12 @@ def is_trim(problem: RubickRound, table: CoefficientTable, job: int, choice: Cho
 
 def change_penalty(problem: RubickRound, table: CoefficientTable, job: int, choice: Choice) -> float:
     """What running ``choice`` costs job index ``job`` in the round objective (module docstring): 0 for a
-    queued or kept job, ``trim_penalty`` for a trim, else ``reconfig_penalty``."""
+    queued or kept job, its trim penalty for a trim, else its reconfiguration penalty
+    (:meth:`~optsched.rounds.rubick.problem.RubickRound.penalties`)."""
     if table.current_row[job] < 0 or is_kept(problem, table, job, choice):
         return 0.0
-    if _same_gpus(problem, table, job, choice):
-        return float(problem.trim_penalty)  # type: ignore[arg-type]
-    return float(problem.reconfig_penalty)
+    pen = problem.penalties(table.jobs[job])
+    return pen.trim if _same_gpus(problem, table, job, choice) else pen.reconfig
 
 
 def placement_of(problem: RubickRound, table: CoefficientTable, job: int, choice: Choice) -> Placement:

@@ -7,9 +7,11 @@ Per job: ``start`` (queued, now runs), ``keep`` (running, kept exactly), ``trim`
 plan and GPUs on the same nodes with other CPUs or memory: its limits change in place,
 :func:`~optsched.rounds.rubick.choice.is_trim`), ``reconfigure`` (running, another plan or placement),
 ``preempt`` (running, gets nothing) or ``wait`` (queued, gets nothing); ``protected`` says whether its
-performance guarantee was enforced (the admission's protected jobs); ``penalty`` is the round's
-``trim_penalty`` for ``trim``, ``reconfig_penalty`` for ``reconfigure``, ``preempt_penalty`` for
-``preempt``, else 0; ``reason`` (:func:`wait_reason`) says why a job that does not run does not. The
+performance guarantee was enforced (the admission's protected jobs); ``penalty`` is what the action
+costs the job in the objective, its own trim, reconfiguration or preemption penalty
+(:meth:`~optsched.rounds.rubick.problem.RubickRound.penalties`: the round's ``trim_penalty``,
+``reconfig_penalty`` or ``preempt_penalty`` times its ``weight``, or derived from its restart
+seconds), else 0; ``reason`` (:func:`wait_reason`) says why a job that does not run does not. The
 round's skipped jobs (``on_invalid_job: "skip"``) are the decision's ``skipped`` list, not per-job entries.
 
 **No reconfiguration without a change that matters** (issue 16, item 5; the paper is silent). Before a
@@ -113,7 +115,7 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
         if choice is None:
             jobs.append(JobDecision(name, None, 0.0, 0.0, "preempt" if running else "wait", protected,
                                     wait_reason(problem, table, admission, j, method),
-                                    problem.preempt_penalty if running else 0.0))
+                                    problem.penalties(name).preempt if running else 0.0))
             continue
         alloc = Allocation(name, table.plans[choice.row], placement_of(problem, table, j, choice))
         action = "start" if not running else ("keep" if is_kept(problem, table, j, choice) else

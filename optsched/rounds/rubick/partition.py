@@ -34,7 +34,7 @@ Rules (POP leaves the split to the problem; these are ours):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -142,13 +142,12 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
                                     cluster.pcie_gbps)
         coefficients = _part_coefficients(problem, jobs_of[p], sub_cluster, left_out)
         members = {n for n in jobs_of[p] if n not in left_out}
-        subs.append(RubickRound(
-            cluster=sub_cluster, jobs=tuple(j for j in problem.jobs if j.name in members),
+        # every other field of the round (penalties, round interval, ...) carries over unchanged
+        subs.append(replace(
+            problem, cluster=sub_cluster, jobs=tuple(j for j in problem.jobs if j.name in members),
             running=tuple(a for a in problem.running if a.job in members),
-            occupied=tuple((n, s) for n, s in problem.occupied if n in names), time=problem.time, quotas=(),
-            reconfig_penalty=problem.reconfig_penalty, preempt_penalty=problem.preempt_penalty,
-            trim_penalty=problem.trim_penalty,
-            own_models=problem.own_models, perf_params=problem.perf_params, coefficients=coefficients))
+            occupied=tuple((n, s) for n, s in problem.occupied if n in names), quotas=(), coefficients=coefficients,
+            skipped=()))
     unhosted = {name: why for name, why in left_out.items() if name in admission.protected}
     return RoundSplit(tuple(subs), left_out, admission, unhosted, problem.skipped)
 
@@ -198,12 +197,10 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
             running = problem.current(job.name) is not None
             why = split.left_out.get(job.name, "in no part of the partitioned round")
             x = JobDecision(job.name, None, 0.0, 0.0, "preempt" if running else "wait", False, why,
-                            problem.preempt_penalty if running else 0.0)
+                            problem.penalties(job.name).preempt if running else 0.0)
         jobs.append(x)
-    objective = sum(x.normalised for x in jobs)
-    objective -= problem.reconfig_penalty * sum(x.action == "reconfigure" for x in jobs)
-    objective -= problem.trim_penalty * sum(x.action == "trim" for x in jobs)  # type: ignore[operator]
-    objective -= problem.preempt_penalty * sum(x.action == "preempt" for x in jobs)
+    # each entry's penalty is its job's own (RubickRound.penalties): the objective of rounds/rubick/objective.py
+    objective = sum(problem.weight(x.job) * x.normalised - x.penalty for x in jobs)
     statuses = {d.status for d in decisions}
     status = ("partial" if "partial" in statuses else
               "heuristic" if statuses <= {"heuristic"} else "feasible")

@@ -22,6 +22,25 @@ Choices where the paper is silent (checked in ``tests/rounds/test_rubick_problem
   trim to gain at least half a percent of one job's requested throughput. Checked: ``0 <=
   trim_penalty <= reconfig_penalty`` (a trim is never dearer than the restart it avoids). Written by
   ``to_dict`` always; a file without it gets the default.
+* **Weights and penalties per job** (issue "A round a real cluster scheduler can state", items 2 and 6;
+  :meth:`RubickRound.penalties`). A job's ``weight`` (default 1) multiplies its term of the objective:
+  its normalised throughput and each penalty it pays. Without ``restart_seconds`` and
+  ``checkpoint_age_s`` a job pays the round's penalties: ``weight x reconfig_penalty`` per
+  reconfiguration, ``weight x preempt_penalty`` per preemption, ``weight x trim_penalty`` per trim. With
+  either, its penalties are derived in the objective's own units, a fraction of a round in which the job
+  runs at its requested throughput (normalised throughput 1) for ``round_interval_s`` seconds (required
+  then): a reconfiguration costs the restart, ``R = restart_seconds / round_interval_s``; a preemption
+  costs the restart it will pay when it resumes plus the progress it loses,
+  ``R + A`` with ``A = checkpoint_age_s / round_interval_s``; each term the job does not give falls back
+  to the round's default share (``R = reconfig_penalty``, ``A = max(0, preempt_penalty -
+  reconfig_penalty)``), and both are multiplied by ``weight``. A trim costs ``weight x trim_penalty``,
+  at most the job's reconfiguration penalty (a trim is a change in place, no restart). A start of a
+  queued job costs nothing: its restart is paid whenever it starts, so it does not change which round is
+  best. Example: a 78 s restart in a 300 s round is ``R = 0.26``; with a checkpoint 120 s old, a
+  preemption costs ``0.26 + 0.40 = 0.66``.
+* **Holds** (``min_hold_s``, with each running allocation's ``since``): a running job changed less than
+  ``min_hold_s`` seconds ago is kept unless a drain or its own guarantee forces a change
+  (:mod:`optsched.rounds.rubick.holds`). Not written when unset, like ``round_interval_s``.
 * **Self-contained rounds** (issue 16). ``perf_params``: fitted parameters per (model, GPU type) in the
   params-file format (``optsched.perf-params/1``, :meth:`~optsched.perf.performance_model.PerformanceModel.to_dict`;
   checked by :func:`~optsched.perf.lookup.check_round_params`). ``coefficients``: per job name the
@@ -33,13 +52,12 @@ Choices where the paper is silent (checked in ``tests/rounds/test_rubick_problem
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, NamedTuple
 
 from optsched.core.checks import json_ints, require_int, require_name, require_number
 from optsched.core.coefficient_rows import (CoefficientRow, Coefficients, check_coefficients, coefficients_from_dict,
                                             coefficients_to_dict, normalise_coefficients)
 from optsched.core.errors import ValidationError
-from optsched.core.job import OBJECTIVE_FIELDS
 from optsched.core.plan import check_plan_for_model
 from optsched.core.round import RoundProblem
 from optsched.core.skip import JobError, job_errors
@@ -54,6 +72,15 @@ DEFAULT_PREEMPT_PENALTY = 0.25
 TRIM_PENALTY_RATIO = 10
 
 
+class JobPenalties(NamedTuple):
+    """What a change costs one job in the round objective (module docstring, "Weights and penalties per
+    job"), its ``weight`` included."""
+
+    reconfig: float
+    trim: float
+    preempt: float
+
+
 @dataclass(frozen=True)
 class RubickRound(RoundProblem):
     """A Rubick round (module docstring)."""
@@ -62,13 +89,15 @@ class RubickRound(RoundProblem):
     #: binds every hard constraint of :mod:`optsched.rounds.rubick.constraints`; refuses Lyra's worker
     #: fields, and deadlines, topology rules and priorities (not bound in Rubick rounds yet)
     UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = ("deadline", "gpus_per_worker", "fungible", "checkpointing",
-                                                     "topology", "priority", *OBJECTIVE_FIELDS)
+                                                     "topology", "priority")
     #: binds node labels (job ``node_selector``) and node states (:mod:`optsched.rounds.rubick.constraints`);
     #: refuses node topology (not bound yet)
     UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ("topology",)
     SKIPS_INVALID_JOBS: ClassVar[bool] = True
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ("quotas", "reconfig_penalty", "preempt_penalty", "perf_params",
-                                             "coefficients", "trim_penalty")
+                                             "coefficients", "trim_penalty", "round_interval_s", "min_hold_s")
+    #: binds ``since`` (read by ``min_hold_s``, :mod:`optsched.rounds.rubick.holds`)
+    UNBOUND_ALLOCATION_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     quotas: tuple[tuple[str, int], ...] = ()
     reconfig_penalty: float = DEFAULT_RECONFIG_PENALTY
@@ -77,6 +106,12 @@ class RubickRound(RoundProblem):
     coefficients: Coefficients = ()
     #: None: ``reconfig_penalty / TRIM_PENALTY_RATIO`` (module docstring); a number after construction
     trim_penalty: float | None = None
+    #: seconds between rounds: what turns a job's ``restart_seconds`` and ``checkpoint_age_s`` into
+    #: penalties (module docstring, "Weights and penalties per job")
+    round_interval_s: float | None = None
+    #: a running job whose allocation changed (``since``) less than this many seconds ago is kept
+    #: (:mod:`optsched.rounds.rubick.holds`)
+    min_hold_s: float | None = None
 
     def _check_fields(self) -> None:
         for job in self.jobs:
@@ -95,6 +130,17 @@ class RubickRound(RoundProblem):
             raise ValidationError(f"round: trim_penalty ({self.trim_penalty:g}) must be <= reconfig_penalty "
                                   f"({self.reconfig_penalty:g}): a trim (CPUs or memory changed in place) never costs "
                                   "more than the restart of a reconfiguration")
+        if self.round_interval_s is not None:
+            require_number("round", "round_interval_s", self.round_interval_s, 0.0, strict=True)
+        if self.min_hold_s is not None:
+            require_number("round", "min_hold_s", self.min_hold_s, 0.0)
+        for a in self.running:
+            if a.since is not None and a.since > self.time:
+                raise JobError(a.job, f"round: the running allocation of job {a.job!r} has since {a.since:g}, after "
+                                      f"the round's time {self.time:g}")
+        object.__setattr__(self, "_penalties", {j.name: self._job_penalties(j) for j in self.jobs
+                                                if j.weight != 1.0 or j.restart_seconds is not None
+                                                or j.checkpoint_age_s is not None})
         for tenant, gpus in quotas:
             require_name("round quota tenant", tenant)
             require_int(f"round: quota of tenant {tenant!r}", "GPUs", gpus, 0)
@@ -106,6 +152,36 @@ class RubickRound(RoundProblem):
             check_coefficients(coefficients, {j.name: j for j in self.jobs}, self.cluster)
             self._check_row_plans(coefficients)
         object.__setattr__(self, "_own_rows", dict(coefficients))
+
+    def _job_penalties(self, job: Any) -> JobPenalties:
+        """``job``'s penalties (module docstring, "Weights and penalties per job")."""
+        w = float(job.weight)
+        if job.restart_seconds is None and job.checkpoint_age_s is None:
+            return JobPenalties(w * self.reconfig_penalty, w * self.trim_penalty,  # type: ignore[operator]
+                                w * self.preempt_penalty)
+        if self.round_interval_s is None:
+            field = "restart_seconds" if job.restart_seconds is not None else "checkpoint_age_s"
+            raise ValidationError(f"round: job {job.name!r} sets {field}, which needs the round's round_interval_s "
+                                  "(the seconds between rounds turn seconds of work into penalties)")
+        interval = float(self.round_interval_s)
+        restart = job.restart_seconds / interval if job.restart_seconds is not None else self.reconfig_penalty
+        lost = job.checkpoint_age_s / interval if job.checkpoint_age_s is not None \
+            else max(0.0, self.preempt_penalty - self.reconfig_penalty)
+        return JobPenalties(w * restart, min(w * self.trim_penalty, w * restart),  # type: ignore[operator]
+                            w * (restart + lost))
+
+    def penalties(self, job: str) -> JobPenalties:
+        """What a reconfiguration, a trim and a preemption cost job ``job`` in the objective (module
+        docstring, "Weights and penalties per job")."""
+        out = self._penalties.get(job)  # type: ignore[attr-defined]
+        if out is None:
+            return JobPenalties(float(self.reconfig_penalty), float(self.trim_penalty),  # type: ignore[arg-type]
+                                float(self.preempt_penalty))
+        return out
+
+    def weight(self, job: str) -> float:
+        """Job ``job``'s weight in the objective (module docstring)."""
+        return float(self.job(job).weight)
 
     def warnings(self) -> list[str]:
         """The common warnings, and a reconfiguration penalty above the preemption penalty: a method then
@@ -161,6 +237,9 @@ class RubickRound(RoundProblem):
             out["perf_params"] = [pm.to_dict() for pm in self.perf_params]
         if self.coefficients:
             out["coefficients"] = coefficients_to_dict(self.coefficients)
+        for f in ("round_interval_s", "min_hold_s"):
+            if getattr(self, f) is not None:
+                out[f] = getattr(self, f)
         return out
 
     @classmethod
@@ -181,7 +260,8 @@ class RubickRound(RoundProblem):
                 "preempt_penalty": data.get("preempt_penalty", DEFAULT_PREEMPT_PENALTY),
                 "perf_params": tuple(parsed),
                 "coefficients": coefficients_from_dict(data["coefficients"]) if "coefficients" in data else (),
-                "trim_penalty": data.get("trim_penalty")}
+                "trim_penalty": data.get("trim_penalty"), "round_interval_s": data.get("round_interval_s"),
+                "min_hold_s": data.get("min_hold_s")}
 
 
-__all__ = ["DEFAULT_PREEMPT_PENALTY", "DEFAULT_RECONFIG_PENALTY", "RubickRound", "TRIM_PENALTY_RATIO"]
+__all__ = ["DEFAULT_PREEMPT_PENALTY", "DEFAULT_RECONFIG_PENALTY", "JobPenalties", "RubickRound", "TRIM_PENALTY_RATIO"]
