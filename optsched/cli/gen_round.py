@@ -31,7 +31,7 @@ OPTION_HELP: dict[str, str] = {
     "reclaim": "servers to reclaim (lyra-reclaim)",
     "load": "queued base demand over the GPUs the round may hand out (lyra-allocate, lyra)",
     "constrained": "fraction of queued jobs with a hard constraint (rubick: rack selector, max_nodes, gang or CPU "
-                   "floor; nodes labelled with racks)",
+                   "floor; nodes labelled with racks) and of all jobs with priority 1 or 2",
 }
 #: names a generator option may not have: gen-round's own options and what the top-level parser sets
 RESERVED = frozenset({"kind", "out", "help", "verbose", "version", "command", "handler"})

@@ -66,6 +66,7 @@ from optsched.rounds.rubick.choice import Choice
 from optsched.rounds.rubick.decision import Schedule, heuristic_decision, keep_unchanged, to_decision
 from optsched.rounds.rubick.feasibility import violations
 from optsched.rounds.rubick.holds import HeldSplit, hold_split, with_held
+from optsched.rounds.rubick.priorities import enforce_priorities, prioritised
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import DEFAULT_GROWTH, RoundTableCache, build_round_table, valid_round
@@ -144,6 +145,16 @@ def _cut(schedule: Schedule, left_out: list[str]) -> Schedule:
                     complete=False)
 
 
+def _prioritised(problem: RubickRound, table: CoefficientTable, schedule: Schedule) -> Schedule:
+    """``schedule`` with the priority rule made to hold (:mod:`optsched.rounds.rubick.priorities`)."""
+    if not prioritised(problem):
+        return schedule
+    done = enforce_priorities(problem, table, schedule.choices, schedule.admission)
+    if not done.changed:
+        return schedule
+    return Schedule(done.choices, schedule.admission, join_notes(schedule.message, done.note()), schedule.complete)
+
+
 def _holds(problem: RubickRound, perf: PerfSource, cache: RoundTableCache | None) -> HeldSplit | None:
     """``problem`` split by its holds (``min_hold_s``; :mod:`optsched.rounds.rubick.holds`), the held jobs'
     table built with ``cache``; None when nothing is held."""
@@ -181,7 +192,7 @@ class _HeuristicPolicy:
             table, schedule = self.plan(rest, _deadline(self.time_limit, self.clock_start, rubick))
         except InfeasibleError as e:
             raise e if getattr(self, DEFER, True) else _hinted(e) from None
-        decision = heuristic_decision(rest, table, schedule, method=self.name, started=t0)
+        decision = heuristic_decision(rest, table, _prioritised(rest, table, schedule), method=self.name, started=t0)
         if held is not None:
             decision = with_held(decision, rubick, held)
         return _with_prediction_notes(decision, rubick, self.perf)
@@ -257,8 +268,9 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
         return RubickContext(rest, table, admit(rest, table), left_out, problem, held)
 
     def warm_start(self, ctx: RubickContext, deadline: Deadline) -> WarmStart[Mapping[str, Choice]]:
-        hint = _cut(algorithm1(ctx.problem, ctx.table, ctx.admission, defer=self.defer_unreachable_guarantees,
-                               deadline=deadline), ctx.left_out)
+        hint = _prioritised(ctx.problem, ctx.table, _cut(algorithm1(
+            ctx.problem, ctx.table, ctx.admission, defer=self.defer_unreachable_guarantees, deadline=deadline),
+            ctx.left_out))
         # no reconfiguration without a change that matters (rounds/rubick/decision.py)
         choices = keep_unchanged(ctx.problem, ctx.table, hint.choices)
         return WarmStart(choices, objective(ctx.problem, ctx.table, choices), complete=hint.complete,
@@ -270,14 +282,24 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
     def solve(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None, *, time_limit: float,
               seed: int, workers: int, backend: str, cold: bool = False,
               trace: list[tuple[float, float, float]] | None = None) -> Solution:
-        return rubick_round.solve(ctx.problem, ctx.table, time_limit=time_limit, seed=seed, workers=workers,
-                                  hint=hint_of(warm, cold),
-                                  admission=self._admission(ctx, warm), backend=backend, trace=trace)
+        sol = rubick_round.solve(ctx.problem, ctx.table, time_limit=time_limit, seed=seed, workers=workers,
+                                 hint=hint_of(warm, cold), admission=self._admission(ctx, warm), backend=backend,
+                                 trace=trace)
+        choices = sol.payload.get("choices")
+        if not choices or not prioritised(ctx.problem):
+            return sol
+        done = enforce_priorities(ctx.problem, ctx.table, choices, self._admission(ctx, warm))
+        if not done.changed:
+            return sol
+        # the model does not state the priority rule: its answer made to keep it is feasible, and its bound
+        # (of the round without the rule) still bounds the round (rounds/rubick/priorities.py)
+        return replace(sol, status="feasible", objective=objective(ctx.problem, ctx.table, done.choices),
+                       payload={**sol.payload, "choices": done.choices, "priorities": done.note()})
 
     def describe(self, sol: Solution) -> str:
         size = sol.size
         note = f"model encoding={size.encoding} variables={size.variables} constraints={size.constraints}"
-        return f"{note}; {sol.payload['reason']}" if "reason" in sol.payload else note
+        return join_notes(note, sol.payload.get("reason", ""), sol.payload.get("priorities", ""))
 
     def violations(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]]) -> list[str]:
         return violations(ctx.problem, ctx.table, warm.answer, warm.info)

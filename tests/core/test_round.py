@@ -378,9 +378,10 @@ def test_schema_properties_match_the_value_objects() -> None:
     r = load_schema("round")
     rubick = next(b["then"] for b in r["allOf"] if b["if"]["properties"]["kind"] == {"const": "rubick"})
     # perf_params and coefficients are written only when a round has them (tests/rounds/test_own_coefficients.py),
-    # on_invalid_job only when "skip" (tests/rounds/test_invalid_jobs.py)
+    # on_invalid_job only when "skip" (tests/rounds/test_invalid_jobs.py), round_interval_s and min_hold_s when set
+    # (tests/rounds/test_penalties_and_holds.py)
     assert set(r["properties"]) | set(rubick["properties"]) == set(small_round().to_dict()) | {
-        "perf_params", "coefficients", "on_invalid_job"}
+        "perf_params", "coefficients", "on_invalid_job", "round_interval_s", "min_hold_s"}
     assert set(r["$defs"]["job"]["properties"]) == {f.name for f in dataclasses.fields(Job)}
     assert set(r["$defs"]["plan"]["properties"]) == {f.name for f in dataclasses.fields(ExecutionPlan)}
     assert set(r["$defs"]["nodeShare"]["properties"]) == set(NodeShare(1).to_dict())

@@ -2,7 +2,8 @@
 distinct nodes of the row's GPU type, node capacities in GPUs, CPUs and memory, protected jobs reaching
 their reference throughput, guaranteed jobs waiting for quota not running, and every job's own hard
 constraints (:func:`~optsched.rounds.rubick.constraints.broken`, checked on the placement itself, not
-on how the table was built)."""
+on how the table was built), and, when every other rule holds, the priority rule
+(:func:`~optsched.rounds.rubick.priorities.priority_broken`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, check_round_table, placement_of
 from optsched.rounds.rubick.constraints import broken, node_broken, node_constrained
+from optsched.rounds.rubick.priorities import priority_broken
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of the capacity check (GPUs, CPUs, GiB)
@@ -70,6 +72,8 @@ def violations(problem: RubickRound, table: CoefficientTable, choices: Mapping[s
     for n in problem.cluster.nodes:
         for o in usage.excess(n.name, problem.free(n.name), CAPACITY_TOL):
             out.append(f"node {o.node!r}: {o.used:g} {o.unit} allocated, {o.capacity:g} free")
+    if not out:
+        out.extend(priority_broken(problem, table, choices, admission))
     return out
 
 

@@ -373,7 +373,8 @@ def generate_rubick_round(num_nodes: int, gpus_per_node: int, num_jobs: int, see
               num_nodes, gpus_per_node, num_jobs, len(running), len(occupied), seed)
     problem = RubickRound(cluster=cluster, jobs=jobs, running=tuple(running), occupied=tuple(occupied.items()),
                           quotas=tuple(quotas.items()), time=time)
-    return with_constraints(problem, constrained, seed) if constrained > 0 else problem
+    return with_priorities(with_constraints(problem, constrained, seed), constrained, seed) if constrained > 0 \
+        else problem
 
 
 #: nodes per rack of :func:`with_constraints`
@@ -409,5 +410,15 @@ def with_constraints(problem: RubickRound, fraction: float, seed: int) -> Rubick
     return replace(problem, cluster=replace(problem.cluster, nodes=nodes), jobs=tuple(jobs))
 
 
+def with_priorities(problem: RubickRound, fraction: float, seed: int) -> RubickRound:
+    """``problem`` with about ``fraction`` of its jobs (running or queued) given priority 1 or 2 (its own
+    random stream of ``seed``); the others keep priority 0."""
+    rng = np.random.default_rng([seed, 104729])
+    draws = rng.random(len(problem.jobs))
+    levels = rng.integers(1, 3, len(problem.jobs))
+    return replace(problem, jobs=tuple(replace(j, priority=int(p)) if d < fraction else j
+                                       for j, d, p in zip(problem.jobs, draws, levels)))
+
+
 __all__ = ["MODEL_WEIGHTS", "MIN_REQUEST_GPUS", "RACK_NODES", "candidate_requests", "generate_rubick_round", "request_weight",
-           "with_constraints"]
+           "with_constraints", "with_priorities"]

@@ -7,7 +7,10 @@ its configuration, and ``time - since < min_hold_s``: it keeps its exact allocat
 
 * it runs on a ``draining`` node (it must leave: :func:`~optsched.rounds.rubick.constraints.must_leave`), or
 * it is guaranteed and its current configuration does not reach its reference throughput (its own
-  guarantee forces a change).
+  guarantee forces a change), or
+* a job of higher priority is queued or must leave a draining node (a higher priority may need its
+  resources: the job is then not held, and the priority rule, :mod:`optsched.rounds.rubick.priorities`,
+  decides whether it makes room).
 
 An allocation without ``since`` is never held (the round does not know when it changed). What the
 caller does: set ``since`` to the round's ``time`` whenever a decision starts or reconfigures a job (a
@@ -45,8 +48,10 @@ def hold_candidates(problem: RubickRound) -> list[str]:
     hold = problem.min_hold_s
     if not hold:
         return []
+    needing = [j.priority for j in problem.jobs if problem.current(j.name) is None or must_leave(problem, j)]
+    top = max(needing, default=None)
     return [a.job for a in problem.running if a.since is not None and problem.time - a.since < hold
-            and not must_leave(problem, problem.job(a.job))]
+            and not must_leave(problem, problem.job(a.job)) and (top is None or problem.job(a.job).priority >= top)]
 
 
 @dataclass(frozen=True)

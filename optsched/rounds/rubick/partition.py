@@ -52,6 +52,8 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.perf.lookup import FittedModels, PerfSource
 from optsched.rounds.rubick import own_rows
 from optsched.rounds.rubick.admission import Admission, admit
+from optsched.rounds.rubick.decision import choices_of, to_decision
+from optsched.rounds.rubick.priorities import enforce_priorities, prioritised
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table, valid_round
 
@@ -68,6 +70,9 @@ class RoundSplit:
     unhosted: Mapping[str, str] = field(default_factory=dict)
     #: the round's skipped jobs (module docstring, "Invalid jobs")
     skipped: tuple[SkippedJob, ...] = ()
+    #: the round that was split (its valid jobs) and its table: what the merge enforces priorities on
+    whole: RubickRound | None = None
+    table: CoefficientTable | None = None
 
 
 def _components(problem: RubickRound) -> list[list[str]]:
@@ -149,7 +154,7 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
             occupied=tuple((n, s) for n, s in problem.occupied if n in names), quotas=(), coefficients=coefficients,
             skipped=()))
     unhosted = {name: why for name, why in left_out.items() if name in admission.protected}
-    return RoundSplit(tuple(subs), left_out, admission, unhosted, problem.skipped)
+    return RoundSplit(tuple(subs), left_out, admission, unhosted, problem.skipped, problem, table)
 
 
 def _part_coefficients(problem: RubickRound, names: Sequence[str], cluster: Cluster,
@@ -210,9 +215,27 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
         shown = "; ".join(f"{n!r}: {why}" for n, why in list(split.left_out.items())[:10])
         notes.append(f"in no part ({len(split.left_out)} job(s)): {shown}")
     notes.extend(f"part {i}: {d.message}" for i, d in enumerate(decisions) if d.message)
-    return Decision(problem.kind, method, status, float(objective), JobAllocations(tuple(jobs)), None, None,
-                    solve_seconds, None if any(v is None for v in h) else float(sum(h)),  # type: ignore[arg-type]
-                    any(d.warm_start for d in decisions), "; ".join(n for n in notes if n), split.skipped)
+    merged = Decision(problem.kind, method, status, float(objective), JobAllocations(tuple(jobs)), None, None,
+                      solve_seconds, None if any(v is None for v in h) else float(sum(h)),  # type: ignore[arg-type]
+                      any(d.warm_start for d in decisions), "; ".join(n for n in notes if n), split.skipped)
+    return _across_parts(merged, split)
+
+
+def _across_parts(merged: Decision, split: RoundSplit) -> Decision:
+    """``merged`` with the priority rule made to hold across parts (each part kept it within itself; a job
+    of one part may still wait while a job of lower priority runs in another:
+    :mod:`optsched.rounds.rubick.priorities`)."""
+    whole, table = split.whole, split.table
+    if whole is None or table is None or not prioritised(whole):
+        return merged
+    done = enforce_priorities(whole, table, choices_of(merged, table, whole), split.admission)
+    if not done.changed:
+        return merged
+    decision = to_decision(whole, table, done.choices, method=merged.method, status=merged.status,
+                           solve_seconds=merged.solve_seconds, warm_start=merged.warm_start,
+                           message=f"{merged.message}; {done.note()}" if merged.message else done.note(),
+                           admission=split.admission)
+    return replace(decision, heuristic_objective=merged.heuristic_objective, skipped=merged.skipped)
 
 
 class RubickPartitioner:

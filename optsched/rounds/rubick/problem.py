@@ -89,7 +89,7 @@ class RubickRound(RoundProblem):
     #: binds every hard constraint of :mod:`optsched.rounds.rubick.constraints`; refuses Lyra's worker
     #: fields, and deadlines, topology rules and priorities (not bound in Rubick rounds yet)
     UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = ("deadline", "gpus_per_worker", "fungible", "checkpointing",
-                                                     "topology", "priority")
+                                                     "topology")
     #: binds node labels (job ``node_selector``) and node states (:mod:`optsched.rounds.rubick.constraints`);
     #: refuses node topology (not bound yet)
     UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ("topology",)
