@@ -27,7 +27,8 @@ class AntManResult:
     """An AntMan round: the ``choices``, the ``admission`` it stands for (protected = the guaranteed
     jobs it runs — started within quota, or running already and never preempted — whose row reaches
     the throughput of their request, bound to the GPU type they run on when their tenant's quota names
-    a type; waiting = queued guaranteed jobs over their tenant's quota, with the reason) and the best-effort jobs ``preempted`` for guaranteed ones."""
+    a type; waiting = queued guaranteed jobs over their tenant's quota, with the reason) and the
+    best-effort jobs ``preempted`` for guaranteed ones."""
 
     choices: Mapping[str, Choice]
     admission: Admission

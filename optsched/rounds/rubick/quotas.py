@@ -135,7 +135,9 @@ class Shortfall:
         where = f"on {gpu_type}" if self.entry != ANY_TYPE else "over all GPU types (\"*\")"
         if self.quota == 0:
             return f"quota 0 {where}"
-        return f"quota {self.quota} GPUs {where} is used up ({self.used} in use)"
+        if self.used >= self.quota:
+            return f"quota {self.quota} GPUs {where} is used up ({self.used} in use)"
+        return f"quota {self.quota} GPUs {where} has only {self.quota - self.used} left ({self.used} in use)"
 
 
 class QuotaLedger:
