@@ -370,7 +370,7 @@ def test_the_schema_accepts_both_forms() -> None:
     from optsched.schemas import load_schema
     validator = jsonschema.Draft202012Validator(load_schema("round"))
     assert validator.is_valid(data)
-    for bad in ({"t": {A100: -1}}, {"t": {A100: 1.5}}, {"t": "4"}, {"t": -2}):
+    for bad in ({"t": {A100: -1}}, {"t": {A100: 1.5}}, {"t": "4"}, {"t": -2}, {"t": [[A100, 4]]}):
         data["quotas"] = bad
         assert not validator.is_valid(data) and structural_errors("round", data), bad
 
@@ -384,6 +384,8 @@ def test_the_schema_accepts_both_forms() -> None:
     ({"t": "4"}, "quota of tenant 't': GPUs must be an integer, got '4'"),
     ({"t": -1}, "quota of tenant 't': GPUs must be >= 0, got -1"),
     ([1, 2], "quotas must be a JSON object"),
+    ({"t": [[A100, 4]]}, "quota of tenant 't': an integer or an object {gpu_type: integer, \"\\*\": integer} is "
+                         "expected, got"),
 ])
 def test_bad_quotas_are_refused(quotas: Any, message: str) -> None:
     data = _main({}).to_dict()

@@ -100,6 +100,9 @@ def quotas_from_json(data: Any) -> tuple[tuple[str, Any], ...]:
         raise ValidationError("round: quotas must be a JSON object")
     out = []
     for tenant, value in data.items():
+        if isinstance(value, list):  # pairs are a Python form only; JSON has the object
+            raise ValidationError(f"round: quota of tenant {tenant!r}: an integer or an object {{gpu_type: integer, "
+                                  f"\"*\": integer}} is expected, got {value!r}")
         if isinstance(value, dict):
             value = {key: json_int(gpus) for key, gpus in value.items()}
         else:
