@@ -6,7 +6,8 @@ configurations: plan, GPUs per node, CPUs, memory, throughput), choose at most o
 map the row's per-node parts onto distinct nodes:
 
 * ``y[k]`` (bool): row k is chosen. ``sum_k y[k] <= 1`` per job; ``= 1`` over the rows reaching the
-  reference throughput for a *protected* guaranteed job (performance guarantee); no row for a
+  reference throughput (on its admission type when it has one, quotas per GPU type) for a *protected*
+  guaranteed job (performance guarantee); no row for a
   guaranteed job waiting for quota (admission in :func:`~optsched.rounds.rubick.admission.admit`
   fixes which guaranteed jobs the quotas cover, so the quota constraint is decided before the model).
 * ``x[k, s, n]`` (bool): a part of s GPUs of row k lies on node n; ``sum_n x[k,s,n] = mult_k(s) y[k]``
@@ -81,7 +82,7 @@ from optsched.formulations import milp
 from optsched.formulations.cpsat import cp_solver, solve_scaled
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Solution, solver_seconds
 from optsched.perf.coefficients import CoefficientTable
-from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
+from optsched.rounds.rubick.admission import Admission, admit
 from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
 from optsched.rounds.rubick.constraints import held_on_cordoned, must_leave, new_work_mask, node_constrained
 from optsched.rounds.rubick.objective import objective
@@ -234,15 +235,16 @@ class RubickRoundModel:
 
 
 def allowed_rows(table: CoefficientTable, admission: Admission) -> dict[int, np.ndarray]:
-    """Rows each job may choose: none while waiting for quota, rows reaching the guarantee when
-    protected, every row otherwise."""
+    """Rows each job may choose: none while waiting for quota, rows meeting the guarantee when protected
+    (reaching the reference throughput, on the admission type when it has one:
+    :meth:`~optsched.rounds.rubick.admission.Admission.meets_guarantee`), every row otherwise."""
     out: dict[int, np.ndarray] = {}
     for j, name in enumerate(table.jobs):
         rows = table.configs_of(name)
         if name in admission.waiting:
             rows = rows[:0]
         elif name in admission.protected and rows.size:
-            rows = rows[reaches_guarantee(table, rows)]
+            rows = rows[admission.meets_guarantee(table, rows)]
         out[j] = rows
     return out
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from optsched.perf.coefficients import CoefficientTable
 from optsched.heuristics.placement import MEM_TOL, Holding, NodeLedger, Share
-from optsched.rounds.rubick.admission import Admission, reaches_guarantee
+from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, is_kept
 from optsched.rounds.rubick.constraints import must_leave, new_work_mask, node_constrained
 from optsched.rounds.rubick.problem import RubickRound
@@ -80,7 +80,9 @@ class Config(NamedTuple):
 class JobRows:
     """A job's rows sorted by normalised throughput descending (then fewer GPUs, CPUs, memory, row):
     table ``rows`` and, aligned with them, their normalised ``value``, ``gpus``, ``cpus``, ``mem``,
-    largest part (``max_part``), whether they reach the guarantee (``reaches``), GPU type id
+    largest part (``max_part``), whether they meet the guarantee (``reaches``: reach the reference
+    throughput, on the job's admission type when it has one,
+    :meth:`~optsched.rounds.rubick.admission.Admission.meets_guarantee`), GPU type id
     (``type_id``) and shape; ``best_value`` is the first value (0 without rows). Read-only.
 
     The same columns as plain Python lists (``py``: :class:`RowLists`) serve the loops over a few rows
@@ -139,7 +141,8 @@ class _RowsOfJobs(dict[int, JobRows]):
     a look-up of a job already made is a plain dict look-up) from one sort of all rows (by job, then
     normalised throughput descending, fewer GPUs, CPUs, memory, row index)."""
 
-    def __init__(self, table: CoefficientTable, value: np.ndarray, row_type: np.ndarray) -> None:
+    def __init__(self, table: CoefficientTable, value: np.ndarray, row_type: np.ndarray, admission: Admission
+                 ) -> None:
         super().__init__()
         k_all = np.arange(len(table))
         self._table = table
@@ -147,9 +150,9 @@ class _RowsOfJobs(dict[int, JobRows]):
         #: job j's rows are positions ``bounds[j]:bounds[j + 1]`` of the sorted columns (``cols``)
         self.bounds_array = np.searchsorted(table.job_index[order], np.arange(len(table.jobs) + 1))
         self._bounds: list[int] = self.bounds_array.tolist()
-        reaches_all = reaches_guarantee(table, k_all) if len(table) else np.zeros(0, dtype=bool)
+        reaches_all = admission.meets_guarantee(table, k_all) if len(table) else np.zeros(0, dtype=bool)
         max_part = np.fromiter((max(s) for s in table.gpus_per_node), dtype=np.int64, count=len(table))
-        #: per table row: whether it reaches its job's guarantee (Python list: read one at a time)
+        #: per table row: whether it meets its job's guarantee (Python list: read one at a time)
         self.reaches_row: list[bool] = reaches_all.tolist()
         #: every row's value, GPUs, CPUs, GiB, largest part, whether it reaches the guarantee and GPU type,
         #: sorted by job, then as :class:`JobRows`
@@ -286,7 +289,8 @@ class RoundState:
         row_type = np.array([self.type_id[x] for x in table.gpu_type], dtype=np.int64)
         job_types = np.zeros((n_jobs, len(types)), dtype=bool)
         job_types[table.job_index, row_type] = True
-        #: eligible[j, n]: node n has a GPU type job j has rows on, and job j may get new GPUs there (a
+        #: eligible[j, n]: node n has a GPU type job j has rows on (its admission type when it has one:
+        #: :attr:`~optsched.rounds.rubick.admission.Admission.gpu_type`), and job j may get new GPUs there (a
         #: ready node its selector matches: :func:`~optsched.rounds.rubick.constraints.new_work_mask`;
         #: a job on a cordoned node keeps, trims or shrinks its shares there, never through a new mapping)
         self.eligible = job_types[:, node_type]
@@ -298,8 +302,12 @@ class RoundState:
                 if job.node_selector not in masks:
                     masks[job.node_selector] = new_work_mask(problem, job, node_names)
                 self.eligible[j] &= masks[job.node_selector]
+        for name, gtype in admission.gpu_type.items():  # a protected job admitted on one GPU type runs there
+            j = table.job_position.get(name)
+            if j is not None:
+                self.eligible[j] &= node_type == self.type_id[gtype]
         #: every job's rows sorted (made per job on first use: a large queue is mostly never looked at)
-        self.rows = _RowsOfJobs(table, self.value, row_type)
+        self.rows = _RowsOfJobs(table, self.value, row_type, admission)
         for j in np.flatnonzero(np.asarray(table.current_row) >= 0):
             j = int(j)
             cur = problem.current(self.names[j])
@@ -365,7 +373,8 @@ class RoundState:
         return self.ledger.fits(cfg.shares, *(amounts or self.free_views))
 
     def reaches(self, row: int) -> bool:
-        """Whether ``row`` reaches its job's guarantee."""
+        """Whether ``row`` meets its job's guarantee (reaches the reference throughput, on the job's
+        admission type when it has one)."""
         return self.rows.reaches_row[row]
 
     def position(self, cfg: Config | None) -> tuple[float, int, int]:

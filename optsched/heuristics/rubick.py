@@ -30,7 +30,10 @@ Algorithm 1, as implemented (paper lines in brackets):
   when it fits again, else to the best row on their previous nodes.
 * **minRes.** A protected job's minimum is "some row reaching its guarantee" (the fewest GPUs of such
   a row is its quota usage, :func:`~optsched.rounds.rubick.admission.admit`); shrinking a protected
-  job is allowed only to a row that still reaches its guarantee. A best-effort job's minimum is 0:
+  job is allowed only to a row that still reaches its guarantee. A protected job admitted on one GPU
+  type (quotas per GPU type, :attr:`~optsched.rounds.rubick.admission.Admission.gpu_type`) reaches it
+  only with rows of that type and is placed on nodes of that type only
+  (:class:`~optsched.heuristics.round_state.RoundState`). A best-effort job's minimum is 0:
   shrinking it to nothing preempts it [Sec. 5, "Shrinking a job to 0 results in a preemption"].
 
 Choices where the paper is silent (documented here, checked in ``tests/test_rubick_heuristic.py``):

@@ -76,8 +76,9 @@ DEFER = DEFER_OPTION
 
 
 def _infeasible_report(problem: RubickRound, admission: Admission) -> InfeasibleError:
-    reasons = [f"guaranteed job {name!r} (tenant {problem.job(name).tenant!r}) needs at least {need} GPUs to reach "
-               f"the throughput of its request" for name, need in sorted(admission.protected.items())]
+    on = {name: f" {t}" for name, t in admission.gpu_type.items()}  # the GPU type it is admitted on, if bound
+    reasons = [f"guaranteed job {name!r} (tenant {problem.job(name).tenant!r}) needs at least {need}{on.get(name, '')} "
+               f"GPUs to reach the throughput of its request" for name, need in sorted(admission.protected.items())]
     reasons.append("free GPUs for the round: " + ", ".join(f"{v} {k}" for k, v in
                                                             sorted(problem.free_gpus_by_type().items())))
     return InfeasibleError("round infeasible: the performance guarantees of the admitted guaranteed jobs cannot "

@@ -10,12 +10,14 @@ from typing import Mapping
 import numpy as np
 
 from optsched.core.deadline import Deadline
+from optsched.core.job import Job
 from optsched.heuristics.baselines.common import BaselineState, check_request_rows, fifo_key, out_of_time
 from optsched.heuristics.round_state import Config
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, check_round_table
 from optsched.rounds.rubick.problem import RubickRound
+from optsched.rounds.rubick.quotas import QuotaLedger
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +26,9 @@ log = logging.getLogger(__name__)
 class AntManResult:
     """An AntMan round: the ``choices``, the ``admission`` it stands for (protected = the guaranteed
     jobs it runs — started within quota, or running already and never preempted — whose row reaches
-    the throughput of their request; waiting = queued guaranteed jobs over their tenant's quota, with
-    the reason) and the best-effort jobs ``preempted`` for guaranteed ones."""
+    the throughput of their request, bound to the GPU type they run on when their tenant's quota names
+    a type; waiting = queued guaranteed jobs over their tenant's quota, with the reason) and the
+    best-effort jobs ``preempted`` for guaranteed ones."""
 
     choices: Mapping[str, Choice]
     admission: Admission
@@ -36,15 +39,18 @@ def antman_round(problem: RubickRound, table: CoefficientTable, *, deadline: Dea
     """AntMan-like multi-tenant scheduling (Xiao et al., OSDI'20; Rubick Sec. 7.3, MT trace).
 
     1. Running jobs keep their allocation; running guaranteed jobs are never preempted and count
-       against their tenant's quota with their requested GPUs (even when that exceeds the quota, e.g.
-       after a quota cut: they keep running, the tenant admits nothing new).
-    2. Queued guaranteed jobs, by ``(submit_time, name)``: a job whose requested GPUs exceed its
-       tenant's remaining quota (``problem.quota_of``; no quotas in the round = unlimited) waits. Else
-       it gets exactly its request when it fits; when it does not, running best-effort jobs on nodes
-       of its GPU type are preempted, latest-started first, until it fits; then the victims it turned
-       out not to need are restored, earliest-started first ("fewest needed"). If it does not fit even
-       with every such best-effort job gone, nothing is preempted and it waits, and later guaranteed
-       jobs are still tried. Quota is consumed only by jobs that run.
+       against their tenant's quota with their requested GPUs on the GPU type they run on (even when
+       that exceeds the quota, e.g. after a quota cut: they keep running, the tenant admits nothing new).
+    2. Queued guaranteed jobs, by ``(submit_time, name)``: a job's request may use the GPU types of its
+       request rows where its requested GPUs fit its tenant's remaining quota (the round's rule of
+       quotas per GPU type, :class:`~optsched.rounds.rubick.quotas.QuotaLedger`: the type's entry and
+       ``"*"``; no quotas in the round = unlimited); with no such type it waits (the reason names each
+       type and the entry used up). Else it gets exactly its request on one of those types when it
+       fits; when it does not, running best-effort jobs on nodes of those types are preempted,
+       latest-started first, until it fits; then the victims it turned out not to need are restored,
+       earliest-started first ("fewest needed"). If it does not fit even with every such best-effort
+       job gone, nothing is preempted and it waits, and later guaranteed jobs are still tried. Quota
+       is consumed only by jobs that run, on the type they run on.
     3. Queued best-effort jobs take what is left, exactly their request, by ``(submit_time, name)``
        with backfilling (a job that does not fit is skipped). They never preempt anyone.
 
@@ -59,46 +65,69 @@ def antman_round(problem: RubickRound, table: CoefficientTable, *, deadline: Dea
     check_request_rows(problem, table, "antman")
     st = BaselineState(problem, table)
     st.hold_running()
-    used: dict[str, int] = {}
+    ledger = problem.quota_ledger()
     protected: dict[str, int] = {}
     waiting: dict[str, str] = {}
+    bound: dict[str, str] = {}
     running_g = sorted((j for j in range(len(st.names)) if st.is_running(j) and st.jobs[st.names[j]].guaranteed),
                        key=lambda j: fifo_key(st.jobs[st.names[j]]))
     for j in running_g:
         job = st.jobs[st.names[j]]
-        used[job.tenant] = used.get(job.tenant, 0) + job.requested_gpus
+        cur = problem.current(job.name)
+        assert cur is not None
+        gtype = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
+        ledger.take(job.tenant, gtype, job.requested_gpus)
         row = st.row_of(j)
         if row is not None and bool(reaches_guarantee(table, row)[0]):
             protected[job.name] = job.requested_gpus
+            if ledger.typed(job.tenant):
+                bound[job.name] = table.gpu_type[row]
     queued = st.queued()
     preempted: list[str] = []
     for j in (j for j in queued if st.jobs[st.names[j]].guaranteed):
         if out_of_time(deadline):
             break
         job = st.jobs[st.names[j]]
-        quota = problem.quota_of(job.tenant)
-        have = used.get(job.tenant, 0)
-        if quota is not None and have + job.requested_gpus > quota:
-            waiting[job.name] = (f"tenant {job.tenant!r} quota {quota} GPUs: {have} in use, job requests "
-                                 f"{job.requested_gpus}")
-            continue
         rows = table.rows_of(j)
+        ok = [ledger.fits(job.tenant, table.gpu_type[r], job.requested_gpus) for r in rows.tolist()]
+        if not any(ok):
+            waiting[job.name] = _quota_reason(problem, ledger, job, sorted({table.gpu_type[r] for r in rows.tolist()}))
+            continue
+        rows = rows[np.asarray(ok, dtype=bool)]
         if not st.place_any(j, rows):
             victims = _preempt_for(st, j, rows)
             if victims is None:
                 log.debug("antman: guaranteed job %r does not fit even without best-effort jobs", job.name)
                 continue
             preempted.extend(victims)
-        used[job.tenant] = have + job.requested_gpus
         row = st.row_of(j)
         assert row is not None
+        ledger.take(job.tenant, table.gpu_type[row], job.requested_gpus)
         if bool(reaches_guarantee(table, row)[0]):
             protected[job.name] = job.requested_gpus
+            if ledger.typed(job.tenant):
+                bound[job.name] = table.gpu_type[row]
     for j in (j for j in queued if not st.jobs[st.names[j]].guaranteed):
         if out_of_time(deadline):
             break
         st.place_any(j, table.rows_of(j))
-    return AntManResult(st.choices(), Admission(protected, waiting), tuple(preempted))
+    return AntManResult(st.choices(), Admission(protected, waiting, bound), tuple(preempted))
+
+
+def _quota_reason(problem: RubickRound, ledger: QuotaLedger, job: Job, types: list[str]) -> str:
+    """Why a queued guaranteed job waits: its requested GPUs fit its tenant's quota on none of the GPU
+    ``types`` of its request rows (the old wording for a tenant whose quota names no GPU type)."""
+    n = job.requested_gpus
+    if not ledger.typed(job.tenant):
+        quota = problem.quota_of(job.tenant)
+        return f"tenant {job.tenant!r} quota {quota} GPUs: {ledger.used(job.tenant)} in use, job requests {n}"
+    parts = []
+    for t in types:
+        short = ledger.shortfall(job.tenant, t, n)
+        assert short is not None
+        parts.append(f"on {t}: {short.describe(t)}")
+    return f"tenant {job.tenant!r} has no quota room for the job's request of {n} GPUs on any GPU type: " + \
+        "; ".join(parts)
 
 
 def _preempt_for(st: BaselineState, j: int, rows: np.ndarray) -> list[str] | None:

@@ -1,6 +1,7 @@
 """The feasibility check every returned Rubick decision passes: rows of the right job, shapes on
 distinct nodes of the row's GPU type, node capacities in GPUs, CPUs and memory, protected jobs reaching
-their reference throughput, guaranteed jobs waiting for quota not running, and every job's own hard
+their reference throughput on their admission type when they have one (quotas per GPU type,
+:mod:`optsched.rounds.rubick.admission`), guaranteed jobs waiting for quota not running, and every job's own hard
 constraints (:func:`~optsched.rounds.rubick.constraints.broken`, checked on the placement itself, not
 on how the table was built), and, when every other rule holds, the priority rule
 (:func:`~optsched.rounds.rubick.priorities.priority_broken`)."""
@@ -69,6 +70,9 @@ def violations(problem: RubickRound, table: CoefficientTable, choices: Mapping[s
             j = table.index_of(name)
             out.append(f"guaranteed job {name!r} gets {table.throughput[choice.row]:.4g} samples/s, below the "
                        f"{table.reference_throughput[j]:.4g} of its request")
+        elif not admission.meets_guarantee(table, choice.row)[0]:
+            out.append(f"guaranteed job {name!r} runs on {table.gpu_type[choice.row]}, not on "
+                       f"{admission.gpu_type[name]}, the GPU type it is admitted on")
     for n in problem.cluster.nodes:
         for o in usage.excess(n.name, problem.free(n.name), CAPACITY_TOL):
             out.append(f"node {o.node!r}: {o.used:g} {o.unit} allocated, {o.capacity:g} free")

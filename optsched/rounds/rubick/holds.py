@@ -19,7 +19,8 @@ trim, changed in place without a restart, and a keep leave it as it was).
 **How every method binds it** (one place, :func:`hold_split`): the held jobs are taken out of the round
 before any method sees it and their allocations added to ``occupied`` (no method can move, shrink or
 preempt them, nor give their resources away); a guaranteed held job's GPUs are taken off its tenant's
-quota first (held jobs are admitted before all others, counted with the GPUs they hold). The method
+quota first, off the entries of the GPU type it runs on and ``"*"`` (held jobs are admitted before all
+others, counted with the GPUs they hold: :func:`~optsched.rounds.rubick.quotas.quotas_less`). The method
 solves the rest; :func:`with_held` then adds each held job to the decision as ``keep`` with its current
 throughput (from a table of the held jobs alone), its term added to the objective, the bound and the
 heuristic's objective, and a note in the message. The decision is that of the whole round: every held job
@@ -41,6 +42,7 @@ from optsched.rounds.rubick.constraints import must_leave
 from optsched.rounds.rubick.decision import to_decision
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
+from optsched.rounds.rubick.quotas import quotas_less
 
 
 def hold_candidates(problem: RubickRound) -> list[str]:
@@ -113,7 +115,7 @@ def _rest_of(problem: RubickRound, names: list[str]) -> RubickRound:
     one's GPUs taken off its tenant's quota (module docstring)."""
     chosen = set(names)
     occupied = dict(problem.occupied)
-    used: dict[str, int] = {}
+    used: list[tuple[str, str, int]] = []
     for a in problem.running:
         if a.job not in chosen:
             continue
@@ -122,8 +124,9 @@ def _rest_of(problem: RubickRound, names: list[str]) -> RubickRound:
             occupied[node] = NodeShare(old.gpus + s.gpus, old.cpus + s.cpus, old.mem_gib + s.mem_gib)
         job = problem.job(a.job)
         if job.guaranteed:
-            used[job.tenant] = used.get(job.tenant, 0) + a.placement.total_gpus
-    quotas = tuple((t, max(0, q - used.get(t, 0))) for t, q in problem.quotas)
+            gpu_type = problem.cluster.node(a.placement.gpu_parts[0][0]).gpu_type
+            used.append((job.tenant, gpu_type, a.placement.total_gpus))
+    quotas = quotas_less(problem.quotas, used)
     return replace(problem, jobs=tuple(j for j in problem.jobs if j.name not in chosen),
                    running=tuple(a for a in problem.running if a.job not in chosen),
                    occupied=tuple(occupied.items()), quotas=quotas,

@@ -6,9 +6,14 @@ its own, and the union of the parts' decisions is a decision for the whole clust
 Rules (POP leaves the split to the problem; these are ours):
 
 * **Admission first.** Guaranteed jobs are admitted once, on the whole round
-  (:func:`~optsched.rounds.rubick.admission.admit`), so a quota is never split: the parts carry no
-  quotas, a guaranteed job waiting for quota is in no part (it waits; a running one is preempted)
-  and every admitted guaranteed job keeps its guarantee in its part.
+  (:func:`~optsched.rounds.rubick.admission.admit`), so a quota is never split: a guaranteed job
+  waiting for quota is in no part (it waits; a running one is preempted) and every admitted guaranteed
+  job keeps its guarantee in its part. The parts carry no quotas, except where a protected job is
+  admitted on one GPU type (quotas per GPU type): it is dealt to a part for that type only and, in its
+  part, belongs to a tenant of its own (``<tenant>/<job>``) whose quota is on that type alone (room for
+  every job of the part: the round's GPUs times the part's jobs), so the part's admission binds it to
+  the same type; the part's other guaranteed tenants then get that room over all types (``"*"``), so
+  they are all admitted, as without quotas. The reference throughputs stay the whole round's (no job is pinned).
 * **Nodes.** Nodes that a running job spans are kept together (connected components of "a running
   job holds both"); the components are shuffled with the seed and dealt, largest first, to the part
   with the fewest GPUs of their type so far, so every part gets about ``1/k`` of each GPU type.
@@ -45,6 +50,7 @@ from optsched.core.decision import Decision, JobAllocations, JobDecision
 from optsched.core.errors import ValidationError
 from optsched.core.groups import connected_groups
 from optsched.core.hardware import Cluster
+from optsched.core.job import Job
 from optsched.core.pool import usable_gpu_types
 from optsched.core.round import RoundProblem
 from optsched.core.skip import SkippedJob
@@ -55,6 +61,7 @@ from optsched.rounds.rubick.admission import Admission, admit
 from optsched.rounds.rubick.decision import choices_of, to_decision
 from optsched.rounds.rubick.priorities import enforce_priorities, prioritised
 from optsched.rounds.rubick.problem import RubickRound
+from optsched.rounds.rubick.quotas import Quotas, QuotaValue
 from optsched.rounds.rubick.table import build_round_table, valid_round
 
 
@@ -127,7 +134,7 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
             t = node_type[a.placement.shares[0][0]]
             asked[p][t] = asked[p].get(t, 0) + a.placement.total_gpus
     for job in queued:
-        types = usable_gpu_types(cluster, job)
+        types = [admission.gpu_type[job.name]] if job.name in admission.gpu_type else usable_gpu_types(cluster, job)
         options = [(part_gpus[p].get(t, 0) - asked[p].get(t, 0), -p, p, t) for p in range(parts) for t in types
                    if part_gpus[p].get(t, 0) >= job.requested_gpus]
         if not options:
@@ -147,14 +154,36 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
                                     cluster.pcie_gbps)
         coefficients = _part_coefficients(problem, jobs_of[p], sub_cluster, left_out)
         members = {n for n in jobs_of[p] if n not in left_out}
+        jobs, quotas = _part_tenancy(problem, tuple(j for j in problem.jobs if j.name in members), admission)
         # every other field of the round (penalties, round interval, ...) carries over unchanged
         subs.append(replace(
-            problem, cluster=sub_cluster, jobs=tuple(j for j in problem.jobs if j.name in members),
-            running=tuple(a for a in problem.running if a.job in members),
-            occupied=tuple((n, s) for n, s in problem.occupied if n in names), quotas=(), coefficients=coefficients,
+            problem, cluster=sub_cluster, jobs=jobs, running=tuple(a for a in problem.running if a.job in members),
+            occupied=tuple((n, s) for n, s in problem.occupied if n in names), quotas=quotas, coefficients=coefficients,
             skipped=()))
     unhosted = {name: why for name, why in left_out.items() if name in admission.protected}
     return RoundSplit(tuple(subs), left_out, admission, unhosted, problem.skipped, problem, table)
+
+
+def _part_tenancy(problem: RubickRound, jobs: tuple[Job, ...], admission: Admission) -> tuple[tuple[Job, ...], Quotas]:
+    """A part's ``jobs`` and quotas (module docstring, "Admission first"): no quotas unless a job of the
+    part is admitted on one GPU type; then each such job gets a tenant of its own with room for every job
+    of the part on that type, and the part's other guaranteed tenants that room over all types."""
+    if not any(j.name in admission.gpu_type for j in jobs):
+        return jobs, ()
+    room = problem.cluster.total_gpus * len(jobs)  # more than the minRes of every job of the part together
+    tenants = {j.tenant for j in problem.jobs}
+    quotas: dict[str, QuotaValue] = {j.tenant: room for j in jobs if j.guaranteed}
+    out = []
+    for job in jobs:
+        gtype = admission.gpu_type.get(job.name)
+        if gtype is not None:
+            own = f"{job.tenant}/{job.name}"
+            while own in tenants or own in quotas:
+                own += "'"
+            quotas[own] = ((gtype, room),)
+            job = replace(job, tenant=own)
+        out.append(job)
+    return tuple(out), tuple(sorted(quotas.items()))
 
 
 def _part_coefficients(problem: RubickRound, names: Sequence[str], cluster: Cluster,

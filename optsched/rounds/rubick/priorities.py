@@ -46,7 +46,7 @@ from typing import Mapping
 import numpy as np
 
 from optsched.perf.coefficients import CoefficientTable
-from optsched.rounds.rubick.admission import Admission, reaches_guarantee
+from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, is_kept, part_share, placement_of
 from optsched.rounds.rubick.constraints import must_leave, new_work_mask
 from optsched.rounds.rubick.problem import RubickRound
@@ -167,7 +167,7 @@ class _Rule:
         """The rows ``name`` may run, by value, highest first."""
         rows = self.table.configs_of(name)
         if name in self.admission.protected and rows.size:
-            rows = rows[reaches_guarantee(self.table, rows)]
+            rows = rows[self.admission.meets_guarantee(self.table, rows)]
         return sorted((int(k) for k in rows), key=lambda k: (-float(self.table.throughput[k]), int(self.table.gpus[k]),
                                                               k))
 

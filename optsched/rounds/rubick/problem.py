@@ -4,8 +4,17 @@ penalties for disturbing running jobs.
 
 Choices where the paper is silent (checked in ``tests/rounds/test_rubick_problem.py``):
 
-* **Quotas.** ``quotas`` maps tenants to GPUs. An empty mapping means no quota is enforced (every
-  guaranteed job is admitted); once any quota is given, a tenant without an entry has quota 0.
+* **Quotas** (per GPU type: issue 24, item 5; forms, checks and accounting in
+  :mod:`optsched.rounds.rubick.quotas`). ``quotas`` maps tenants to GPUs: ``{tenant: integer |
+  {gpu_type: integer, "*": integer}}``. An integer ``n`` (the old form) means ``{"*": n}``, ``n`` GPUs
+  over all GPU types; an object also caps the tenant per GPU type of the cluster (an unknown type is an
+  error naming the tenant and the type; ``{}`` is quota 0). An empty mapping means no quota is enforced
+  (every guaranteed job is admitted); once any quota is given, a tenant without an entry has quota 0,
+  and a GPU type a tenant's object neither names nor covers by ``"*"`` has quota 0 for it. How a
+  guaranteed job's usage counts (its minRes GPUs on the one GPU type it is admitted on, against that
+  type's entry and ``"*"``) and how that type is picked: :mod:`optsched.rounds.rubick.admission`.
+  ``to_dict`` writes the integer form for a tenant whose quota names no GPU type, so old rounds are
+  written back unchanged.
 * **Penalties** are in units of normalised throughput (one job running exactly as requested = 1):
   ``reconfig_penalty`` is charged when a running job's plan or placement changes,
   ``preempt_penalty`` when a running job gets nothing.
@@ -54,7 +63,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, NamedTuple
 
-from optsched.core.checks import json_ints, require_int, require_name, require_number
+from optsched.core.checks import require_number
 from optsched.core.coefficient_rows import (CoefficientRow, Coefficients, check_coefficients, coefficients_from_dict,
                                             coefficients_to_dict, normalise_coefficients)
 from optsched.core.errors import ValidationError
@@ -64,6 +73,8 @@ from optsched.core.skip import JobError, job_errors
 from optsched.perf.lookup import check_round_params
 from optsched.perf.performance_model import PerformanceModel
 from optsched.rounds.rubick.constraints import check_job, check_running
+from optsched.rounds.rubick.quotas import (ANY_TYPE, QuotaLedger, Quotas, QuotaValue, entries, normalise_quotas,
+                                           quotas_from_json, quotas_to_json)
 
 #: Default penalties (normalised-throughput units, see module docstring).
 DEFAULT_RECONFIG_PENALTY = 0.05
@@ -99,7 +110,9 @@ class RubickRound(RoundProblem):
     #: binds ``since`` (read by ``min_hold_s``, :mod:`optsched.rounds.rubick.holds`)
     UNBOUND_ALLOCATION_FIELDS: ClassVar[tuple[str, ...]] = ()
 
-    quotas: tuple[tuple[str, int], ...] = ()
+    #: ``(tenant, GPUs | ((key, GPUs), ...))`` sorted by tenant after construction (module docstring); a
+    #: mapping or pairs in the forms of :func:`~optsched.rounds.rubick.quotas.normalise_quotas` before
+    quotas: Quotas = ()
     reconfig_penalty: float = DEFAULT_RECONFIG_PENALTY
     preempt_penalty: float = DEFAULT_PREEMPT_PENALTY
     perf_params: tuple[PerformanceModel, ...] = ()
@@ -118,9 +131,7 @@ class RubickRound(RoundProblem):
             with job_errors(job.name):
                 check_job(job)
         check_running(self)
-        quotas = tuple(sorted(dict(self.quotas).items())) if isinstance(self.quotas, Mapping) \
-            else tuple(sorted(self.quotas))
-        object.__setattr__(self, "quotas", quotas)
+        object.__setattr__(self, "quotas", normalise_quotas(self.quotas, (g.name for g in self.cluster.gpu_types)))
         require_number("round", "reconfig_penalty", self.reconfig_penalty, 0.0)
         require_number("round", "preempt_penalty", self.preempt_penalty, 0.0)
         if self.trim_penalty is None:
@@ -141,9 +152,6 @@ class RubickRound(RoundProblem):
         object.__setattr__(self, "_penalties", {j.name: self._job_penalties(j) for j in self.jobs
                                                 if j.weight != 1.0 or j.restart_seconds is not None
                                                 or j.checkpoint_age_s is not None})
-        for tenant, gpus in quotas:
-            require_name("round quota tenant", tenant)
-            require_int(f"round: quota of tenant {tenant!r}", "GPUs", gpus, 0)
         object.__setattr__(self, "perf_params", tuple(self.perf_params))
         check_round_params(self.perf_params, self.cluster, self.own_models)
         coefficients = normalise_coefficients(self.coefficients) if self.coefficients else ()
@@ -221,17 +229,29 @@ class RubickRound(RoundProblem):
         return self._own_rows.get(job)  # type: ignore[attr-defined]
 
     @property
-    def quota_map(self) -> dict[str, int]:
+    def quota_map(self) -> dict[str, QuotaValue]:
+        """Tenant -> its quota in normal form (GPUs over all types, or ``((key, GPUs), ...)``)."""
         return dict(self.quotas)
 
-    def quota_of(self, tenant: str) -> int | None:
-        """GPU quota of ``tenant``; None when the round enforces no quotas (module docstring)."""
+    def quota_of(self, tenant: str, gpu_type: str | None = None) -> int | None:
+        """The most GPUs ``tenant`` may use (module docstring): on ``gpu_type`` (the smaller of that type's
+        entry and ``"*"``, 0 when neither is given), or without ``gpu_type`` over all types (``"*"``, else
+        the sum of its type entries). None when the round enforces no quotas. Admission and AntMan count
+        usage with :meth:`quota_ledger`, not with this."""
         if not self.quotas:
             return None
-        return dict(self.quotas).get(tenant, 0)
+        given = entries(dict(self.quotas).get(tenant, 0))
+        if gpu_type is None:
+            return given[ANY_TYPE] if ANY_TYPE in given else sum(given.values())
+        caps = [given[k] for k in (gpu_type, ANY_TYPE) if k in given]
+        return min(caps) if caps else 0
+
+    def quota_ledger(self) -> QuotaLedger:
+        """A fresh :class:`~optsched.rounds.rubick.quotas.QuotaLedger` of the round's quotas (nothing used)."""
+        return QuotaLedger(self.quotas)
 
     def _fields_to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"quotas": dict(self.quotas), "reconfig_penalty": self.reconfig_penalty,
+        out: dict[str, Any] = {"quotas": quotas_to_json(self.quotas), "reconfig_penalty": self.reconfig_penalty,
                                "preempt_penalty": self.preempt_penalty, "trim_penalty": self.trim_penalty}
         if self.perf_params:
             out["perf_params"] = [pm.to_dict() for pm in self.perf_params]
@@ -244,8 +264,6 @@ class RubickRound(RoundProblem):
 
     @classmethod
     def _fields_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
-        if "quotas" in data and not isinstance(data["quotas"], dict):
-            raise ValidationError("round: quotas must be a JSON object")
         params = data.get("perf_params", [])
         if not isinstance(params, list):
             raise ValidationError("round: perf_params must be a JSON array of params-file objects")
@@ -255,7 +273,7 @@ class RubickRound(RoundProblem):
                 parsed.append(PerformanceModel.from_dict(item))
             except (ValidationError, TypeError) as e:
                 raise ValidationError(f"round: perf_params[{i}]: {e}") from None
-        return {"quotas": tuple(json_ints(data.get("quotas", {})).items()),
+        return {"quotas": quotas_from_json(data.get("quotas", {})),
                 "reconfig_penalty": data.get("reconfig_penalty", DEFAULT_RECONFIG_PENALTY),
                 "preempt_penalty": data.get("preempt_penalty", DEFAULT_PREEMPT_PENALTY),
                 "perf_params": tuple(parsed),
