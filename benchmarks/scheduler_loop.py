@@ -1,8 +1,9 @@
-"""Scheduler loop (issue "A round a real cluster scheduler can state", item 10, version 1): a closed loop of
-5-minute rounds as a cluster scheduler importing optsched runs it, through ``optsched.solve`` only.
+"""Scheduler loop (issue "A round a real cluster scheduler can state", item 10): a closed loop of 5-minute
+rounds as a cluster scheduler importing optsched runs it, through ``optsched.solve`` only.
 
     python benchmarks/scheduler_loop.py [--hours 4] [--jobs 60] [--seed 0] [--time-limit 10]
-                                        [--methods exact,heuristic,fifo-backfill,sia] [--quick]
+                                        [--methods exact,heuristic,fifo-backfill,sia]
+                                        [--settings default,seconds,seconds+hold] [--quick]
 
 The loop (seeded, deterministic up to the exact solver's time limit):
 
@@ -15,7 +16,7 @@ The loop (seeded, deterministic up to the exact solver's time limit):
   40% guaranteed, the rest best-effort. Each job is one of: gang (``min_gpus = max_gpus = requested``),
   one-node (``max_nodes = 1``), selector (``node_selector`` on a ``rack`` or a ``gpu`` label), CPU floor
   (``min_cpus_per_gpu = 10``), fixed plan (``plan_fixed`` with the best plan on its request on A100-40G, pinned there by
-  ``gpu_type``), plain. Its
+  ``gpu_type``), priority (``priority`` 1 or 2; every other job has 0), plain. Its
   ``total_iterations`` make it run 20-90 minutes at its request on the fastest GPU type it may use (the
   request's throughput, read from a one-job round solved by ``fifo-backfill`` once per (model, type, GPUs)).
 * **Rounds**: every 300 s for ``--hours``; each round is a ``rubick`` round (cluster with the current node
@@ -23,6 +24,12 @@ The loop (seeded, deterministic up to the exact solver's time limit):
   decision's allocations of the jobs still there), built as the JSON a scheduler would send
   (``RoundProblem.from_dict``) and solved by ``optsched.solve(problem, method, time_limit, seed=0,
   defer_unreachable_guarantees=True)``.
+* **Settings** (``--settings``; every round of a run the same): ``default``: the round's dimensionless
+  penalties (0.05 a reconfiguration, 0.25 a preemption); ``seconds``: the penalties derived from what the
+  loop simulates (``round_interval_s = 300``, every job ``restart_seconds = 78``, a running job
+  ``checkpoint_age_s`` = seconds since its last checkpoint; docs/rounds.md, "Weights and penalties in
+  seconds"); ``seconds+hold``: as ``seconds`` with ``min_hold_s = 900`` and each running allocation's
+  ``since`` = the round of its last start or reconfiguration.
 * **Node events** (at fractions of ``--hours``; at 4 h): at 1.5 h node ``a100-05`` is cordoned (until the
   end), at 2 h node ``v100-03`` is drained, at 3 h it is ready again.
 * **Applying a decision**: ``start`` and ``reconfigure`` launch the job from its checkpoint: no progress
@@ -38,18 +45,21 @@ At the defaults (60 jobs) the cluster is lightly loaded (almost every job finish
 no straggler); restarts cost the same 78 s for every job and size; a job submitted inside a round waits
 for the next round; the scheduler never crashes or loses state; no work outside optsched
 (``occupied`` is empty); a decision is applied atomically at the round's start. An ``optsched.solve``
-error stops that (method, penalties) run; the error is printed with the round's time and counted.
+error stops that (method, setting) run; the error is printed with the round's time and counted.
 
 Columns (one row per method and penalty setting):
 
-* ``method``, ``penalties``: the method and ``reconfig_penalty/preempt_penalty`` of every round;
+* ``method``, ``setting``: the method and the penalty setting of every round;
 * ``rounds``: rounds solved; ``errors``: rounds whose solve raised (the run stops there);
 * ``violations``: hard-constraint violations in the decisions' allocations, counted by this script's own
   check (not optsched's): per node the running allocations' GPUs, CPUs and memory within capacity;
   per job GPUs in ``[min_gpus, max_gpus]``, ``dp x tp x pp`` = its GPUs, one GPU type, ``plan ==
   requested_plan`` when ``plan_fixed``, at most ``max_nodes`` nodes, on every node CPUs >=
   ``min_cpus_per_gpu`` x its GPUs there, every node matching ``node_selector``, no more GPUs on a
-  cordoned node than it held there before the round, nothing on a draining node; must be 0;
+  cordoned node than it held there before the round, nothing on a draining node; and the priority rule where
+  it can be tested without a table (:func:`priority_check`: a job preempted or shrunk although its
+  allocation fits with only lower priorities' room, a job waiting although its request fits one node that
+  way); must be 0;
 * ``on_draining``, ``on_cordoned``: running jobs holding GPUs on a draining / cordoned node at a round's
   start, summed over rounds (that the node events touched jobs; a job on a draining node must leave);
 * ``restarts``: reconfigurations plus resumptions after a preemption (launches of a job that ran before);
@@ -63,7 +73,7 @@ Columns (one row per method and penalty setting):
   submit), hours (over each row's own finished jobs, so rows with different ``finished`` compare
   different sets);
 * ``solve_p50_s``, ``solve_p95_s``: median and 95th percentile of the decisions' ``solve_seconds``;
-* ``wall_s``: wall time of the whole (method, penalties) run.
+* ``wall_s``: wall time of the whole (method, setting) run.
 
 Writes ``benchmarks/out/scheduler_loop.csv``.
 """
@@ -92,9 +102,11 @@ MODELS = ("vit", "roberta", "bert", "t5", "gpt2")
 TYPES = {"A100-40G": ("a100", 1024.0), "V100-32G": ("v100", 768.0)}
 TENANTS = ("t0", "t1", "t2")
 QUOTA = 64
-KINDS = ("gang", "one-node", "selector", "cpu-floor", "plan-fixed", "plain")
-#: (label, reconfig_penalty, preempt_penalty)
-PENALTIES = (("0.05/0.25", 0.05, 0.25), ("0.26/0.5", 0.26, 0.5))
+KINDS = ("gang", "one-node", "selector", "cpu-floor", "plan-fixed", "priority", "plain")
+#: seconds a job is held after a start or reconfiguration in the ``hold`` setting
+MIN_HOLD_S = 900.0
+#: the penalty settings compared (module docstring, "Settings")
+SETTINGS = ("default", "seconds", "seconds+hold")
 
 
 def build_cluster() -> Cluster:
@@ -150,6 +162,8 @@ def make_jobs(cluster: Cluster, n: int, horizon_s: float, seed: int) -> list[dic
         elif kind == "cpu-floor":
             job["min_cpus_per_gpu"] = 10
             job["requested_cpus"] = 10 * gpus
+        elif kind == "priority":
+            job["priority"] = rng.choice((1, 2))
         elif kind == "plan-fixed":
             # pinned: a requested plan must run on every GPU type the job may use (roberta's dp=2 needs
             # 35 GiB a GPU, more than a V100-32G has, and the round is refused otherwise)
@@ -226,15 +240,68 @@ def check(rnd: dict, jobs_by_name: dict[str, dict], entries: list[dict]) -> list
         node = nodes[n]
         if g > node["num_gpus"] or c > node["num_cpus"] or m > node["memory_gib"] + 1e-6:
             out.append(f"node {n}: {g} GPUs, {c} CPUs, {m:.1f} GiB over capacity")
+    return out + priority_check(rnd, jobs_by_name, entries, used)
+
+
+def priority_check(rnd: dict, jobs_by_name: dict[str, dict], entries: list[dict], used: dict[str, list[float]]
+                   ) -> list[str]:
+    """The priority rule (docs/rounds.md, "Priorities") where this script can test it without a table: a job
+    preempted or given fewer GPUs whose current allocation fits, node by node, the free resources plus its
+    own plus those of unprotected jobs of lower priority but not the free resources plus its own; a waiting
+    job whose request (its GPUs, CPUs and memory on one node it may use) fits one node that way. One-sided:
+    what it flags breaks the rule, what it misses it does not see."""
+    nodes = {n["name"]: n for n in rnd["cluster"]["nodes"]}
+    free = {n: [nodes[n]["num_gpus"] - u[0], nodes[n]["num_cpus"] - u[1], nodes[n]["memory_gib"] - u[2]]
+            for n, u in used.items()}
+    before = {a["job"]: a["placement"] for a in rnd["running"]}
+    by_job = {e["job"]: e for e in entries}
+    out = []
+    for e in entries:
+        name, job = e["job"], jobs_by_name[e["job"]]
+        prio = job.get("priority", 0)
+        low: dict[str, list[float]] = {n: [0, 0, 0.0] for n in nodes}
+        for o in entries:
+            if o["plan"] is not None and jobs_by_name[o["job"]].get("priority", 0) < prio and not o["protected"]:
+                for n, sh in o["placement"].items():
+                    low[n] = [low[n][0] + sh["gpus"], low[n][1] + sh["cpus"], low[n][2] + sh["mem_gb"]]
+        own = {n: [sh["gpus"], sh["cpus"], sh["mem_gb"]] for n, sh in (e["placement"] or {}).items()}
+
+        def room(n: str, extra: bool) -> list[float]:
+            o = own.get(n, [0, 0, 0.0])
+            return [free[n][i] + o[i] + (low[n][i] if extra else 0) for i in range(3)]
+
+        def fits(target: dict[str, list[float]], extra: bool) -> bool:
+            return all(all(room(n, extra)[i] >= v[i] - 1e-6 for i in range(3)) for n, v in target.items())
+        cur = before.get(name)
+        if cur is not None and any(nodes[n].get("state") == "draining" for n in cur):
+            continue  # it must leave: its target is any configuration, which this check does not enumerate
+        if cur is not None and (e["plan"] is None or sum(s["gpus"] for s in e["placement"].values())
+                                < sum(s["gpus"] for s in cur.values())):
+            if e["plan"] is not None and e["normalised_throughput"] >= by_job[name]["normalised_throughput"]:
+                continue
+            target = {n: [s["gpus"], s["cpus"], s["mem_gb"]] for n, s in cur.items()}
+            if fits(target, True) and not fits(target, False):
+                out.append(f"{name} (priority {prio}) {e['action']} although its allocation fits with lower "
+                           "priorities' room")
+        elif cur is None and e["plan"] is None and "quota" not in e["reason"] and "deferred" not in e["reason"]:
+            g = job["requested_gpus"]
+            need = [g, job.get("requested_cpus", 0), job.get("requested_mem_gib", 0.0)]
+            ok = [n for n, node in nodes.items() if node["num_gpus"] >= g and node.get("state", "ready") == "ready"
+                  and (job.get("gpu_type") is None or node["gpu_type"] == job["gpu_type"])
+                  and all(node.get("labels", {}).get(k) == v for k, v in job.get("node_selector", {}).items())]
+            if any(fits({n: need}, True) for n in ok) and not any(fits({n: need}, False) for n in ok):
+                out.append(f"{name} (priority {prio}) waits although its request fits one node with lower "
+                           "priorities' room")
     return out
 
 
-def run(cluster: Cluster, jobs: list[dict], hours: float, method: str, reconfig: float, preempt: float,
-        time_limit: float) -> dict:
+def run(cluster: Cluster, jobs: list[dict], hours: float, method: str, setting: str, time_limit: float) -> dict:
     node_type = {n.name: n.gpu_type for n in cluster.nodes}
     base_cluster = cluster.to_dict()
     done: dict[str, float] = {}                 # job -> completed iterations
     ckpt: dict[str, float] = {}                 # job -> iterations at the last checkpoint
+    ckpt_at: dict[str, float] = {}              # job -> time of its last checkpoint (or launch)
+    since: dict[str, float] = {}                # job -> time of its last start or reconfiguration
     finish: dict[str, float] = {}               # job -> finish time
     running: dict[str, dict] = {}               # job -> {"plan", "placement"}
     history: dict[str, list[tuple]] = {}        # job -> configurations, one a change
@@ -252,14 +319,24 @@ def run(cluster: Cluster, jobs: list[dict], hours: float, method: str, reconfig:
                  | {"completed_iterations": done.get(j["name"], 0.0)} for j in present]
         rnd = {"kind": "rubick", "time": t, "cluster": cl, "jobs": rjobs,
                "running": [{"job": name, **a} for name, a in running.items()],
-               "quotas": {tn: QUOTA for tn in TENANTS}, "reconfig_penalty": reconfig, "preempt_penalty": preempt}
+               "quotas": {tn: QUOTA for tn in TENANTS}}
+        if setting != "default":  # penalties in seconds (module docstring, "Settings")
+            rnd["round_interval_s"] = ROUND_S
+            for j in rjobs:
+                j["restart_seconds"] = RESTART_S
+                if j["name"] in running:
+                    j["checkpoint_age_s"] = t - ckpt_at[j["name"]]
+        if setting == "seconds+hold":
+            rnd["min_hold_s"] = MIN_HOLD_S
+            for a in rnd["running"]:
+                a["since"] = since[a["job"]]
         try:
             problem = optsched.RoundProblem.from_dict(rnd)
             decision = optsched.solve(problem, method, time_limit, seed=0, defer_unreachable_guarantees=True)
         except Exception as exc:  # a real error of optsched: report it with the round, stop this run
             stats["errors"] += 1
             stats["error_msg"] = f"round t={t:.0f}s: {type(exc).__name__}: {exc}"
-            sys.stdout.write(f"ERROR {method} {reconfig}/{preempt} {stats['error_msg']}\n")
+            sys.stdout.write(f"ERROR {method} {setting} {stats['error_msg']}\n")
             break
         d = decision.to_dict()
         for a in rnd["running"]:  # jobs the node events touch at this round's start
@@ -272,7 +349,7 @@ def run(cluster: Cluster, jobs: list[dict], hours: float, method: str, reconfig:
         bad = check(rnd, by_name, d["jobs"])
         if bad:
             stats["violations"] += len(bad)
-            sys.stdout.write(f"VIOLATION {method} {reconfig}/{preempt} round t={t:.0f}s: {'; '.join(bad[:5])}\n")
+            sys.stdout.write(f"VIOLATION {method} {setting} round t={t:.0f}s: {'; '.join(bad[:5])}\n")
         new_running: dict[str, dict] = {}
         for e in d["jobs"]:
             name, action = e["job"], e["action"]
@@ -288,6 +365,7 @@ def run(cluster: Cluster, jobs: list[dict], hours: float, method: str, reconfig:
             delay = 0.0
             if action in ("start", "reconfigure"):
                 delay = RESTART_S
+                since[name] = ckpt_at[name] = t
                 if action == "reconfigure":
                     ckpt[name] = done.get(name, 0.0)
                     stats["reconfs"] += 1
@@ -316,6 +394,7 @@ def run(cluster: Cluster, jobs: list[dict], hours: float, method: str, reconfig:
         if t % CHECKPOINT_S == 0:
             for name in new_running:
                 ckpt[name] = done[name]
+                ckpt_at[name] = t
         running = new_running
     submit = {j["name"]: j["submit_time"] for j in jobs}
     jct = [finish[n] - submit[n] for n in finish]
@@ -333,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--methods", default="exact,heuristic,fifo-backfill,sia")
     ap.add_argument("--time-limit", type=float, default=None, help="seconds a solve (10; --quick: 2)")
+    ap.add_argument("--settings", default=",".join(SETTINGS), help=f"penalty settings ({', '.join(SETTINGS)})")
     ap.add_argument("--quick", action="store_true", help="2 hours, 24 jobs, time limit 2 s")
     args = ap.parse_args(argv)
     hours = args.hours if args.hours is not None else (2.0 if args.quick else 4.0)
@@ -346,8 +426,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"time limit {limit:g} s, seed {args.seed}\n")
     rows = []
     for method in args.methods.split(","):
-        for label, reconfig, preempt in PENALTIES:
-            r = run(cluster, jobs, hours, method, reconfig, preempt, limit)
+        for label in args.settings.split(","):
+            r = run(cluster, jobs, hours, method, label, limit)
             sys.stdout.write(f"{method} {label}: {r['rounds']} rounds in {r['wall_s']:.1f} s, {r['finished']} "
                              f"finished, {r['violations']} violations, {r['errors']} errors\n")
             sys.stdout.flush()
@@ -356,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
                          r["restarts"], f"{r['restart_gpu_s'] / 3600.0:.2f}", r["preempts"], f"{r['reconfs'] / jh:.3f}",
                          f"{r['flipflops'] / jh:.3f}", r["finished"], f"{r['mean_jct_h']:.2f}", f"{r['p50']:.2f}",
                          f"{r['p95']:.2f}", f"{r['wall_s']:.0f}"))
-    emit(("method", "penalties", "rounds", "errors", "violations", "on_draining", "on_cordoned", "restarts",
+    emit(("method", "setting", "rounds", "errors", "violations", "on_draining", "on_cordoned", "restarts",
           "restart_gpu_h", "preempts", "reconf_per_job_h", "flipflop_per_job_h", "finished", "mean_jct_h",
           "solve_p50_s", "solve_p95_s", "wall_s"), rows, "scheduler_loop.csv")
     return 0
