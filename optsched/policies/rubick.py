@@ -153,7 +153,8 @@ def _prioritised(problem: RubickRound, table: CoefficientTable, schedule: Schedu
     done = enforce_priorities(problem, table, schedule.choices, schedule.admission)
     if not done.changed:
         return schedule
-    return Schedule(done.choices, schedule.admission, join_notes(schedule.message, done.note()), schedule.complete)
+    return Schedule(done.choices, schedule.admission, join_notes(schedule.message, done.note()), schedule.complete,
+                    {**schedule.reasons, **done.reasons(problem)})
 
 
 def _holds(problem: RubickRound, perf: PerfSource, cache: RoundTableCache | None) -> HeldSplit | None:
@@ -239,6 +240,8 @@ class RubickContext:
     #: the round as asked, and its jobs held by ``min_hold_s``, when some are (``problem`` is then the rest)
     whole: RubickRound | None = None
     held: HeldSplit | None = None
+    #: jobs evicted for a higher priority, in the warm start or the solver's answer (job -> reason)
+    evicted: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -272,6 +275,7 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
         hint = _prioritised(ctx.problem, ctx.table, _cut(algorithm1(
             ctx.problem, ctx.table, ctx.admission, defer=self.defer_unreachable_guarantees, deadline=deadline),
             ctx.left_out))
+        ctx.evicted.update(hint.reasons)
         # no reconfiguration without a change that matters (rounds/rubick/decision.py)
         choices = keep_unchanged(ctx.problem, ctx.table, hint.choices)
         return WarmStart(choices, objective(ctx.problem, ctx.table, choices), complete=hint.complete,
@@ -292,6 +296,7 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
         done = enforce_priorities(ctx.problem, ctx.table, choices, self._admission(ctx, warm))
         if not done.changed:
             return sol
+        ctx.evicted.update(done.reasons(ctx.problem))
         # the model does not state the priority rule: its answer made to keep it is feasible, and its bound
         # (of the round without the rule) still bounds the round (rounds/rubick/priorities.py)
         return replace(sol, status="feasible", objective=objective(ctx.problem, ctx.table, done.choices),
@@ -313,7 +318,8 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
         decision = to_decision(ctx.problem, ctx.table, answer, method=method, status=outcome.status,
                                bound=outcome.bound, solve_seconds=outcome.solve_seconds,
                                heuristic_objective=outcome.heuristic_objective, warm_start=outcome.warm_start,
-                               message=outcome.message, admission=self._admission(ctx, warm))
+                               message=outcome.message, admission=self._admission(ctx, warm),
+                               reasons={n: why for n, why in ctx.evicted.items() if n not in answer})
         if ctx.held is None:
             return decision
         assert ctx.whole is not None

@@ -51,6 +51,8 @@ class Schedule:
     admission: Admission
     message: str = field(default="")
     complete: bool = True
+    #: why jobs that do not run do not, where the heuristic knows better than :func:`wait_reason`
+    reasons: Mapping[str, str] = field(default_factory=dict)
 
 
 def keep_unchanged(problem: RubickRound, table: CoefficientTable, choices: Mapping[str, Choice]
@@ -101,9 +103,10 @@ def keep_unchanged(problem: RubickRound, table: CoefficientTable, choices: Mappi
 def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[str, Choice], *, method: str,
                 status: str, bound: float | None = None, solve_seconds: float = 0.0,
                 heuristic_objective: float | None = None, warm_start: bool = False, message: str = "",
-                admission: Admission | None = None) -> Decision:
+                admission: Admission | None = None, reasons: Mapping[str, str] | None = None) -> Decision:
     """A :class:`Decision` from ``choices`` (module docstring); ``admission`` defaults to
-    :func:`~optsched.rounds.rubick.admission.admit`."""
+    :func:`~optsched.rounds.rubick.admission.admit`; ``reasons`` (job -> why it does not run) override
+    :func:`wait_reason` for the jobs they name that do not run (e.g. evicted for a higher priority)."""
     admission = admission or admit(problem, table)
     choices = keep_unchanged(problem, table, choices)
     obj = objective(problem, table, choices)
@@ -113,8 +116,8 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
         running = table.current_row[j] >= 0
         protected = name in admission.protected
         if choice is None:
-            jobs.append(JobDecision(name, None, 0.0, 0.0, "preempt" if running else "wait", protected,
-                                    wait_reason(problem, table, admission, j, method),
+            why = (reasons or {}).get(name) or wait_reason(problem, table, admission, j, method)
+            jobs.append(JobDecision(name, None, 0.0, 0.0, "preempt" if running else "wait", protected, why,
                                     problem.penalties(name).preempt if running else 0.0))
             continue
         alloc = Allocation(name, table.plans[choice.row], placement_of(problem, table, j, choice))
@@ -152,7 +155,7 @@ def heuristic_decision(problem: RubickRound, table: CoefficientTable, schedule: 
     decision = to_decision(problem, table, schedule.choices, method=method,
                            status="heuristic" if schedule.complete else "partial",
                            solve_seconds=time.perf_counter() - started, message=schedule.message,
-                           admission=schedule.admission)
+                           admission=schedule.admission, reasons=schedule.reasons)
     return replace(decision, heuristic_objective=decision.objective)
 
 

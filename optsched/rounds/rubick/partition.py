@@ -263,7 +263,7 @@ def _across_parts(merged: Decision, split: RoundSplit) -> Decision:
     decision = to_decision(whole, table, done.choices, method=merged.method, status=merged.status,
                            solve_seconds=merged.solve_seconds, warm_start=merged.warm_start,
                            message=f"{merged.message}; {done.note()}" if merged.message else done.note(),
-                           admission=split.admission)
+                           admission=split.admission, reasons=done.reasons(whole))
     return replace(decision, heuristic_objective=merged.heuristic_objective, skipped=merged.skipped)
 
 

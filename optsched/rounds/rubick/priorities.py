@@ -353,6 +353,11 @@ class Enforced:
     def changed(self) -> bool:
         return bool(self.placed)
 
+    def reasons(self, problem: RubickRound) -> dict[str, str]:
+        """Why each evicted job does not run (a decision's per-job ``reason``)."""
+        return {v: f"evicted to make room for job {h!r} of higher priority ({problem.job(h).priority} > "
+                   f"{problem.job(v).priority})" for v, h in self.evicted.items()}
+
     def note(self) -> str:
         if not self.placed:
             return ""
