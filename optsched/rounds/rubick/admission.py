@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from optsched.core.errors import ValidationError
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.choice import check_round_table
 from optsched.rounds.rubick.problem import RubickRound
+
+if TYPE_CHECKING:  # the deadline module builds on this one
+    from optsched.rounds.rubick.deadlines import DeadlineAdmission
 
 #: relative tolerance of "reaches the reference throughput"
 GUARANTEE_RTOL = 1e-9
@@ -55,10 +58,13 @@ def min_demands(table: CoefficientTable) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Admission:
-    """Protected jobs (name -> quota GPUs) and guaranteed jobs left waiting (name -> reason)."""
+    """Protected jobs (name -> quota GPUs) and guaranteed jobs left waiting (name -> reason); ``deadlines``:
+    the admission of the jobs with deadlines beside them (:mod:`optsched.rounds.rubick.deadlines`; None:
+    nobody's deadline is considered)."""
 
     protected: Mapping[str, int]
     waiting: Mapping[str, str]
+    deadlines: DeadlineAdmission | None = None
 
     def defer(self, reasons: Mapping[str, str]) -> "Admission":
         """This admission with the protected jobs of ``reasons`` (job name -> why its guarantee cannot
@@ -71,7 +77,10 @@ class Admission:
         protected = {name: need for name, need in self.protected.items() if name not in reasons}
         waiting = dict(self.waiting)
         waiting.update({name: f"performance guarantee deferred this round: {why}" for name, why in reasons.items()})
-        return Admission(protected, waiting)
+        deadlines = self.deadlines  # a deferred job does not run: its deadline is at risk
+        if deadlines is not None:
+            deadlines = deadlines.demote({name: waiting[name] for name in reasons if name in deadlines.admitted})
+        return Admission(protected, waiting, deadlines)
 
 
 #: the admission of policies without guarantees: nobody is protected, nobody waits for quota
