@@ -18,17 +18,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from optsched.core.errors import ValidationError
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.choice import check_round_table
+from optsched.rounds.rubick.deadline_admission import DeadlineAdmission
 from optsched.rounds.rubick.problem import RubickRound
-
-if TYPE_CHECKING:  # the deadline module builds on this one
-    from optsched.rounds.rubick.deadlines import DeadlineAdmission
 
 #: relative tolerance of "reaches the reference throughput"
 GUARANTEE_RTOL = 1e-9

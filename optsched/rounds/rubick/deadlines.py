@@ -73,17 +73,17 @@ Cost: one pass over the rows of the deadline jobs (numpy per job), O(deadline jo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Mapping, NamedTuple, Sequence
+from dataclasses import replace
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from optsched.core.decision import DeadlineAtRisk, DeadlineMissed
-from optsched.core.errors import ValidationError
 from optsched.core.job import Job
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, check_round_table
+from optsched.rounds.rubick.deadline_admission import NO_DEADLINES, DeadlineAdmission, MinShare
 from optsched.rounds.rubick.problem import RubickRound
 
 #: relative tolerance of "meets the throughput its deadline needs"
@@ -91,43 +91,6 @@ RATE_RTOL = 1e-9
 
 #: rows a method may give each job (a baseline's options); None: every row of the table
 RowOptions = Mapping[str, Sequence[int]] | None
-
-
-class MinShare(NamedTuple):
-    """An admitted deadline job's minimum share: ``gpus`` GPUs of ``gpu_type`` (module docstring)."""
-
-    gpu_type: str
-    gpus: int
-
-
-@dataclass(frozen=True)
-class DeadlineAdmission:
-    """Who of the jobs with deadlines is admitted (module docstring, "Admission"): ``needs`` (job -> the
-    samples/s it needs, every job with a live deadline), ``admitted`` (job -> its minimum share, in
-    admission order), ``at_risk`` (job -> why its deadline is not promised) and ``missed`` (running jobs
-    whose deadline had passed at the round's time)."""
-
-    needs: Mapping[str, float]
-    admitted: Mapping[str, MinShare]
-    at_risk: Mapping[str, str]
-    missed: tuple[str, ...] = ()
-
-    def demote(self, reasons: Mapping[str, str]) -> "DeadlineAdmission":
-        """This admission with the admitted jobs of ``reasons`` (job -> why) moved to ``at_risk``
-        (module docstring, "Placement"); ``ValidationError`` for a job that is not admitted."""
-        unknown = sorted(name for name in reasons if name not in self.admitted)
-        if unknown:
-            raise ValidationError(f"deadline admission: cannot demote {', '.join(map(repr, unknown))}: not admitted")
-        if not reasons:
-            return self
-        at_risk = dict(self.at_risk)
-        at_risk.update(reasons)
-        return DeadlineAdmission(self.needs, {n: s for n, s in self.admitted.items() if n not in reasons}, at_risk,
-                                 self.missed)
-
-
-#: no job with a deadline
-NO_DEADLINES = DeadlineAdmission({}, {}, {})
 
 
 def remaining_samples(problem: RubickRound, job: Job) -> float:
