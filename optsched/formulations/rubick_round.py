@@ -241,12 +241,14 @@ def allowed_rows(table: CoefficientTable, admission: Admission) -> dict[int, np.
     :func:`~optsched.rounds.rubick.deadlines.floor_ok`), every row otherwise."""
     out: dict[int, np.ndarray] = {}
     floors = privileged(admission)
+    keeps = floor_ok(table, admission) if floors else None  # per row of the table
     for j, name in enumerate(table.jobs):
         rows = table.configs_of(name)
         if name in admission.waiting:
             rows = rows[:0]
         elif name in floors and rows.size:
-            rows = rows[floor_ok(table, admission, rows)]
+            assert keeps is not None
+            rows = rows[keeps[rows]]
         out[j] = rows
     return out
 

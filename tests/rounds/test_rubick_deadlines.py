@@ -136,6 +136,28 @@ def test_a_minimum_share_that_does_not_fit_beside_a_guarantee_is_at_risk(method:
         assert d.job("d").throughput >= 128.0
 
 
+@pytest.mark.parametrize("method", PROTECTING)
+def test_a_guaranteed_deadline_job_gets_the_faster_of_its_two_floors_or_waits_for_quota(method: str) -> None:
+    # guaranteed d asks for 2 GPUs (its guarantee: 90 samples/s) and needs 128 for its deadline: 4 GPUs,
+    # which the tables restricted to its request (rubick-e, rubick-n, antman) do not offer
+    d = {"name": "d", "model": "bert", "requested_gpus": 2, "total_iterations": 1000, "deadline": T0 + 250.0,
+         "guaranteed": True, "tenant": "t"}
+    within = RoundProblem.from_dict(_round([d], {"d": D_ROWS}, quotas={"t": 8}))
+    got = _decide(within, method)
+    assert got.job("d").protected and got.job("d").throughput >= 90.0
+    if method in SCALING:
+        assert got.job("d").throughput >= 128.0 and got.payload.deadline_at_risk == ()
+    else:
+        (risk,) = got.payload.deadline_at_risk
+        assert risk.reason.startswith("no configuration meets the 128 samples/s its deadline needs and reaches its "
+                                      "performance guarantee (the fastest runs 90 samples/s)")
+    over = RoundProblem.from_dict(_round([d], {"d": D_ROWS}, quotas={"t": 1}))
+    got = _decide(over, method)
+    (risk,) = got.payload.deadline_at_risk
+    assert risk.reason.startswith("it does not run this round: waiting for quota") or method == "antman"
+    assert got.job("d").action == "wait" and risk.planned_finish is None
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_a_running_job_past_its_deadline_is_reported_missed_and_scheduled_without_one(method: str) -> None:
     jobs = [{"name": "be", "model": "bert", "requested_gpus": 8, "total_iterations": 5000, "deadline": T0}]

@@ -216,14 +216,15 @@ def run_deadline_jobs(st: BaselineState, admission: Admission, rows_of: Callable
     if deadlines is None or not deadlines.admitted:
         return []
     table = st.table
+    meets = floor_ok(table, admission)  # per row of the table
     preempted: list[str] = []
     for name in deadlines.admitted:
         j = table.index_of(name)
         old = st.config(j)
-        if old is not None and bool(floor_ok(table, admission, old.row)[0]):
+        if old is not None and bool(meets[old.row]):
             continue
         rows = np.asarray(list(rows_of(j)), dtype=np.int64)
-        rows = rows[floor_ok(table, admission, rows)] if rows.size else rows
+        rows = rows[meets[rows]]
         order = sorted(rows.tolist(), key=lambda r: (int(table.gpus[r]), int(table.cpus[r]), float(table.mem_gib[r]),
                                                      -float(table.throughput[r]), r))
         st.set(j, None)

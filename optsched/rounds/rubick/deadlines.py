@@ -5,10 +5,12 @@ ElasticFlow (Gu et al., "ElasticFlow: An Elastic Serverless Training Platform fo
 Learning", ASPLOS'23) lets a user give a job a deadline instead of a GPU count: it computes the job's
 *Minimum Satisfactory Share*, the least resources with which the job still finishes by its deadline
 ("to capture the resource usage of training jobs to meet deadlines"), and "performs admission control
-based on it"; resources beyond the admitted jobs' shares go where they gain most. Crius Sec. 8.5
-extends Crius the same way ("strict deadline guarantees for each scheduled job", jobs that cannot finish
-in time are dropped). ElasticFlow plans shares over future time slots; a round here is one decision that
-the next round revisits, and it drops nobody. So, per round:
+based on it"; resources beyond the admitted jobs' shares go where they gain most (quoted from the
+paper's abstract; the paper itself is not among the sources in ``../shared/papers``, where Crius Sec.
+8.1 describes it as a baseline). Crius Sec. 8.5 extends Crius the same way ("strict deadline guarantees
+for each scheduled job", jobs that cannot finish in time are dropped). ElasticFlow plans shares over
+future time slots; a round here is one decision that the next round revisits, and it drops nobody. So,
+per round:
 
 * **Units.** A job with a deadline *needs* ``r = remaining_iterations x global_batch / (deadline - time)``
   samples/s, the throughput at which it finishes exactly at its deadline if it holds it from the round's
@@ -43,11 +45,12 @@ the next round revisits, and it drops nobody. So, per round:
   with the privileged jobs (lines 2-3: forced, shrunk only to rows that still meet it, never preempted
   for others); the baselines (:func:`~optsched.heuristics.baselines.common.run_deadline_jobs`) start with
   it: a running one keeps its configuration when that meets its need, else it and every queued
-  admitted job get their cheapest meeting row, preempting running best-effort jobs (latest submitted
-  first, the unneeded ones restored): FIFO, Synergy and Sia protect nobody, so any running job without an
-  admitted deadline; AntMan only best-effort ones, and its guaranteed jobs come before admitted deadline
-  jobs when nothing else makes room. FIFO, Synergy and Sia admit deadline jobs beside nobody's guarantee
-  (they protect none), AntMan beside the quota admission of its table.
+  admitted job get their cheapest meeting row, preempting running jobs the baseline may preempt for it
+  (latest submitted first, the unneeded ones restored): in FIFO, Synergy and Sia, which protect nobody,
+  any running job without an admitted deadline; in AntMan only best-effort ones, and there a guaranteed
+  job takes an admitted deadline job's room when nothing else makes room. FIFO, Synergy and Sia admit
+  deadline jobs beside nobody's guarantee (they protect none), AntMan beside the quota admission of its
+  table.
   At-risk and missed jobs are scheduled as best-effort jobs by every method.
 * **Placement.** Admission counts GPUs; node shapes may still leave an admitted job without a meeting
   row that fits. Deadlines never make a round infeasible: such a job is *demoted* to at risk with the
@@ -242,16 +245,17 @@ def admitted_needs(table: CoefficientTable, admission: Admission) -> np.ndarray:
     """Per job index of ``table``: the samples/s its admitted deadline needs, 0 when it has none."""
     out = np.zeros(len(table.jobs))
     dl = admission.deadlines
-    if dl is not None:
-        for name in dl.admitted:
-            out[table.index_of(name)] = dl.needs[name]
+    if dl is not None and dl.admitted:
+        pos = table.job_position
+        out[[pos[n] for n in dl.admitted]] = [dl.needs[n] for n in dl.admitted]
     return out
 
 
 def floor_ok(table: CoefficientTable, admission: Admission, rows: np.ndarray | int | None = None) -> np.ndarray:
     """Per row of ``rows`` (default: every row): whether it keeps its job's floor under ``admission`` (module
     docstring): an admitted deadline job's row meets its need (and, protected, reaches its guarantee); any
-    other row whether it reaches its job's guarantee (what binds a protected job)."""
+    other row whether it reaches its job's guarantee (what binds a protected job). Costs O(jobs) besides
+    the rows: call it once for many rows, not once per row."""
     rows = np.arange(len(table)) if rows is None else np.atleast_1d(np.asarray(rows, dtype=np.int64))
     ok = reaches_guarantee(table, rows) if rows.size else np.zeros(0, dtype=bool)
     dl = admission.deadlines
@@ -259,8 +263,8 @@ def floor_ok(table: CoefficientTable, admission: Admission, rows: np.ndarray | i
         return ok
     need = admitted_needs(table, admission)
     prot = np.zeros(len(table.jobs), dtype=bool)
-    for name in dl.admitted:
-        prot[table.index_of(name)] = name in admission.protected
+    pos = table.job_position
+    prot[[pos[n] for n in dl.admitted if n in admission.protected]] = True
     j = table.job_index[rows]
     meets = table.throughput[rows] >= need[j] * (1.0 - RATE_RTOL)
     return np.where(need[j] > 0, meets & (ok | ~prot[j]), ok)
@@ -291,9 +295,10 @@ def settle(table: CoefficientTable, admission: Admission, choices: Mapping[str, 
     if dl is None or not dl.admitted:
         return admission
     late = {}
+    names = [n for n in dl.admitted if n in choices]
+    ok = dict(zip(names, floor_ok(table, admission, [choices[n].row for n in names]).tolist())) if names else {}
     for name in dl.admitted:
-        choice = choices.get(name)
-        if choice is None or not bool(floor_ok(table, admission, choice.row)[0]):
+        if not ok.get(name, False):
             late[name] = (f"admitted, but {method} did not give it a configuration meeting the {dl.needs[name]:.4g} "
                           "samples/s its deadline needs this round (no room on the nodes, or the room went to a "
                           "guaranteed job)")
