@@ -34,11 +34,11 @@ jobs read and hash as before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from optsched.core.allocation import Allocation, Placement
-from optsched.core.checks import require_keys, require_name
+from optsched.core.checks import require_keys, require_name, require_number
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.kinds import DecisionPayload, round_kind
 from optsched.core.skip import SkippedJob, check_unique, skipped_from_dict
@@ -121,14 +121,91 @@ class JobDecision:
                    float(data.get("penalty", 0.0)))
 
 
+def _time_or_none(owner: str, name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    require_number(owner, name, value, 0.0)  # finite
+    return float(value)
+
+
+@dataclass(frozen=True)
+class DeadlineAtRisk:
+    """A job whose deadline the decision does not promise to meet (module docstring, "Deadlines"): its
+    ``deadline`` (s), the ``reason``, the throughput it ``needs`` from the round's time on (samples/s),
+    ``best_finish`` (the round's time plus its remaining samples over the best throughput of any of its
+    configurations; None when it has none) and ``planned_finish`` (the same at the decision's throughput;
+    None when it does not run). JSON: ``{"job", "deadline", "reason", "needed_throughput", "best_finish",
+    "planned_finish"}``."""
+
+    job: str
+    deadline: float
+    reason: str
+    needs: float
+    best_finish: float | None = None
+    planned_finish: float | None = None
+
+    def __post_init__(self) -> None:
+        require_name("deadline_at_risk job", self.job)
+        owner = f"deadline_at_risk of job {self.job!r}"
+        require_number(owner, "deadline", self.deadline, 0.0)
+        require_number(owner, "needed_throughput", self.needs, 0.0)
+        if not isinstance(self.reason, str) or not self.reason.strip():
+            raise ValidationError(f"{owner}: reason must be a non-empty string")
+        object.__setattr__(self, "best_finish", _time_or_none(owner, "best_finish", self.best_finish))
+        object.__setattr__(self, "planned_finish", _time_or_none(owner, "planned_finish", self.planned_finish))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "deadline": self.deadline, "reason": self.reason, "needed_throughput": self.needs,
+                "best_finish": self.best_finish, "planned_finish": self.planned_finish}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "DeadlineAtRisk":
+        require_keys("deadline_at_risk entry", data, ("job", "deadline", "reason", "needed_throughput"),
+                     ("best_finish", "planned_finish"))
+        return cls(data["job"], data["deadline"], data["reason"], data["needed_throughput"], data.get("best_finish"),
+                   data.get("planned_finish"))
+
+
+@dataclass(frozen=True)
+class DeadlineMissed:
+    """A running job whose ``deadline`` (s) had passed at the round's time (module docstring, "Deadlines").
+    JSON: ``{"job", "deadline"}``."""
+
+    job: str
+    deadline: float
+
+    def __post_init__(self) -> None:
+        require_name("deadline_missed job", self.job)
+        require_number(f"deadline_missed of job {self.job!r}", "deadline", self.deadline, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job": self.job, "deadline": self.deadline}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "DeadlineMissed":
+        require_keys("deadline_missed entry", data, ("job", "deadline"))
+        return cls(data["job"], data["deadline"])
+
+
+def _entries(data: dict[str, Any], key: str, kind: Any) -> tuple[Any, ...]:
+    items = data.get(key, [])
+    if not isinstance(items, list):
+        raise ValidationError(f"decision: {key} must be a JSON array")
+    return tuple(kind.from_dict(x) for x in items)
+
+
 @dataclass(frozen=True)
 class JobAllocations:
     """The payload of kinds that place jobs: one :class:`JobDecision` per job of the round, each job
-    once. JSON: ``{"jobs": [job decision, ...]}``."""
+    once, and the deadline reports (module docstring, "Deadlines"; each job at most once, a job of
+    ``jobs``). JSON: ``{"jobs": [job decision, ...]}`` plus ``deadline_at_risk`` and ``deadline_missed``
+    when non-empty."""
 
-    KEYS: ClassVar[tuple[tuple[str, ...], tuple[str, ...]]] = (("jobs",), ())
+    KEYS: ClassVar[tuple[tuple[str, ...], tuple[str, ...]]] = (("jobs",), ("deadline_at_risk", "deadline_missed"))
 
     jobs: tuple[JobDecision, ...]
+    deadline_at_risk: tuple[DeadlineAtRisk, ...] = field(default=(), kw_only=True)
+    deadline_missed: tuple[DeadlineMissed, ...] = field(default=(), kw_only=True)
 
     def __post_init__(self) -> None:
         jobs = tuple(self.jobs)
@@ -140,6 +217,18 @@ class JobAllocations:
             dup = sorted({n for n in names if names.count(n) > 1})
             raise ValidationError(f"decision: job(s) {', '.join(map(repr, dup))} appear twice")
         object.__setattr__(self, "jobs", jobs)
+        known = set(names)
+        reported: set[str] = set()
+        for key, kind in (("deadline_at_risk", DeadlineAtRisk), ("deadline_missed", DeadlineMissed)):
+            entries = tuple(getattr(self, key))
+            for e in entries:
+                if not isinstance(e, kind):
+                    raise ValidationError(f"decision: {key} must hold {kind.__name__} objects, got {e!r}")
+                if e.job not in known or e.job in reported:
+                    raise ValidationError(f"decision: {key} names job {e.job!r}, which must be a job of the decision "
+                                          "listed once in deadline_at_risk and deadline_missed")
+                reported.add(e.job)
+            object.__setattr__(self, key, entries)
 
     def job(self, name: str) -> JobDecision:
         for d in self.jobs:
@@ -153,7 +242,12 @@ class JobAllocations:
         return {d.job: d.allocation for d in self.jobs if d.allocation is not None}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"jobs": [d.to_dict() for d in self.jobs]}
+        out: dict[str, Any] = {"jobs": [d.to_dict() for d in self.jobs]}
+        if self.deadline_at_risk:
+            out["deadline_at_risk"] = [e.to_dict() for e in self.deadline_at_risk]
+        if self.deadline_missed:
+            out["deadline_missed"] = [e.to_dict() for e in self.deadline_missed]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "JobAllocations":
@@ -162,7 +256,9 @@ class JobAllocations:
         names = [d.get("job") if isinstance(d, dict) else None for d in data["jobs"]]
         if len(set(names)) != len(names):
             raise ValidationError("decision: a job appears twice")
-        return cls(tuple(JobDecision.from_dict(d) for d in data["jobs"]))
+        return cls(tuple(JobDecision.from_dict(d) for d in data["jobs"]),
+                   deadline_at_risk=_entries(data, "deadline_at_risk", DeadlineAtRisk),
+                   deadline_missed=_entries(data, "deadline_missed", DeadlineMissed))
 
 
 @dataclass(frozen=True)
@@ -246,5 +342,5 @@ class Decision:
                    skipped_from_dict(data.get("skipped", []), "decision"))
 
 
-__all__ = ["ACTIONS", "DECISION_FORMAT", "Decision", "DecisionPayload", "GAP_FLOOR", "JobAllocations", "JobDecision",
-           "STATUSES", "relative_gap"]
+__all__ = ["ACTIONS", "DECISION_FORMAT", "DeadlineAtRisk", "DeadlineMissed", "Decision", "DecisionPayload", "GAP_FLOOR",
+           "JobAllocations", "JobDecision", "STATUSES", "relative_gap"]

@@ -7,9 +7,11 @@ map the row's per-node parts onto distinct nodes:
 
 * ``y[k]`` (bool): row k is chosen. ``sum_k y[k] <= 1`` per job; ``= 1`` over the rows reaching the
   reference throughput (on its admission type when it has one, quotas per GPU type) for a *protected*
-  guaranteed job (performance guarantee); no row for a
-  guaranteed job waiting for quota (admission in :func:`~optsched.rounds.rubick.admission.admit`
-  fixes which guaranteed jobs the quotas cover, so the quota constraint is decided before the model).
+  guaranteed job (performance guarantee) and over the rows meeting the throughput its deadline needs for
+  an *admitted deadline job* (both for a job that is both; :func:`~optsched.rounds.rubick.deadlines.floor_ok`);
+  no row for a guaranteed job waiting for quota (admission in
+  :func:`~optsched.rounds.rubick.deadlines.admit_round` fixes which guaranteed jobs the quotas cover and
+  which deadline jobs are admitted, so both are decided before the model).
 * ``x[k, s, n]`` (bool): a part of s GPUs of row k lies on node n; ``sum_n x[k,s,n] = mult_k(s) y[k]``
   and at most one part of a row per node. Only nodes of the row's GPU type with room for the part
   alone get a variable. TP groups stay inside a node because a row's parts are the shapes the
@@ -82,9 +84,10 @@ from optsched.formulations import milp
 from optsched.formulations.cpsat import cp_solver, solve_scaled
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Solution, solver_seconds
 from optsched.perf.coefficients import CoefficientTable
-from optsched.rounds.rubick.admission import Admission, admit
+from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
 from optsched.rounds.rubick.constraints import held_on_cordoned, must_leave, new_work_mask, node_constrained
+from optsched.rounds.rubick.deadlines import admit_round, floor_ok, privileged
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -235,16 +238,19 @@ class RubickRoundModel:
 
 
 def allowed_rows(table: CoefficientTable, admission: Admission) -> dict[int, np.ndarray]:
-    """Rows each job may choose: none while waiting for quota, rows meeting the guarantee when protected
-    (reaching the reference throughput, on the admission type when it has one:
-    :meth:`~optsched.rounds.rubick.admission.Admission.meets_guarantee`), every row otherwise."""
+    """Rows each job may choose: none while waiting for quota, rows keeping its floor when it has one
+    (protected: reaching the guarantee on its admission type; an admitted deadline: meeting its need;
+    :func:`~optsched.rounds.rubick.deadlines.floor_ok`), every row otherwise."""
     out: dict[int, np.ndarray] = {}
+    floors = privileged(admission)
+    keeps = floor_ok(table, admission) if floors else None  # per row of the table
     for j, name in enumerate(table.jobs):
         rows = table.configs_of(name)
         if name in admission.waiting:
             rows = rows[:0]
-        elif name in admission.protected and rows.size:
-            rows = rows[admission.meets_guarantee(table, rows)]
+        elif name in floors and rows.size:
+            assert keeps is not None
+            rows = rows[keeps[rows]]
         out[j] = rows
     return out
 
@@ -300,7 +306,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     build and :class:`ModelTooLarge` when the per-node encoding is forced on a round that needs more
     than ``max_node_vars`` part variables (both before a variable is made: the count is taken first,
     and each variable costs about 30 us to make)."""
-    admission = admission or admit(problem, table)
+    admission = admission or admit_round(problem, table)
+    floors = privileged(admission)  # the jobs that must run (protected, admitted deadlines)
     nodes = _nodes(problem)
     rules = _NodeRules(problem, table, nodes)
     rows_of = allowed_rows(table, admission)
@@ -459,7 +466,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                     use_m[ci].append((v, mem))
                     if encoding == "aggregated" and s * 2 > cls_g[ci]:
                         big[ci].append((v, 1))
-        if name in admission.protected:
+        if name in floors:
             m.add(sum(ys) == 1) if ys else m.add_bool_or([])
             n_cons += 1
         elif len(ys) > 1:
@@ -568,6 +575,7 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
     types = np.array(nodes.types)
     out: dict[str, Choice] = {}
     rows_of = allowed_rows(t, built.admission)
+    floors = privileged(built.admission)
 
     in_place = set(built.trims)
 
@@ -624,12 +632,12 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
         return None
 
     order = sorted(chosen.items(), key=lambda kv: (not kv[1][1] and kv[1][0] != int(t.current_row[t.index_of(kv[0])]),
-                                                  kv[0] not in built.admission.protected,
+                                                  kv[0] not in floors,
                                                   -max(t.gpus_per_node[kv[1][0]]), kv[0]))
     for name, (k, trim) in order:
         j = t.index_of(name)
         c = take(k, j, trim) or fallback(j)
-        if c is None and name in built.admission.protected:
+        if c is None and name in floors:
             return None
         if c is not None:
             out[name] = c

@@ -25,6 +25,11 @@ round objective (:func:`~optsched.rounds.rubick.objective.objective`).
   the given amounts (optionally only rows reaching the job's guarantee), or the job's running
   configuration when it fits and the penalty of the row's configuration (reconfiguration or trim)
   makes it the better choice.
+* **Deadlines** (:mod:`optsched.rounds.rubick.deadlines`). An admitted deadline job is *protected* here
+  like a protected guaranteed job (:func:`~optsched.rounds.rubick.deadlines.privileged`), and "reaches
+  its guarantee" means "keeps its floor" (:func:`~optsched.rounds.rubick.deadlines.floor_ok`: meets the
+  throughput its deadline needs, and its guarantee when it has one), so every rule on protected jobs
+  binds it.
 
 Speed (same results): GetBestPlan on at most :data:`SMALL_CANDIDATES` nodes runs in plain Python on
 lists (:meth:`RoundState.best_on`; numpy's per-call cost dominates on a few nodes); memory totals of 8
@@ -47,6 +52,7 @@ from optsched.heuristics.placement import MEM_TOL, Holding, NodeLedger, Share
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, is_kept
 from optsched.rounds.rubick.constraints import must_leave, new_work_mask, node_constrained
+from optsched.rounds.rubick.deadlines import admitted_needs, floor_ok, privileged
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of slope and objective comparisons (normalised-throughput units)
@@ -141,7 +147,7 @@ class _RowsOfJobs(dict[int, JobRows]):
     a look-up of a job already made is a plain dict look-up) from one sort of all rows (by job, then
     normalised throughput descending, fewer GPUs, CPUs, memory, row index)."""
 
-    def __init__(self, table: CoefficientTable, value: np.ndarray, row_type: np.ndarray, admission: Admission
+    def __init__(self, table: CoefficientTable, value: np.ndarray, row_type: np.ndarray, reaches_all: np.ndarray
                  ) -> None:
         super().__init__()
         k_all = np.arange(len(table))
@@ -150,9 +156,9 @@ class _RowsOfJobs(dict[int, JobRows]):
         #: job j's rows are positions ``bounds[j]:bounds[j + 1]`` of the sorted columns (``cols``)
         self.bounds_array = np.searchsorted(table.job_index[order], np.arange(len(table.jobs) + 1))
         self._bounds: list[int] = self.bounds_array.tolist()
-        reaches_all = admission.meets_guarantee(table, k_all) if len(table) else np.zeros(0, dtype=bool)
         max_part = np.fromiter((max(s) for s in table.gpus_per_node), dtype=np.int64, count=len(table))
-        #: per table row: whether it meets its job's guarantee (Python list: read one at a time)
+        #: per table row: whether it keeps its job's floor, its guarantee or its deadline's need (Python
+        #: list: read one at a time)
         self.reaches_row: list[bool] = reaches_all.tolist()
         #: every row's value, GPUs, CPUs, GiB, largest part, whether it reaches the guarantee and GPU type,
         #: sorted by job, then as :class:`JobRows`
@@ -257,7 +263,10 @@ class RoundState:
         node_type = np.array([self.type_id[n.gpu_type] for n in nodes], dtype=np.int64)
         n_jobs, n_nodes = len(table.jobs), len(nodes)
         self.names = table.jobs
-        self.protected = np.array([name in admission.protected for name in self.names], dtype=bool)
+        floors = privileged(admission)  # protected guaranteed jobs and admitted deadline jobs (module docstring)
+        self.protected = np.array([name in floors for name in self.names], dtype=bool)
+        #: per job: the samples/s its admitted deadline needs (0: none)
+        self.deadline_need = admitted_needs(table, admission)
         #: ledger groups: 1 = protected jobs, 0 = the others
         self.ledger = ledger = RoundLedger(node_names, node_type, *problem.free_arrays(node_names), n_jobs,
                                            groups=self.protected.astype(np.int64))
@@ -307,7 +316,7 @@ class RoundState:
             if j is not None:
                 self.eligible[j] &= node_type == self.type_id[gtype]
         #: every job's rows sorted (made per job on first use: a large queue is mostly never looked at)
-        self.rows = _RowsOfJobs(table, self.value, row_type, admission)
+        self.rows = _RowsOfJobs(table, self.value, row_type, floor_ok(table, admission))
         for j in np.flatnonzero(np.asarray(table.current_row) >= 0):
             j = int(j)
             cur = problem.current(self.names[j])
@@ -373,8 +382,8 @@ class RoundState:
         return self.ledger.fits(cfg.shares, *(amounts or self.free_views))
 
     def reaches(self, row: int) -> bool:
-        """Whether ``row`` meets its job's guarantee (reaches the reference throughput, on the job's
-        admission type when it has one)."""
+        """Whether ``row`` keeps its job's floor: its guarantee, on its admission type when it has one, or its
+        deadline's need (module docstring, "Deadlines")."""
         return self.rows.reaches_row[row]
 
     def position(self, cfg: Config | None) -> tuple[float, int, int]:

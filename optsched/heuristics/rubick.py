@@ -95,6 +95,17 @@ fits nowhere; it is then *preempted* this round, since it cannot be given its gu
 defers at least one protected job, so there are at most (protected jobs + 1) passes; the deferred
 jobs' quota is not handed to other guaranteed jobs (they keep their place in line for the next round).
 
+**Deadlines** (:mod:`optsched.rounds.rubick.deadlines`). The privileged jobs are the protected
+guaranteed jobs and then the admitted deadline jobs (earliest deadline first); an admitted deadline job's
+minimum is a row meeting the throughput its deadline needs (the round state's "reaches its guarantee",
+:mod:`optsched.heuristics.round_state`). Deadlines never fail a round: a deadline job Algorithm 1 cannot
+place is *demoted* (at risk, best-effort) and the round run again; when a protected guaranteed job
+cannot be placed and a pass with every deadline job demoted places it, the deadline jobs are in its way
+and are demoted one at a time, latest deadline first, until it fits; otherwise the guarantee's own
+rules apply (:class:`UnreachableGuaranteeError`, or deferral) with the deadline jobs as they were. Each
+pass demotes one deadline job or ends, so there are at most 2 x (deadline jobs) + 1 extra passes, only
+in rounds where node shapes defeat admission.
+
 **Doing less for the same decisions** (measured in ``docs/rounds.md``, "Speed of Algorithm 1"). The
 node walk keeps its position incrementally (:mod:`optsched.heuristics.rubick_walk`); besides:
 
@@ -133,8 +144,9 @@ from optsched.heuristics.round_state import EPS, Config, JobRows
 from optsched.heuristics.rubick_walk import GPU as _GPU
 from optsched.heuristics.rubick_walk import NodeWalk, Shrink, WalkEngine, _Parts
 from optsched.perf.coefficients import CoefficientTable
-from optsched.rounds.rubick.admission import Admission, admit
+from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, is_kept
+from optsched.rounds.rubick.deadlines import admit_round, demote, privileged, set_aside
 from optsched.rounds.rubick.decision import Schedule
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -544,10 +556,14 @@ class Algorithm1(WalkEngine):
         mask = np.isin(self.node_type, [self.type_id[x] for x in types])
         avail = (self.free_gpus + self.held_by_best_effort())[mask]
         most = int(avail.max()) if avail.size else 0
-        return (f"guaranteed job {self.names[j]!r} needs {need} {'/'.join(types)} GPUs "
+        what = (f"deadline job {self.names[j]!r} needs {need} {'/'.join(types)} GPUs (shape "
+                f"{' or '.join(map(str, shapes))}) to meet the {float(self.deadline_need[j]):.4g} samples/s its "
+                "deadline needs" if self.deadline_need[j] > 0 else
+                f"guaranteed job {self.names[j]!r} needs {need} {'/'.join(types)} GPUs "
                 f"(shape {' or '.join(map(str, shapes))}) to reach its reference throughput "
-                f"{float(self.table.reference_throughput[j]):.4g} samples/s, but only {int(avail.sum())} GPUs of that "
-                f"type are free or held by best-effort jobs (at most {most} on one node)")
+                f"{float(self.table.reference_throughput[j]):.4g} samples/s")
+        return (f"{what}, but only {int(avail.sum())} GPUs of that type are free or held by best-effort jobs (at "
+                f"most {most} on one node)")
 
 
 #: why a protected job is left out when the time limit runs out before its turn
@@ -593,24 +609,25 @@ def _privileged_phase(problem: RubickRound, table: CoefficientTable, admission: 
     the privileged jobs the ``deadline`` left no time for (they hold nothing)."""
     eng = Algorithm1(problem, table, admission)
     eng.hold_running(skip_waiting=True)
-    admitted = [table.index_of(name) for name in admission.protected]
+    minimum = privileged(admission)  # protected guaranteed jobs, then admitted deadline jobs
+    admitted = [table.index_of(name) for name in minimum]
     if repack:
         at = {j: i for i, j in enumerate(admitted)}
-        privileged = sorted(admitted, key=lambda j: (-admission.protected[eng.names[j]], at[j]))
-        for j in privileged:
+        privileged_jobs = sorted(admitted, key=lambda j: (-minimum[eng.names[j]], at[j]))
+        for j in privileged_jobs:
             eng.set(j, None)
     else:
-        privileged = [j for j in admitted if (cfg := eng.config(j)) is None or not eng.reaches(cfg.row)]
+        privileged_jobs = [j for j in admitted if (cfg := eng.config(j)) is None or not eng.reaches(cfg.row)]
     failures: list[tuple[int, str]] = []
-    for at, j in enumerate(privileged):
+    for at, j in enumerate(privileged_jobs):
         if deadline is not None and deadline.expired():
-            skipped = privileged[at:]
+            skipped = privileged_jobs[at:]
             for k in skipped:
                 eng.set(k, None)
-            return eng, privileged, failures, skipped
+            return eng, privileged_jobs, failures, skipped
         if not eng.schedule_job(j, forced=True):
             failures.append((j, eng.infeasible_reason(j)))
-    return eng, privileged, failures, []
+    return eng, privileged_jobs, failures, []
 
 
 def schedule(problem: RubickRound, table: CoefficientTable, admission: Admission | None = None) -> dict[str, Choice]:
@@ -621,8 +638,9 @@ def schedule(problem: RubickRound, table: CoefficientTable, admission: Admission
     :func:`~optsched.rounds.rubick.feasibility.violations`. Raises :class:`UnreachableGuaranteeError`
     (an ``InfeasibleError``) naming every protected job that cannot reach its guarantee, with the GPUs
     it needs and what is free or held by best-effort jobs; :func:`schedule_with_deferral` defers them
-    instead. Deterministic: ties are broken by job and node name."""
-    return _algorithm1(problem, table, admission or admit(problem, table)).choices
+    instead. Admitted deadline jobs it cannot place are demoted (module docstring, "Deadlines").
+    Deterministic: ties are broken by job and node name."""
+    return _algorithm1_deadlines(problem, table, admission or admit_round(problem, table), None)[0].choices
 
 
 def schedule_with_deferral(problem: RubickRound, table: CoefficientTable, admission: Admission | None = None,
@@ -635,7 +653,7 @@ def schedule_with_deferral(problem: RubickRound, table: CoefficientTable, admiss
     admission and the deferred jobs with their reasons. When nothing is unreachable the choices are
     exactly :func:`schedule`'s and the admission is unchanged. With a ``deadline`` see
     :func:`algorithm1`."""
-    return _with_deferral(problem, table, admission or admit(problem, table), deadline)[0]
+    return _with_deferral(problem, table, admission or admit_round(problem, table), deadline)[0]
 
 
 def _with_deferral(problem: RubickRound, table: CoefficientTable, admission: Admission, deadline: Deadline | None
@@ -643,7 +661,7 @@ def _with_deferral(problem: RubickRound, table: CoefficientTable, admission: Adm
     deferred: dict[str, str] = {}
     while True:  # every failing pass defers >= 1 protected job; with none left Algorithm 1 cannot fail
         try:
-            outcome = _algorithm1(problem, table, admission, deadline)
+            outcome, admission = _algorithm1_deadlines(problem, table, admission, deadline)
         except UnreachableGuaranteeError as e:
             new = {name: why for name, why in e.job_reasons.items() if name in admission.protected}
             if not new:  # pragma: no cover - the failing jobs are always protected ones
@@ -654,9 +672,46 @@ def _with_deferral(problem: RubickRound, table: CoefficientTable, admission: Adm
             admission = admission.defer(new)
             continue
         if outcome.timed_out:
-            deferred.update(outcome.timed_out)
-            admission = admission.defer(outcome.timed_out)
+            deferred.update({n: why for n, why in outcome.timed_out.items() if n in admission.protected})
+            admission = set_aside(admission, outcome.timed_out)
         return DeferralResult(outcome.choices, admission, deferred), outcome.cut
+
+
+#: why an admitted deadline job that Algorithm 1 could not place is at risk (followed by the details)
+_UNPLACED = "admitted, but no node shape fits a configuration meeting it this round"
+#: why an admitted deadline job is demoted for a guaranteed job (module docstring, "Deadlines")
+_IN_THE_WAY = ("admitted, but its configuration would leave an admitted guaranteed job without a node shape "
+               "reaching its guarantee this round")
+
+
+def _algorithm1_deadlines(problem: RubickRound, table: CoefficientTable, admission: Admission,
+                          deadline: Deadline | None) -> tuple[_Outcome, Admission]:
+    """:func:`_algorithm1`, demoting the admitted deadline jobs it cannot place or that keep a protected
+    job from its guarantee (module docstring, "Deadlines"); the outcome and the admission it satisfies.
+    Raises :class:`UnreachableGuaranteeError` only for protected jobs that fail without deadline jobs in
+    their way."""
+    in_the_way = False
+    while True:
+        try:
+            return _algorithm1(problem, table, admission, deadline), admission
+        except UnreachableGuaranteeError as e:
+            dl = admission.deadlines
+            admitted = [] if dl is None else list(dl.admitted)
+            failing = {n: f"{_UNPLACED}: {why}" for n, why in e.job_reasons.items() if n in admitted}
+            if failing:
+                log.info("rubick heuristic: deadline job(s) %s demoted: no node shape meets them this round",
+                         ", ".join(map(repr, failing)))
+                admission = demote(admission, failing)
+                continue
+            if not admitted:
+                raise
+            if not in_the_way:  # are the deadline jobs in the protected jobs' way at all?
+                try:
+                    _algorithm1(problem, table, demote(admission, {n: _IN_THE_WAY for n in admitted}), deadline)
+                except UnreachableGuaranteeError:
+                    raise e from None
+                in_the_way = True
+            admission = demote(admission, {admitted[-1]: _IN_THE_WAY})
 
 
 def _algorithm1(problem: RubickRound, table: CoefficientTable, admission: Admission,
@@ -664,14 +719,14 @@ def _algorithm1(problem: RubickRound, table: CoefficientTable, admission: Admiss
     """One pass of Algorithm 1 for a given admission. Past the ``deadline`` it schedules no more jobs:
     protected jobs it has not reached are left out (:attr:`_Outcome.timed_out`), the others keep what
     they hold (running jobs their allocation, queued jobs nothing)."""
-    eng, privileged, failures, skipped = _privileged_phase(problem, table, admission, repack=False,
-                                                           deadline=deadline)
+    eng, privileged_jobs, failures, skipped = _privileged_phase(problem, table, admission, repack=False,
+                                                                deadline=deadline)
     if failures:
         log.debug("rubick heuristic: %d protected job(s) unplaced; repacking every protected job", len(failures))
         first = {eng.names[j]: why for j, why in failures}
         if not skipped:
-            eng, privileged, failures, skipped = _privileged_phase(problem, table, admission, repack=True,
-                                                                   deadline=deadline)
+            eng, privileged_jobs, failures, skipped = _privileged_phase(problem, table, admission, repack=True,
+                                                                        deadline=deadline)
         if failures or skipped:
             repacked = tuple(f"repacking every protected job does not help either: {why}" for _, why in failures)
             raise UnreachableGuaranteeError("Rubick heuristic: a protected job cannot reach its performance guarantee",
@@ -681,7 +736,7 @@ def _algorithm1(problem: RubickRound, table: CoefficientTable, admission: Admiss
         return _Outcome(eng.choices(), timed_out, True)
     # lines 4-5: SortBySlope(best-effort queued U running), each scheduled once
     # (a job without rows cannot be scheduled: leaving it out of the sort changes nothing)
-    done = set(privileged)
+    done = set(privileged_jobs)
     has_rows = np.bincount(table.job_index, minlength=len(eng.names)) > 0
     rest = [j for j in np.flatnonzero(has_rows & ~eng.waiting).tolist() if j not in done
             and (not eng.protected[j] or eng.current[j] is not None)]
@@ -704,7 +759,7 @@ def _algorithm1(problem: RubickRound, table: CoefficientTable, admission: Admiss
         eng.fill(j)
     out = eng.choices()
     log.debug("rubick heuristic: %d privileged, %d sorted jobs (%d changed), %d jobs run%s",
-              len(privileged), len(rest), committed, len(out), " (cut by the time limit)" if cut else "")
+              len(privileged_jobs), len(rest), committed, len(out), " (cut by the time limit)" if cut else "")
     return _Outcome(out, timed_out, cut)
 
 
@@ -728,12 +783,13 @@ def algorithm1(problem: RubickRound, table: CoefficientTable, admission: Admissi
     protected jobs it has not reached wait this round (a running one is preempted; they are moved to
     ``waiting`` like deferred jobs, with or without ``defer``), the other jobs keep what they hold, and
     the schedule is marked incomplete with a message saying so."""
-    admission = admission or admit(problem, table)
+    admission = admission or admit_round(problem, table)
     if not defer:
-        outcome = _algorithm1(problem, table, admission, deadline)
+        outcome, admission = _algorithm1_deadlines(problem, table, admission, deadline)
+        timed_out = {n: why for n, why in outcome.timed_out.items() if n in admission.protected}
         if outcome.timed_out:
-            admission = admission.defer(outcome.timed_out)
-        return Schedule(outcome.choices, admission, _cut_message(problem, outcome.cut, outcome.timed_out),
+            admission = set_aside(admission, outcome.timed_out)
+        return Schedule(outcome.choices, admission, _cut_message(problem, outcome.cut, timed_out),
                         complete=not outcome.cut)
     result, cut = _with_deferral(problem, table, admission, deadline)
     timed_out = {k: v for k, v in result.deferred.items() if v == TIME_LIMIT_REASON}

@@ -15,12 +15,13 @@ message reports the critical path (the wall time of solving the parts), the tota
 and the part sizes. Parts are solved by the method's own policy with the same options, so a
 part cut short by its limit makes the decision ``partial``.
 
-Guarantees: when an admitted guaranteed job cannot be held by any part (its request exceeds every
-part's GPUs, or its own coefficient rows do not fit its part: the split's ``unhosted``), the split
-would drop its guarantee; the method then solves the round unpartitioned instead (same deadline), so
-the guarantee is kept, deferred only with ``defer_unreachable_guarantees``, or reported by
-``InfeasibleError``. Such a decision's method is the plain method and its message starts with
-``not partitioned:`` naming the jobs.
+Guarantees and deadlines: when an admitted guaranteed job cannot be held by any part (its request
+exceeds every part's GPUs, or its own coefficient rows do not fit its part: the split's ``unhosted``),
+the split would drop its guarantee; the method then solves the round unpartitioned instead (same
+deadline), so the guarantee is kept, deferred only with ``defer_unreachable_guarantees``, or reported
+by ``InfeasibleError``. The same for an admitted deadline job whose minimum share no part has room for
+(:mod:`optsched.rounds.rubick.partition`). Such a decision's method is the plain method and its message
+starts with ``not partitioned:`` naming the jobs.
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ class PartitionedPolicy:
                                kind=problem.kind).decide(problem)
         if unhosted:
             shown = "; ".join(f"{n!r}: {why}" for n, why in list(unhosted.items())[:10])
-            why = (f"no part of {self.parts} can hold the admitted guaranteed job(s) ({len(unhosted)}) {shown}; "
-                   f"solved the round whole")
+            why = (f"no part of {self.parts} can hold the admitted guaranteed or deadline job(s) ({len(unhosted)}) "
+                   f"{shown}; solved the round whole")
         else:
             why = f"the split took {split_s:.2f} s and left no time for {self.parts} parts; solved the round whole"
         note = f"not partitioned: {why}"

@@ -36,6 +36,12 @@ jobs have ``protected=False`` and action ``wait`` (``preempt`` if they were runn
 ``message`` names each deferred job and why. The exact method gives the CP-SAT model the same reduced
 admission (the heuristic decides who is deferred). The baselines ignore the option: they never fail
 on a guarantee.
+
+**Deadlines** (:mod:`optsched.rounds.rubick.deadlines`). Every method admits the round's deadline jobs on
+its own table (Algorithm 1 and the exact method beside the quota admission; FIFO, Synergy and Sia beside
+nobody's guarantee, as they protect none; AntMan beside the quota admission of its table) and binds the
+admitted ones; deadlines never fail a round (an admitted job no node shape fits is demoted to at risk).
+The exact method takes the heuristic's demotions, as it takes its deferrals.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ from optsched.policies.registry import register_method
 from optsched.rounds.rubick.admission import DEFER_OPTION, NO_GUARANTEES, Admission, admit
 from optsched.rounds.rubick.baseline_tables import BaselineCache, request_table, sia_table, synergy_table
 from optsched.rounds.rubick.choice import Choice
+from optsched.rounds.rubick.deadlines import admit_round, settle, with_deadlines
 from optsched.rounds.rubick.decision import Schedule, heuristic_decision, keep_unchanged, to_decision
 from optsched.rounds.rubick.feasibility import violations
 from optsched.rounds.rubick.holds import HeldSplit, hold_split, with_held
@@ -223,7 +230,7 @@ class RubickHeuristicPolicy(_HeuristicPolicy):
     def plan(self, problem: RubickRound, deadline: Deadline) -> tuple[CoefficientTable, Schedule]:
         left_out: list[str] = []
         table = self.table(problem, deadline, left_out)
-        schedule = algorithm1(problem, table, admit(problem, table), defer=self.defer_unreachable_guarantees,
+        schedule = algorithm1(problem, table, admit_round(problem, table), defer=self.defer_unreachable_guarantees,
                               deadline=deadline)
         return table, _cut(schedule, left_out)
 
@@ -269,7 +276,7 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
         rest = problem if held is None else held.rest
         table = build_round_table(rest, _lookup(self.perf, rest), cache=self.cache, deadline=deadline,
                                   left_out=left_out)
-        return RubickContext(rest, table, admit(rest, table), left_out, problem, held)
+        return RubickContext(rest, table, admit_round(rest, table), left_out, problem, held)
 
     def warm_start(self, ctx: RubickContext, deadline: Deadline) -> WarmStart[Mapping[str, Choice]]:
         hint = _prioritised(ctx.problem, ctx.table, _cut(algorithm1(
@@ -365,8 +372,10 @@ class FifoPolicy(_BaselinePolicy):
         left_out: list[str] = []
         table = request_table(problem, _lookup(self.perf, problem), cache=self.cache, deadline=deadline,
                               left_out=left_out)
-        choices = schedule_fifo(problem, table, backfill=self.backfill, deadline=deadline)
-        return table, _cut(_stopped(Schedule(choices, NO_GUARANTEES), deadline, self.name), left_out)
+        admission = with_deadlines(problem, table, NO_GUARANTEES)
+        choices = schedule_fifo(problem, table, backfill=self.backfill, deadline=deadline, admission=admission)
+        schedule = Schedule(choices, settle(table, admission, choices, self.name))
+        return table, _cut(_stopped(schedule, deadline, self.name), left_out)
 
 
 @dataclass(frozen=True)
@@ -380,10 +389,12 @@ class AntManPolicy(_BaselinePolicy):
         left_out: list[str] = []
         table = request_table(problem, _lookup(self.perf, problem), cache=self.cache, deadline=deadline,
                               left_out=left_out)
-        result = antman_round(problem, table, deadline=deadline)
-        message = f"preempted for guaranteed jobs: {', '.join(result.preempted)}" if result.preempted else ""
-        return table, _cut(_stopped(Schedule(result.choices, result.admission, message), deadline, self.name),
-                           left_out)
+        deadlines = with_deadlines(problem, table, admit(problem, table)).deadlines
+        result = antman_round(problem, table, deadline=deadline, admission=replace(NO_GUARANTEES, deadlines=deadlines))
+        message = (f"preempted for guaranteed or deadline jobs: {', '.join(result.preempted)}" if result.preempted
+                   else "")
+        admission = settle(table, replace(result.admission, deadlines=deadlines), result.choices, self.name)
+        return table, _cut(_stopped(Schedule(result.choices, admission, message), deadline, self.name), left_out)
 
 
 @dataclass(frozen=True)
@@ -399,9 +410,11 @@ class SynergyPolicy(_BaselinePolicy):
         left_out: list[str] = []
         bt = synergy_table(problem, _lookup(self.perf, problem), cache=self.cache, deadline=deadline,
                            left_out=left_out)
+        admission = with_deadlines(problem, bt.table, NO_GUARANTEES, bt.options)
         choices = schedule_synergy(problem, bt.table, options=bt.options, tune_fraction=self.tune_fraction,
-                                   backfill=self.backfill, deadline=deadline)
-        return bt.table, _cut(_stopped(Schedule(choices, NO_GUARANTEES), deadline, self.name), left_out)
+                                   backfill=self.backfill, deadline=deadline, admission=admission)
+        schedule = Schedule(choices, settle(bt.table, admission, choices, self.name))
+        return bt.table, _cut(_stopped(schedule, deadline, self.name), left_out)
 
 
 @dataclass(frozen=True)
@@ -416,8 +429,10 @@ class SiaPolicy(_BaselinePolicy):
         left_out: list[str] = []
         bt = sia_table(problem, _lookup(self.perf, problem), growth=self.growth, cache=self.cache,
                        deadline=deadline, left_out=left_out)
-        choices = schedule_sia(problem, bt.table, ladders=bt.options, deadline=deadline)
-        return bt.table, _cut(_stopped(Schedule(choices, NO_GUARANTEES), deadline, self.name), left_out)
+        admission = with_deadlines(problem, bt.table, NO_GUARANTEES, bt.options)
+        choices = schedule_sia(problem, bt.table, ladders=bt.options, deadline=deadline, admission=admission)
+        schedule = Schedule(choices, settle(bt.table, admission, choices, self.name))
+        return bt.table, _cut(_stopped(schedule, deadline, self.name), left_out)
 
 
 # -- registration ---------------------------------------------------------------------------------------

@@ -305,8 +305,9 @@ def test_crius_rounds_refuse_an_allocation_since() -> None:
 
 def test_rubick_rounds_refuse_fields_they_do_not_bind() -> None:
     data = RubickRound(a800_cluster(1, 8), (Job("y", "bert", 4, 100),)).to_dict()
-    data["jobs"][0]["deadline"] = 7200.0
-    with pytest.raises(ValidationError, match="sets deadline, which rubick rounds do not support"):
+    # deadlines and priorities bind since issue 24 (tests/rounds/test_rubick_deadlines.py, test_priorities.py)
+    data["jobs"][0]["gpus_per_worker"] = 2
+    with pytest.raises(ValidationError, match="sets gpus_per_worker, which rubick rounds do not support"):
         RoundProblem.from_dict(data)
 
 

@@ -11,8 +11,8 @@ import numpy as np
 
 from optsched.core.deadline import Deadline
 from optsched.core.job import Job
-from optsched.heuristics.baselines.common import BaselineState, check_request_rows, fifo_key, out_of_time
-from optsched.heuristics.round_state import Config
+from optsched.heuristics.baselines.common import (BaselineState, check_request_rows, fifo_key, out_of_time,
+                                                  preempt_until, run_deadline_jobs)
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, check_round_table
@@ -35,7 +35,8 @@ class AntManResult:
     preempted: tuple[str, ...] = field(default=())
 
 
-def antman_round(problem: RubickRound, table: CoefficientTable, *, deadline: Deadline | None = None) -> AntManResult:
+def antman_round(problem: RubickRound, table: CoefficientTable, *, deadline: Deadline | None = None,
+                 admission: Admission | None = None) -> AntManResult:
     """AntMan-like multi-tenant scheduling (Xiao et al., OSDI'20; Rubick Sec. 7.3, MT trace).
 
     1. Running jobs keep their allocation; running guaranteed jobs are never preempted and count
@@ -60,12 +61,24 @@ def antman_round(problem: RubickRound, table: CoefficientTable, *, deadline: Dea
 
     ``table`` is the request-only table (``build_round_table(problem, fixed_plan=True,
     fixed_resources=True)``). Past the ``deadline`` no more jobs are started
-    (:func:`~optsched.heuristics.baselines.common.out_of_time`)."""
+    (:func:`~optsched.heuristics.baselines.common.out_of_time`).
+
+    Deadlines: the admitted deadline jobs of ``admission`` come before step 2
+    (:func:`~optsched.heuristics.baselines.common.run_deadline_jobs`); like a guaranteed job they preempt
+    only best-effort jobs. A guaranteed job preempts a best-effort job with an admitted deadline only when
+    the other best-effort jobs do not make room (guarantees come first in admission; the policy then
+    reports that deadline at risk)."""
     check_round_table(problem, table, "antman")
     check_request_rows(problem, table, "antman")
     st = BaselineState(problem, table)
     st.hold_running()
     ledger = problem.quota_ledger()
+    dl = None if admission is None else admission.deadlines
+    keep = set() if dl is None else set(dl.admitted)  # admitted deadline jobs are never victims
+    preempted: list[str] = []
+    if admission is not None:
+        preempted.extend(run_deadline_jobs(st, admission, table.rows_of,
+                                           lambda v: not st.jobs[st.names[v]].guaranteed))
     protected: dict[str, int] = {}
     waiting: dict[str, str] = {}
     bound: dict[str, str] = {}
@@ -83,7 +96,6 @@ def antman_round(problem: RubickRound, table: CoefficientTable, *, deadline: Dea
             if ledger.typed(job.tenant):
                 bound[job.name] = table.gpu_type[row]
     queued = st.queued()
-    preempted: list[str] = []
     for j in (j for j in queued if st.jobs[st.names[j]].guaranteed):
         if out_of_time(deadline):
             break
@@ -95,7 +107,7 @@ def antman_round(problem: RubickRound, table: CoefficientTable, *, deadline: Dea
             continue
         rows = rows[np.asarray(ok, dtype=bool)]
         if not st.place_any(j, rows):
-            victims = _preempt_for(st, j, rows)
+            victims = _preempt_for(st, j, rows, keep)
             if victims is None:
                 log.debug("antman: guaranteed job %r does not fit even without best-effort jobs", job.name)
                 continue
@@ -130,34 +142,22 @@ def _quota_reason(problem: RubickRound, ledger: QuotaLedger, job: Job, types: li
         "; ".join(parts)
 
 
-def _preempt_for(st: BaselineState, j: int, rows: np.ndarray) -> list[str] | None:
-    """Preempt running best-effort jobs, latest-started first, until guaranteed job ``j`` fits on one
-    of ``rows``; restore the victims it does not need, earliest-started first. Returns the names of
-    the preempted jobs (``j`` placed), or None (nothing changed, ``j`` unplaced)."""
-    types = {st.table.gpu_type[r] for r in rows}
-    node_types = {n.name: n.gpu_type for n in st.problem.cluster.nodes}
-    victims = [v for v in range(len(st.names))
-               if st.is_running(v) and not st.jobs[st.names[v]].guaranteed and st.config(v) is not None
-               and any(node_types[st.node_names[n]] in types for n, *_ in st.config(v).shares)]
-    victims.sort(key=lambda v: (-st.jobs[st.names[v]].submit_time, st.names[v]))
-    freed: list[tuple[int, Config]] = []
-    placed = False
-    for v in victims:
-        old = st.config(v)
-        assert old is not None
-        st.set(v, None)
-        freed.append((v, old))
-        if st.place_any(j, rows):
-            placed = True
-            break
-    if not placed:
-        for v, old in reversed(freed):
-            st.set(v, old)
-        return None
-    for v, old in reversed(freed):  # earliest-started victims first
-        if st.fits(old):
-            st.set(v, old)
-    return [st.names[v] for v, _ in freed if st.config(v) is None]
+def _preempt_for(st: BaselineState, j: int, rows: np.ndarray, keep: set[str]) -> list[str] | None:
+    """Preempt running best-effort jobs, latest-started first, until guaranteed job ``j`` fits on one of
+    ``rows``; restore the victims it does not need, earliest-started first
+    (:func:`~optsched.heuristics.baselines.common.preempt_until`). The jobs of ``keep`` (admitted deadline
+    jobs) only when the others do not make room. Returns the names of the preempted jobs (``j`` placed),
+    or None (nothing changed, ``j`` unplaced)."""
+    def best_effort(v: int) -> bool:
+        return not st.jobs[st.names[v]].guaranteed
+
+    def place() -> bool:
+        return st.place_any(j, rows)
+
+    out = preempt_until(st, j, rows, place, lambda v: best_effort(v) and st.names[v] not in keep)
+    if out is None and keep:
+        out = preempt_until(st, j, rows, place, best_effort)
+    return out
 
 
 def schedule_antman(problem: RubickRound, table: CoefficientTable) -> dict[str, Choice]:

@@ -32,6 +32,15 @@ Shared rules (the papers are silent on them):
   decisions protect nobody.
 * **Scores** are normalised throughputs (throughput / reference throughput of the job's request), the
   unit of the round objective, with the reconfiguration and trim penalties in the same unit.
+* **Deadlines** (:mod:`optsched.rounds.rubick.deadlines`). Every baseline starts, right after the
+  running jobs hold their allocations, with :func:`run_deadline_jobs`: the admitted deadline jobs,
+  earliest deadline first (running ones first), each on a row meeting the throughput its deadline
+  needs, before the baseline's own rule. A job that does not fit preempts running jobs the baseline
+  may preempt for it (latest submitted first; the ones it turns out not to need are restored, earliest
+  submitted first, as AntMan does for guaranteed jobs). The baseline then runs on the rest (its queue
+  skips jobs placed already) and never lowers a placed job's throughput (growth steps only gain). An
+  admitted job left below its need is demoted by the policy
+  (:func:`~optsched.rounds.rubick.deadlines.settle`).
 """
 
 from __future__ import annotations
@@ -45,8 +54,9 @@ from optsched.core.errors import ValidationError
 from optsched.core.job import Job
 from optsched.heuristics.round_state import EPS, Config, RoundState
 from optsched.perf.coefficients import CoefficientTable
-from optsched.rounds.rubick.admission import NO_GUARANTEES
+from optsched.rounds.rubick.admission import NO_GUARANTEES, Admission
 from optsched.rounds.rubick.choice import part_share
+from optsched.rounds.rubick.deadlines import floor_ok
 from optsched.rounds.rubick.problem import RubickRound
 
 
@@ -150,8 +160,8 @@ class BaselineState(RoundState):
 
     # -- helpers ------------------------------------------------------------------------------------
     def queued(self) -> list[int]:
-        """Indices of the queued jobs in FIFO order."""
-        idx = [j for j in range(len(self.names)) if not self.is_running(j)]
+        """Indices of the queued jobs not placed yet (:func:`run_deadline_jobs` places some first) in FIFO order."""
+        idx = [j for j in range(len(self.names)) if not self.is_running(j) and self.config(j) is None]
         return sorted(idx, key=lambda j: fifo_key(self.jobs[self.names[j]]))
 
     def by_preference(self, rows: Sequence[int]) -> list[int]:
@@ -161,6 +171,75 @@ class BaselineState(RoundState):
     def place_any(self, j: int, rows: Sequence[int]) -> bool:
         """Start job ``j`` on the first of ``rows`` (in :meth:`by_preference` order) that fits."""
         return any(self.place(j, r) for r in self.by_preference(rows))
+
+
+def preempt_until(st: BaselineState, j: int, rows: Sequence[int], place: Callable[[], bool],
+                  may_preempt: Callable[[int], bool]) -> list[str] | None:
+    """Preempt running jobs ``may_preempt`` allows on nodes of ``rows``' GPU types, latest submitted first,
+    until ``place()`` puts job ``j`` somewhere; then restore the victims it does not need, earliest
+    submitted first. Returns the preempted jobs' names (``j`` placed), or None (nothing changed, ``j``
+    unplaced)."""
+    types = {st.table.gpu_type[r] for r in rows}
+    node_types = {n.name: n.gpu_type for n in st.problem.cluster.nodes}
+    victims = [v for v in range(len(st.names))
+               if v != j and st.is_running(v) and (cfg := st.config(v)) is not None and may_preempt(v)
+               and any(node_types[st.node_names[n]] in types for n, *_ in cfg.shares)]
+    victims.sort(key=lambda v: (-st.jobs[st.names[v]].submit_time, st.names[v]))
+    freed: list[tuple[int, Config]] = []
+    placed = False
+    for v in victims:
+        old = st.config(v)
+        assert old is not None
+        st.set(v, None)
+        freed.append((v, old))
+        if place():
+            placed = True
+            break
+    if not placed:
+        for v, old in reversed(freed):
+            st.set(v, old)
+        return None
+    for v, old in reversed(freed):  # earliest-started victims first
+        if st.fits(old):
+            st.set(v, old)
+    return [st.names[v] for v, _ in freed if st.config(v) is None]
+
+
+def run_deadline_jobs(st: BaselineState, admission: Admission, rows_of: Callable[[int], Sequence[int]],
+                      may_preempt: Callable[[int], bool]) -> list[str]:
+    """The admitted deadline jobs of ``admission``, in admission order (module docstring, "Deadlines"): a
+    running one keeps its configuration when it meets its need, else it and every queued one get the
+    cheapest row of ``rows_of(j)`` meeting it (fewest GPUs, then CPUs, then memory, fastest, row) that
+    fits, preempting what ``may_preempt`` allows when none does (:func:`preempt_until`). A job that
+    cannot be placed keeps what it held (a queued job: nothing). Returns the preempted jobs' names."""
+    deadlines = admission.deadlines
+    if deadlines is None or not deadlines.admitted:
+        return []
+    table = st.table
+    meets = floor_ok(table, admission)  # per row of the table
+    preempted: list[str] = []
+    for name in deadlines.admitted:
+        j = table.index_of(name)
+        old = st.config(j)
+        if old is not None and bool(meets[old.row]):
+            continue
+        rows = np.asarray(list(rows_of(j)), dtype=np.int64)
+        rows = rows[meets[rows]]
+        order = sorted(rows.tolist(), key=lambda r: (int(table.gpus[r]), int(table.cpus[r]), float(table.mem_gib[r]),
+                                                     -float(table.throughput[r]), r))
+        st.set(j, None)
+
+        def place(j: int = j, order: list[int] = order) -> bool:
+            return any(st.place(j, r) for r in order)
+
+        if place():
+            continue
+        victims = preempt_until(st, j, order, place, lambda v: may_preempt(v) and st.names[v] not in deadlines.admitted)
+        if victims is None:
+            st.set(j, old)
+            continue
+        preempted.extend(victims)
+    return preempted
 
 
 def check_request_rows(problem: RubickRound, table: CoefficientTable, who: str) -> None:
@@ -234,4 +313,4 @@ def grow_greedily(names: Sequence[str], best: dict[int, Any], step: Callable[[in
 
 
 __all__ = ["BaselineState", "best_step", "check_request_rows", "fifo_key", "grow_greedily", "out_of_time",
-           "rows_allowed"]
+           "preempt_until", "rows_allowed", "run_deadline_jobs"]

@@ -7,8 +7,9 @@ import logging
 
 
 from optsched.core.deadline import Deadline
-from optsched.heuristics.baselines.common import BaselineState, check_request_rows, out_of_time
+from optsched.heuristics.baselines.common import BaselineState, check_request_rows, out_of_time, run_deadline_jobs
 from optsched.perf.coefficients import CoefficientTable
+from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, check_round_table
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -16,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 def schedule_fifo(problem: RubickRound, table: CoefficientTable, *, backfill: bool = False,
-                  deadline: Deadline | None = None) -> dict[str, Choice]:
+                  deadline: Deadline | None = None, admission: Admission | None = None) -> dict[str, Choice]:
     """First-in first-out: queued jobs by ``(submit_time, name)`` each get exactly their request (the
     requested plan — or the best plan of the request when none was given — on the packed placement of
     the requested GPUs with the requested CPUs); running jobs keep their allocation untouched.
@@ -30,11 +31,15 @@ def schedule_fifo(problem: RubickRound, table: CoefficientTable, *, backfill: bo
     ``table`` is the request-only table (``build_round_table(problem, fixed_plan=True,
     fixed_resources=True)``, :func:`~optsched.rounds.rubick.baseline_tables.request_table`); a queued
     job with another row raises ``ValidationError``. Past the ``deadline`` no more jobs are started
-    (:func:`~optsched.heuristics.baselines.common.out_of_time`)."""
+    (:func:`~optsched.heuristics.baselines.common.out_of_time`). The admitted deadline jobs of
+    ``admission`` come first (:func:`~optsched.heuristics.baselines.common.run_deadline_jobs`; FIFO
+    protects nobody, so they may preempt any running job without an admitted deadline)."""
     check_round_table(problem, table, "fifo")
     check_request_rows(problem, table, "fifo")
     st = BaselineState(problem, table)
     st.hold_running()
+    if admission is not None:
+        run_deadline_jobs(st, admission, table.rows_of, lambda v: True)
     for j in st.queued():
         if out_of_time(deadline):
             break

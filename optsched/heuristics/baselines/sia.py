@@ -9,8 +9,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from optsched.core.deadline import Deadline
-from optsched.heuristics.baselines.common import BaselineState, best_step, grow_greedily, out_of_time, rows_allowed
+from optsched.heuristics.baselines.common import (BaselineState, best_step, grow_greedily, out_of_time, rows_allowed,
+                                                  run_deadline_jobs)
 from optsched.perf.coefficients import CoefficientTable
+from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, check_round_table
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -19,7 +21,7 @@ log = logging.getLogger(__name__)
 
 def schedule_sia(problem: RubickRound, table: CoefficientTable, *,
                  ladders: Mapping[str, Sequence[int]] | None = None,
-                 deadline: Deadline | None = None) -> dict[str, Choice]:
+                 deadline: Deadline | None = None, admission: Admission | None = None) -> dict[str, Choice]:
     """Sia-like GPU scaling through the DP size (Jayaram Subramanya et al., SOSP'23; Rubick Sec. 7.3
     and footnote 2).
 
@@ -44,7 +46,10 @@ def schedule_sia(problem: RubickRound, table: CoefficientTable, *,
     stays on the GPU type it starts on) and its per-round ILP (replaced by this greedy, which never
     shrinks or preempts a running job). Ties go to fewer extra GPUs, then the job name; a step that
     does not fit when tried is not retried in the round. Past the ``deadline`` no more jobs are
-    started or grown (:func:`~optsched.heuristics.baselines.common.out_of_time`)."""
+    started or grown (:func:`~optsched.heuristics.baselines.common.out_of_time`). The admitted deadline
+    jobs of ``admission`` come first, on the rungs of their ladders
+    (:func:`~optsched.heuristics.baselines.common.run_deadline_jobs`; Sia protects nobody, so they may
+    preempt any running job without an admitted deadline); growth only raises their throughput."""
     check_round_table(problem, table, "sia")
     st = BaselineState(problem, table)
     st.hold_running()
@@ -54,6 +59,9 @@ def schedule_sia(problem: RubickRound, table: CoefficientTable, *,
         if j not in allowed:
             allowed[j] = rows_allowed(table, ladders, j, "sia")
         return allowed[j]
+
+    if admission is not None:
+        run_deadline_jobs(st, admission, rows_of, lambda v: True)
 
     for j in st.queued():
         if out_of_time(deadline):

@@ -11,8 +11,10 @@ import numpy as np
 from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.core.pool import gpu_pool
-from optsched.heuristics.baselines.common import BaselineState, best_step, grow_greedily, out_of_time, rows_allowed
+from optsched.heuristics.baselines.common import (BaselineState, best_step, grow_greedily, out_of_time, rows_allowed,
+                                                  run_deadline_jobs)
 from optsched.perf.coefficients import CoefficientTable
+from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, check_round_table
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -71,7 +73,7 @@ def _tuned_row(st: BaselineState, group: np.ndarray, prop_row: int, fraction: fl
 def schedule_synergy(problem: RubickRound, table: CoefficientTable, *,
                      options: Mapping[str, Sequence[int]] | None = None,
                      tune_fraction: float = SYNERGY_TUNE_FRACTION, backfill: bool = True,
-                     deadline: Deadline | None = None) -> dict[str, Choice]:
+                     deadline: Deadline | None = None, admission: Admission | None = None) -> dict[str, Choice]:
     """Synergy-like CPU tuning with fixed GPUs and plan (Mohan et al., OSDI'22; Rubick Sec. 7.3).
 
     ``options[job]`` are the rows the job may use (default: all its rows): for a queued job its
@@ -98,16 +100,25 @@ def schedule_synergy(problem: RubickRound, table: CoefficientTable, *,
     table's memory rule), the same at every CPU count, since the performance model has no
     memory-sensitive term (only ZeRO-Offload's throughput depends on CPUs); a step that does not fit
     when tried is not retried in the round; ties go to fewer extra CPUs, then the job name. Past the
-    ``deadline`` no more jobs are started or tuned (:func:`~optsched.heuristics.baselines.common.out_of_time`)."""
+    ``deadline`` no more jobs are started or tuned (:func:`~optsched.heuristics.baselines.common.out_of_time`).
+    The admitted deadline jobs of ``admission`` come first, on the CPU counts of their ladders meeting
+    their need (:func:`~optsched.heuristics.baselines.common.run_deadline_jobs`; Synergy protects
+    nobody, so they may preempt any running job without an admitted deadline); tuning only raises
+    their throughput."""
     check_round_table(problem, table, "synergy")
     if not 0.0 < tune_fraction <= 1.0:
         raise ValidationError(f"synergy: tune_fraction must lie in (0, 1], got {tune_fraction!r}")
     st = BaselineState(problem, table)
     st.hold_running()
+    if admission is not None:
+        run_deadline_jobs(st, admission, lambda j: rows_allowed(table, options, j, "synergy"), lambda v: True)
     ladders: dict[int, np.ndarray] = {}
     for j in range(len(st.names)):
         if st.is_running(j):
             ladders[j] = _synergy_groups(st, rows_allowed(table, options, j, "synergy"), j)[0]
+        elif (cfg := st.config(j)) is not None:  # a queued deadline job placed first: the ladder of its row
+            ladders[j] = next(g for g in _synergy_groups(st, rows_allowed(table, options, j, "synergy"), j)
+                              if cfg.row in g)
     for j in st.queued():
         if out_of_time(deadline):
             break

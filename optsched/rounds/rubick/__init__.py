@@ -4,6 +4,7 @@ per node, with performance guarantees for guaranteed jobs and tenant quotas.
 Files: ``problem.py`` (the round's fields and JSON), ``table.py`` (its coefficient table from the
 performance models), ``baseline_tables.py`` (the tables the Table 4 baselines choose from),
 ``choice.py`` (a job's choice and how it lands on nodes), ``admission.py`` (who is protected),
+``deadlines.py`` and ``deadline_admission.py`` (whose deadline is admitted, what that binds),
 ``objective.py``, ``feasibility.py``, ``decision.py`` (decision assembly) and ``generate.py`` (random
 rounds), ``partition.py`` (split into parts, merge). Importing this package registers the kind (:mod:`optsched.core.kinds`).
 """

@@ -40,6 +40,7 @@ import numpy as np
 from optsched.core.errors import ValidationError
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.choice import check_round_table
+from optsched.rounds.rubick.deadline_admission import DeadlineAdmission
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.quotas import QuotaLedger
 
@@ -85,14 +86,16 @@ def type_demands(table: CoefficientTable) -> tuple[tuple[str, ...], np.ndarray]:
 
 @dataclass(frozen=True)
 class Admission:
-    """Protected jobs (name -> quota GPUs), guaranteed jobs left waiting (name -> reason) and the GPU type
+    """Protected jobs (name -> quota GPUs), guaranteed jobs left waiting (name -> reason), the GPU type
     each protected job of a typed tenant is admitted on (``gpu_type``, name -> type; module docstring,
     "Quotas per GPU type": its guarantee binds there only; a protected job not in it may meet its
-    guarantee on any type)."""
+    guarantee on any type) and ``deadlines``: the admission of the jobs with deadlines beside them
+    (:mod:`optsched.rounds.rubick.deadlines`; None: nobody's deadline is considered)."""
 
     protected: Mapping[str, int]
     waiting: Mapping[str, str]
     gpu_type: Mapping[str, str] = field(default_factory=dict)
+    deadlines: DeadlineAdmission | None = None
 
     def meets_guarantee(self, table: CoefficientTable, rows: np.ndarray | int) -> np.ndarray:
         """Whether each row may stand for its job's guarantee: it reaches the job's reference throughput
@@ -119,7 +122,11 @@ class Admission:
         protected = {name: need for name, need in self.protected.items() if name not in reasons}
         waiting = dict(self.waiting)
         waiting.update({name: f"performance guarantee deferred this round: {why}" for name, why in reasons.items()})
-        return Admission(protected, waiting, {name: t for name, t in self.gpu_type.items() if name in protected})
+        deadlines = self.deadlines  # a deferred job does not run: its deadline is at risk
+        if deadlines is not None:
+            deadlines = deadlines.demote({name: waiting[name] for name in reasons if name in deadlines.admitted})
+        return Admission(protected, waiting, {name: t for name, t in self.gpu_type.items() if name in protected},
+                         deadlines)
 
 
 #: the admission of policies without guarantees: nobody is protected, nobody waits for quota

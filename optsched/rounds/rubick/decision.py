@@ -13,6 +13,8 @@ costs the job in the objective, its own trim, reconfiguration or preemption pena
 ``reconfig_penalty`` or ``preempt_penalty`` times its ``weight``, or derived from its restart
 seconds), else 0; ``reason`` (:func:`wait_reason`) says why a job that does not run does not. The
 round's skipped jobs (``on_invalid_job: "skip"``) are the decision's ``skipped`` list, not per-job entries.
+The jobs whose deadline the decision does not promise and the running jobs whose deadline has passed are
+its ``deadline_at_risk`` and ``deadline_missed`` lists (:func:`~optsched.rounds.rubick.deadlines.reports`).
 
 **No reconfiguration without a change that matters** (issue 16, item 5; the paper is silent). Before a
 decision is assembled, :func:`keep_unchanged` gives a running job its current configuration back when its
@@ -34,8 +36,9 @@ from optsched.core.allocation import Allocation
 from optsched.core.decision import Decision, JobAllocations, JobDecision, relative_gap
 from optsched.core.errors import ValidationError
 from optsched.perf.coefficients import CoefficientTable
-from optsched.rounds.rubick.admission import Admission, admit
+from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, is_kept, is_trim, placement_of
+from optsched.rounds.rubick.deadlines import admit_round, reports
 from optsched.rounds.rubick.feasibility import CAPACITY_TOL
 from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import RubickRound
@@ -105,9 +108,9 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
                 heuristic_objective: float | None = None, warm_start: bool = False, message: str = "",
                 admission: Admission | None = None, reasons: Mapping[str, str] | None = None) -> Decision:
     """A :class:`Decision` from ``choices`` (module docstring); ``admission`` defaults to
-    :func:`~optsched.rounds.rubick.admission.admit`; ``reasons`` (job -> why it does not run) override
+    :func:`~optsched.rounds.rubick.deadlines.admit_round`; ``reasons`` (job -> why it does not run) override
     :func:`wait_reason` for the jobs they name that do not run (e.g. evicted for a higher priority)."""
-    admission = admission or admit(problem, table)
+    admission = admission or admit_round(problem, table)
     choices = keep_unchanged(problem, table, choices)
     obj = objective(problem, table, choices)
     jobs: list[JobDecision] = []
@@ -126,8 +129,11 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
         thr = float(table.throughput[choice.row])
         jobs.append(JobDecision(name, alloc, thr, thr / float(table.reference_throughput[j]), action, protected,
                                 penalty=change_penalty(problem, table, j, choice)))
-    return Decision(problem.kind, method, status, obj, JobAllocations(tuple(jobs)), bound, relative_gap(bound, obj),
-                    solve_seconds, heuristic_objective, warm_start, message, problem.skipped)
+    runs = {d.job: d.throughput for d in jobs if d.allocation is not None}
+    at_risk, missed = reports(problem, table, admission, runs)
+    return Decision(problem.kind, method, status, obj,
+                    JobAllocations(tuple(jobs), deadline_at_risk=at_risk, deadline_missed=missed), bound,
+                    relative_gap(bound, obj), solve_seconds, heuristic_objective, warm_start, message, problem.skipped)
 
 
 def wait_reason(problem: RubickRound, table: CoefficientTable, admission: Admission, j: int, method: str) -> str:

@@ -1,9 +1,10 @@
 """The feasibility check every returned Rubick decision passes: rows of the right job, shapes on
 distinct nodes of the row's GPU type, node capacities in GPUs, CPUs and memory, protected jobs reaching
 their reference throughput on their admission type when they have one (quotas per GPU type,
-:mod:`optsched.rounds.rubick.admission`), guaranteed jobs waiting for quota not running, and every job's own hard
-constraints (:func:`~optsched.rounds.rubick.constraints.broken`, checked on the placement itself, not
-on how the table was built), and, when every other rule holds, the priority rule
+:mod:`optsched.rounds.rubick.admission`), guaranteed jobs waiting for quota not running, admitted deadline
+jobs running at the throughput their deadline needs (:mod:`optsched.rounds.rubick.deadlines`), every job's
+own hard constraints (:func:`~optsched.rounds.rubick.constraints.broken`, checked on the placement itself,
+not on how the table was built), and, when every other rule holds, the priority rule
 (:func:`~optsched.rounds.rubick.priorities.priority_broken`)."""
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from typing import Mapping
 
 from optsched.core.capacity import NodeUsage
 from optsched.perf.coefficients import CoefficientTable
-from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
+from optsched.rounds.rubick.admission import Admission, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, check_round_table, placement_of
 from optsched.rounds.rubick.constraints import broken, node_broken, node_constrained
 from optsched.rounds.rubick.priorities import priority_broken
+from optsched.rounds.rubick.deadlines import RATE_RTOL, admit_round
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of the capacity check (GPUs, CPUs, GiB)
@@ -25,9 +27,9 @@ CAPACITY_TOL = 1e-6
 def violations(problem: RubickRound, table: CoefficientTable, choices: Mapping[str, Choice],
                admission: Admission | None = None) -> list[str]:
     """Every rule ``choices`` breaks (module docstring; empty list: feasible). ``admission`` defaults
-    to :func:`~optsched.rounds.rubick.admission.admit`."""
+    to :func:`~optsched.rounds.rubick.deadlines.admit_round` (quotas, then deadlines)."""
     check_round_table(problem, table)
-    admission = admission or admit(problem, table)
+    admission = admission or admit_round(problem, table)
     out: list[str] = []
     known = {n.name for n in problem.cluster.nodes}
     node_rules = node_constrained(problem)  # else every node rule holds: no need to read them per job
@@ -73,6 +75,14 @@ def violations(problem: RubickRound, table: CoefficientTable, choices: Mapping[s
         elif not admission.meets_guarantee(table, choice.row)[0]:
             out.append(f"guaranteed job {name!r} runs on {table.gpu_type[choice.row]}, not on "
                        f"{admission.gpu_type[name]}, the GPU type it is admitted on")
+    deadlines = admission.deadlines
+    for name in () if deadlines is None else deadlines.admitted:
+        choice, need = choices.get(name), deadlines.needs[name]
+        if choice is None:
+            out.append(f"deadline job {name!r}, admitted, does not run")
+        elif table.throughput[choice.row] < need * (1.0 - RATE_RTOL):
+            out.append(f"deadline job {name!r}, admitted, gets {table.throughput[choice.row]:.4g} samples/s, below the "
+                       f"{need:.4g} its deadline needs")
     for n in problem.cluster.nodes:
         for o in usage.excess(n.name, problem.free(n.name), CAPACITY_TOL):
             out.append(f"node {o.node!r}: {o.used:g} {o.unit} allocated, {o.capacity:g} free")

@@ -32,6 +32,17 @@ Rules (POP leaves the split to the problem; these are ours):
   throughputs minus penalties; a part's reference throughput is the whole round's when the nodes of
   a GPU type are alike, which the catalogue clusters are). The union is feasible for the whole cluster
   because the parts' nodes are disjoint. No bound is reported: the parts restrict the round.
+* **Deadlines** (:mod:`optsched.rounds.rubick.deadlines`). Deadline jobs are admitted once, on the
+  whole round (beside the guaranteed jobs' minimum demands, as for one round). An admitted job goes to
+  a part with room for its minimum share: per part and GPU type, the GPUs the round may give jobs
+  there less the minimum demands of the guaranteed jobs dealt to it and the shares of the deadline jobs
+  placed before it (a queued one, after the other queued jobs are dealt, earliest deadline first, to
+  the part with most such room; a running one stays with its nodes). One that no part can hold is
+  ``unhosted``, as an admitted guaranteed job (the round is solved whole). At-risk and missed jobs go
+  to their parts without their deadline (best-effort there, as on the whole round), so a part admits
+  only the jobs the whole round admits. The merged decision reports the whole round's at-risk jobs
+  (planned finish at the merged throughput) and missed jobs, and any admitted job its part's own
+  admission put at risk.
 * **Invalid jobs.** A round that skips invalid jobs is split without them
   (:func:`~optsched.rounds.rubick.table.valid_round`, as every method does); the merged decision lists
   them in ``skipped``, as the method on the whole round would.
@@ -46,7 +57,7 @@ import numpy as np
 
 from optsched.core.coefficient_rows import check_job_rows
 from optsched.core.deadline import Deadline
-from optsched.core.decision import Decision, JobAllocations, JobDecision
+from optsched.core.decision import DeadlineAtRisk, DeadlineMissed, Decision, JobAllocations, JobDecision
 from optsched.core.errors import ValidationError
 from optsched.core.groups import connected_groups
 from optsched.core.hardware import Cluster
@@ -57,7 +68,8 @@ from optsched.core.skip import SkippedJob
 from optsched.perf.coefficients import CoefficientTable
 from optsched.perf.lookup import FittedModels, PerfSource
 from optsched.rounds.rubick import own_rows
-from optsched.rounds.rubick.admission import Admission, admit
+from optsched.rounds.rubick.admission import Admission
+from optsched.rounds.rubick.deadlines import NO_DEADLINES, admit_round, finish_at, reports, usable_gpus
 from optsched.rounds.rubick.decision import choices_of, to_decision
 from optsched.rounds.rubick.priorities import enforce_priorities, prioritised
 from optsched.rounds.rubick.problem import RubickRound
@@ -68,8 +80,8 @@ from optsched.rounds.rubick.table import build_round_table, valid_round
 @dataclass(frozen=True)
 class RoundSplit:
     """The ``parts`` of a round, the jobs in no part (name -> why), the round's admission and the
-    admitted guaranteed jobs among ``left_out`` that no part can hold (``unhosted``, name -> why; the
-    split cannot keep their guarantees)."""
+    admitted guaranteed and deadline jobs that no part can hold (``unhosted``, name -> why; the split
+    cannot keep their guarantees or deadlines)."""
 
     parts: tuple[RubickRound, ...]
     left_out: Mapping[str, str]
@@ -77,6 +89,9 @@ class RoundSplit:
     unhosted: Mapping[str, str] = field(default_factory=dict)
     #: the round's skipped jobs (module docstring, "Invalid jobs")
     skipped: tuple[SkippedJob, ...] = ()
+    #: the whole round's deadline reports, planned finish left out (module docstring, "Deadlines")
+    deadline_at_risk: tuple[DeadlineAtRisk, ...] = ()
+    deadline_missed: tuple[DeadlineMissed, ...] = ()
     #: the round that was split (its valid jobs) and its table: what the merge enforces priorities on
     whole: RubickRound | None = None
     table: CoefficientTable | None = None
@@ -104,7 +119,8 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
     check_parts(problem, parts)
     rng = np.random.default_rng(seed)
     cluster = problem.cluster
-    admission = admit(problem, table)
+    admission = admit_round(problem, table)
+    deadlines = admission.deadlines or NO_DEADLINES
     node_type = {n.name: n.gpu_type for n in cluster.nodes}
     gpus_of = {n.name: problem.free(n.name).gpus for n in cluster.nodes}
     comps = _components(problem)
@@ -121,10 +137,14 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
     part_of_node = {n: p for p, nodes in enumerate(part_nodes) for n in nodes}
     left_out: dict[str, str] = dict(admission.waiting)
     jobs_of: list[list[str]] = [[] for _ in range(parts)]
+    #: job -> (part, GPU type) it was dealt to
+    dealt: dict[str, tuple[int, str]] = {}
     for a in problem.running:
         if a.job not in left_out:
             jobs_of[part_of_node[a.placement.shares[0][0]]].append(a.job)
-    queued = [j for j in problem.jobs if problem.current(j.name) is None and j.name not in left_out]
+            dealt[a.job] = (part_of_node[a.placement.shares[0][0]], node_type[a.placement.shares[0][0]])
+    queued = [j for j in problem.jobs if problem.current(j.name) is None and j.name not in left_out
+              and j.name not in deadlines.admitted]
     queued = [queued[i] for i in rng.permutation(len(queued))]
     queued.sort(key=lambda j: -j.requested_gpus)
     asked: list[dict[str, int]] = [{} for _ in range(parts)]  # GPUs held or requested per part and type
@@ -143,7 +163,9 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
             continue
         _, _, p, t = max(options)
         jobs_of[p].append(job.name)
+        dealt[job.name] = (p, t)
         asked[p][t] = asked[p].get(t, 0) + job.requested_gpus
+    unhosted = _deal_deadline_jobs(problem, admission, part_of_node, dealt, jobs_of, parts)
     subs = []
     for p in range(parts):
         names = set(part_nodes[p])
@@ -154,14 +176,17 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
                                     cluster.pcie_gbps)
         coefficients = _part_coefficients(problem, jobs_of[p], sub_cluster, left_out)
         members = {n for n in jobs_of[p] if n not in left_out}
-        jobs, quotas = _part_tenancy(problem, tuple(j for j in problem.jobs if j.name in members), admission)
+        jobs, quotas = _part_tenancy(problem, tuple(_part_job(j, deadlines.admitted) for j in problem.jobs
+                                                    if j.name in members), admission)
         # every other field of the round (penalties, round interval, ...) carries over unchanged
         subs.append(replace(
             problem, cluster=sub_cluster, jobs=jobs, running=tuple(a for a in problem.running if a.job in members),
             occupied=tuple((n, s) for n, s in problem.occupied if n in names), quotas=quotas, coefficients=coefficients,
             skipped=()))
-    unhosted = {name: why for name, why in left_out.items() if name in admission.protected}
-    return RoundSplit(tuple(subs), left_out, admission, unhosted, problem.skipped, problem, table)
+    unhosted.update({name: why for name, why in left_out.items()
+                     if name in admission.protected or name in deadlines.admitted})
+    at_risk, missed = reports(problem, table, admission, {})
+    return RoundSplit(tuple(subs), left_out, admission, unhosted, problem.skipped, at_risk, missed, problem, table)
 
 
 def _part_tenancy(problem: RubickRound, jobs: tuple[Job, ...], admission: Admission) -> tuple[tuple[Job, ...], Quotas]:
@@ -184,6 +209,49 @@ def _part_tenancy(problem: RubickRound, jobs: tuple[Job, ...], admission: Admiss
             job = replace(job, tenant=own)
         out.append(job)
     return tuple(out), tuple(sorted(quotas.items()))
+
+
+def _part_job(job: Job, admitted: Mapping[str, object]) -> Job:
+    """``job`` as its part sees it: without its deadline unless the whole round admitted it (module
+    docstring, "Deadlines")."""
+    return job if job.deadline is None or job.name in admitted else replace(job, deadline=None)
+
+
+def _deal_deadline_jobs(problem: RubickRound, admission: Admission, part_of_node: Mapping[str, int],
+                        dealt: dict[str, tuple[int, str]], jobs_of: list[list[str]], parts: int) -> dict[str, str]:
+    """Deal the admitted queued deadline jobs to parts with room for their minimum shares, and check the
+    running ones' parts (module docstring, "Deadlines"); returns the admitted jobs no part can hold."""
+    deadlines = admission.deadlines or NO_DEADLINES
+    if not deadlines.admitted:
+        return {}
+    node_type = {n.name: n.gpu_type for n in problem.cluster.nodes}
+    room: list[dict[str, int]] = [{} for _ in range(parts)]
+    for node, gpus in usable_gpus(problem, by_node=True).items():
+        p, t = part_of_node[node], node_type[node]
+        room[p][t] = room[p].get(t, 0) + gpus
+    for name, need in admission.protected.items():
+        if name in dealt and name not in deadlines.admitted:
+            p, t = dealt[name]
+            room[p][t] = room[p].get(t, 0) - need
+    unhosted: dict[str, str] = {}
+    for name, share in deadlines.admitted.items():
+        t, g = share
+        if problem.current(name) is not None:
+            p = dealt[name][0]
+            if room[p].get(t, 0) < g:
+                unhosted[name] = (f"the part holding its nodes has {room[p].get(t, 0)} {t} GPUs left for the "
+                                  f"minimum share ({g}) of its deadline")
+                continue
+        else:
+            options = [(room[p].get(t, 0), -p, p) for p in range(parts) if room[p].get(t, 0) >= g]
+            if not options:
+                unhosted[name] = f"no part has room for the minimum share ({g} {t} GPUs) of its deadline"
+                continue
+            p = max(options)[2]
+            jobs_of[p].append(name)
+            dealt[name] = (p, t)
+        room[p][t] -= g
+    return unhosted
 
 
 def _part_coefficients(problem: RubickRound, names: Sequence[str], cluster: Cluster,
@@ -218,9 +286,11 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
     status ``partial`` when a part's is, ``heuristic`` when every part's is a heuristic's, else
     ``feasible`` (no bound)."""
     by_job: dict[str, JobDecision] = {}
+    at_risk: dict[str, DeadlineAtRisk] = {}  # admitted jobs a part's own admission put at risk
     for d in decisions:
         for x in d.jobs:
             by_job[x.job] = x
+        at_risk.update((e.job, e) for e in getattr(d.payload, "deadline_at_risk", ()))
     jobs: list[JobDecision] = []
     skipped = {s.job for s in split.skipped}
     for job in problem.jobs:
@@ -233,6 +303,12 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
             x = JobDecision(job.name, None, 0.0, 0.0, "preempt" if running else "wait", False, why,
                             problem.penalties(job.name).preempt if running else 0.0)
         jobs.append(x)
+    running = {x.job: x.throughput for x in jobs if x.allocation is not None}
+    at_risk.update((e.job, replace(e, planned_finish=finish_at(problem, e.job, running.get(e.job, 0.0))))
+                   for e in split.deadline_at_risk)
+    order = {job.name: i for i, job in enumerate(problem.jobs)}
+    payload = JobAllocations(tuple(jobs), deadline_missed=split.deadline_missed,
+                             deadline_at_risk=tuple(sorted(at_risk.values(), key=lambda e: order[e.job])))
     # each entry's penalty is its job's own (RubickRound.penalties): the objective of rounds/rubick/objective.py
     objective = sum(problem.weight(x.job) * x.normalised - x.penalty for x in jobs)
     statuses = {d.status for d in decisions}
@@ -244,7 +320,7 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
         shown = "; ".join(f"{n!r}: {why}" for n, why in list(split.left_out.items())[:10])
         notes.append(f"in no part ({len(split.left_out)} job(s)): {shown}")
     notes.extend(f"part {i}: {d.message}" for i, d in enumerate(decisions) if d.message)
-    merged = Decision(problem.kind, method, status, float(objective), JobAllocations(tuple(jobs)), None, None,
+    merged = Decision(problem.kind, method, status, float(objective), payload, None, None,
                       solve_seconds, None if any(v is None for v in h) else float(sum(h)),  # type: ignore[arg-type]
                       any(d.warm_start for d in decisions), "; ".join(n for n in notes if n), split.skipped)
     return _across_parts(merged, split)

@@ -15,12 +15,13 @@ and, when it waits or must leave a draining node, any configuration of its table
 choose — a protected job's rows reaching its guarantee — with parts on distinct nodes it may get new
 work on, :func:`~optsched.rounds.rubick.constraints.new_work_mask`). The decision breaks the rule when a
 hurt job's target fits the resources free in the decision plus its own plus those of the jobs of
-**lower** priority that are not protected by a guarantee, but does not fit the free resources plus its
+**lower** priority that are not bound to a floor (a protected guarantee or an admitted deadline,
+:func:`~optsched.rounds.rubick.deadlines.privileged`), but does not fit the free resources plus its
 own alone. The second clause is what "to make room for a job of lower priority" means: a method that
 leaves a job out although free resources would hold it (FIFO behind a blocked head, say) does so for
-reasons of its own, which priorities do not change. Guarantees come before priorities: a protected job
-(a guaranteed job its tenant's quota covers) is never evicted for a higher-priority one; its resources
-do not count as room.
+reasons of its own, which priorities do not change. Guarantees and admitted deadlines come before
+priorities: a protected job (a guaranteed job its tenant's quota covers) or an admitted deadline job is
+never evicted for a higher-priority one; its resources do not count as room.
 
 **Enforcement** (one place, every method: exact, Algorithm 1 and its ablations, every baseline). The
 method solves the round; :func:`enforce_priorities` then takes the jobs by priority, highest first (ties
@@ -49,6 +50,7 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, is_kept, part_share, placement_of
 from optsched.rounds.rubick.constraints import must_leave, new_work_mask
+from optsched.rounds.rubick.deadlines import floor_ok, privileged
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of term comparisons and of memory fits (normalised throughput, GiB)
@@ -117,6 +119,8 @@ class _Rule:
         self.hold = _Holdings.of(problem, table, choices)
         self.node_type = np.array([n.gpu_type for n in problem.cluster.nodes])
         self.priority = {j.name: j.priority for j in problem.jobs}
+        #: jobs bound to a floor (protected guarantees, admitted deadlines): never evicted for a priority
+        self.floored = set(privileged(admission))
         self._masks: dict[tuple, np.ndarray] = {}
         self._room: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, list[str]]]] = {}
 
@@ -166,8 +170,8 @@ class _Rule:
     def rows_of(self, name: str) -> list[int]:
         """The rows ``name`` may run, by value, highest first."""
         rows = self.table.configs_of(name)
-        if name in self.admission.protected and rows.size:
-            rows = rows[self.admission.meets_guarantee(self.table, rows)]
+        if name in self.floored and rows.size:
+            rows = rows[floor_ok(self.table, self.admission, rows)]
         return sorted((int(k) for k in rows), key=lambda k: (-float(self.table.throughput[k]), int(self.table.gpus[k]),
                                                               k))
 
@@ -198,7 +202,7 @@ class _Rule:
         g, c, m = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n)
         on: dict[int, list[str]] = {}
         for other, held in self.hold.shares.items():
-            if self.priority[other] >= p or other in self.admission.protected:
+            if self.priority[other] >= p or other in self.floored:
                 continue
             for i, sg, sc, sm in held:
                 g[i] += sg

@@ -56,6 +56,14 @@ Choices where the paper is silent (checked in ``tests/rounds/test_rubick_problem
   caller's own candidate configurations (:mod:`optsched.core.coefficient_rows`); such a job's table
   holds exactly those rows (:mod:`optsched.rounds.rubick.own_rows` says how each method chooses among
   them). Both are written by ``to_dict`` only when non-empty, so rounds without them read as before.
+* **Deadlines** (issue "A round a real cluster scheduler can state", item 3; what they mean for the
+  methods: :mod:`optsched.rounds.rubick.deadlines`). Two rules are the round's (:meth:`RubickRound.deadline_passed`,
+  :meth:`RubickRound.samples_per_iteration`): a *queued* job whose ``deadline`` is at or before the round's
+  ``time`` is invalid (a :class:`~optsched.core.skip.JobError` naming the job, so ``on_invalid_job: "skip"``
+  leaves it out), while a *running* one is not an error (its deadline is reported missed and it is
+  scheduled as a job without one); and a job with a deadline needs a known global batch (its model in
+  the catalogue, as a model object of the round or in ``perf_params``), the samples of one iteration that
+  turn its remaining iterations into the samples/s of the table.
 """
 
 from __future__ import annotations
@@ -67,6 +75,7 @@ from optsched.core.checks import require_number
 from optsched.core.coefficient_rows import (CoefficientRow, Coefficients, check_coefficients, coefficients_from_dict,
                                             coefficients_to_dict, normalise_coefficients)
 from optsched.core.errors import ValidationError
+from optsched.core.job import Job
 from optsched.core.plan import check_plan_for_model
 from optsched.core.round import RoundProblem
 from optsched.core.skip import JobError, job_errors
@@ -97,10 +106,10 @@ class RubickRound(RoundProblem):
     """A Rubick round (module docstring)."""
 
     KIND: ClassVar[str] = "rubick"
-    #: binds every hard constraint of :mod:`optsched.rounds.rubick.constraints`; refuses Lyra's worker
-    #: fields, and deadlines, topology rules and priorities (not bound in Rubick rounds yet)
-    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = ("deadline", "gpus_per_worker", "fungible", "checkpointing",
-                                                     "topology")
+    #: binds every hard constraint of :mod:`optsched.rounds.rubick.constraints`, deadlines
+    #: (:mod:`optsched.rounds.rubick.deadlines`) and priorities (:mod:`optsched.rounds.rubick.priorities`);
+    #: refuses Lyra's worker fields and topology rules (not bound in Rubick rounds yet)
+    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = ("gpus_per_worker", "fungible", "checkpointing", "topology")
     #: binds node labels (job ``node_selector``) and node states (:mod:`optsched.rounds.rubick.constraints`);
     #: refuses node topology (not bound yet)
     UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ("topology",)
@@ -154,6 +163,9 @@ class RubickRound(RoundProblem):
                                                 or j.checkpoint_age_s is not None})
         object.__setattr__(self, "perf_params", tuple(self.perf_params))
         check_round_params(self.perf_params, self.cluster, self.own_models)
+        for job in self.jobs:
+            if job.deadline is not None:
+                self._check_deadline(job)
         coefficients = normalise_coefficients(self.coefficients) if self.coefficients else ()
         object.__setattr__(self, "coefficients", coefficients)
         if coefficients:
@@ -190,6 +202,28 @@ class RubickRound(RoundProblem):
     def weight(self, job: str) -> float:
         """Job ``job``'s weight in the objective (module docstring)."""
         return float(self.job(job).weight)
+    def deadline_passed(self, job: Job) -> bool:
+        """Whether ``job`` has a deadline at or before the round's ``time`` (module docstring, "Deadlines")."""
+        return job.deadline is not None and job.deadline <= self.time
+
+    def samples_per_iteration(self, job: Job) -> int | None:
+        """The global batch of ``job``'s model (samples per iteration): of the round's own model object, the
+        catalogue's model or the model of its ``perf_params``; None when the round knows none of them."""
+        spec = self.model_spec(job.model)
+        if spec is None:
+            spec = next((pm.model for pm in self.perf_params if pm.model.name == job.model), None)
+        return None if spec is None else int(spec.global_batch)
+
+    def _check_deadline(self, job: Job) -> None:
+        """The round's deadline rules (module docstring, "Deadlines"), a ``JobError`` naming the job."""
+        if self.deadline_passed(job) and self.current(job.name) is None:
+            raise JobError(job.name, f"round: queued job {job.name!r} has deadline {job.deadline:g} s, at or before "
+                                     f"the round's time {self.time:g} s: it cannot be met (remove the deadline, "
+                                     "or drop the job)")
+        if self.samples_per_iteration(job) is None:
+            raise JobError(job.name, f"round: job {job.name!r} has a deadline but the round does not know the global "
+                                     f"batch of its model {job.model!r} (samples per iteration, what turns its "
+                                     "remaining iterations into samples/s): give the model as an object")
 
     def warnings(self) -> list[str]:
         """The common warnings, and a reconfiguration penalty above the preemption penalty: a method then
