@@ -16,7 +16,9 @@ The loop (seeded, deterministic up to the exact solver's time limit):
   40% guaranteed, the rest best-effort. Each job is one of: gang (``min_gpus = max_gpus = requested``),
   one-node (``max_nodes = 1``), selector (``node_selector`` on a ``rack`` or a ``gpu`` label), CPU floor
   (``min_cpus_per_gpu = 10``), fixed plan (``plan_fixed`` with the best plan on its request on A100-40G, pinned there by
-  ``gpu_type``), priority (``priority`` 1 or 2; every other job has 0), plain. Its
+  ``gpu_type``), priority (``priority`` 1 or 2; every other job has 0), deadline (``deadline`` = submission
+  + 1.5-3 times its run time at its request; once it has passed, a queued job is sent without it, as a
+  round refuses a queued job past its deadline), plain. Its
   ``total_iterations`` make it run 20-90 minutes at its request on the fastest GPU type it may use (the
   request's throughput, read from a one-job round solved by ``fifo-backfill`` once per (model, type, GPUs)).
 * **Rounds**: every 300 s for ``--hours``; each round is a ``rubick`` round (cluster with the current node
@@ -69,6 +71,7 @@ Columns (one row per method and penalty setting):
 * ``flipflop_per_job_h``: flip-flops per job-hour; a flip-flop is a start or reconfiguration to a
   configuration (plan, sorted GPUs-per-node shape, GPU type) the job had two or more configuration
   changes earlier (A -> B -> A counts once);
+* ``deadlines_met``: deadline jobs that finished by their deadline / deadline jobs;
 * ``finished``: jobs finished within ``--hours``; ``mean_jct_h``: their mean completion time (finish -
   submit), hours (over each row's own finished jobs, so rows with different ``finished`` compare
   different sets);
@@ -102,7 +105,7 @@ MODELS = ("vit", "roberta", "bert", "t5", "gpt2")
 TYPES = {"A100-40G": ("a100", 1024.0), "V100-32G": ("v100", 768.0)}
 TENANTS = ("t0", "t1", "t2")
 QUOTA = 64
-KINDS = ("gang", "one-node", "selector", "cpu-floor", "plan-fixed", "priority", "plain")
+KINDS = ("gang", "one-node", "selector", "cpu-floor", "plan-fixed", "priority", "deadline", "plain")
 #: seconds a job is held after a start or reconfiguration in the ``hold`` setting
 MIN_HOLD_S = 900.0
 #: the penalty settings compared (module docstring, "Settings")
@@ -173,6 +176,8 @@ def make_jobs(cluster: Cluster, n: int, horizon_s: float, seed: int) -> list[dic
         thr = request_row(cluster, model, gtype, gpus)[0]
         minutes = rng.uniform(20.0, 90.0)
         job["total_iterations"] = max(1, int(minutes * 60 * thr / get_model(model).global_batch))
+        if kind == "deadline":  # 1.5-3 times its run time at its request, counted from its submission
+            job["deadline"] = round(submit + rng.uniform(1.5, 3.0) * minutes * 60, 1)
         job["_kind"] = kind
         jobs.append(job)
     return jobs
@@ -317,6 +322,9 @@ def run(cluster: Cluster, jobs: list[dict], hours: float, method: str, setting: 
         present = [j for j in jobs if j["submit_time"] <= t and j["name"] not in finish]
         rjobs = [{k: v for k, v in j.items() if not k.startswith("_")}
                  | {"completed_iterations": done.get(j["name"], 0.0)} for j in present]
+        for j in rjobs:  # a queued job past its deadline is refused by the round: the scheduler drops the deadline
+            if j.get("deadline") is not None and j["deadline"] <= t and j["name"] not in running:
+                del j["deadline"]
         rnd = {"kind": "rubick", "time": t, "cluster": cl, "jobs": rjobs,
                "running": [{"job": name, **a} for name, a in running.items()],
                "quotas": {tn: QUOTA for tn in TENANTS}}
@@ -398,6 +406,9 @@ def run(cluster: Cluster, jobs: list[dict], hours: float, method: str, setting: 
         running = new_running
     submit = {j["name"]: j["submit_time"] for j in jobs}
     jct = [finish[n] - submit[n] for n in finish]
+    due = {j["name"]: j["deadline"] for j in jobs if j.get("deadline") is not None}
+    stats["deadlines"] = len(due)
+    stats["deadlines_met"] = sum(1 for n, d in due.items() if n in finish and finish[n] <= d)
     solve = sorted(stats["solve"]) or [math.nan]
     job_h = stats["alloc_s"] / 3600.0
     return {**stats, "finished": len(finish), "mean_jct_h": sum(jct) / len(jct) / 3600.0 if jct else math.nan,
@@ -434,11 +445,11 @@ def main(argv: list[str] | None = None) -> int:
             jh = max(r["job_h"], 1e-9)
             rows.append((method, label, r["rounds"], r["errors"], r["violations"], r["drained"], r["cordoned"],
                          r["restarts"], f"{r['restart_gpu_s'] / 3600.0:.2f}", r["preempts"], f"{r['reconfs'] / jh:.3f}",
-                         f"{r['flipflops'] / jh:.3f}", r["finished"], f"{r['mean_jct_h']:.2f}", f"{r['p50']:.2f}",
-                         f"{r['p95']:.2f}", f"{r['wall_s']:.0f}"))
+                         f"{r['flipflops'] / jh:.3f}", f"{r['deadlines_met']}/{r['deadlines']}", r["finished"],
+                         f"{r['mean_jct_h']:.2f}", f"{r['p50']:.2f}", f"{r['p95']:.2f}", f"{r['wall_s']:.0f}"))
     emit(("method", "setting", "rounds", "errors", "violations", "on_draining", "on_cordoned", "restarts",
-          "restart_gpu_h", "preempts", "reconf_per_job_h", "flipflop_per_job_h", "finished", "mean_jct_h",
-          "solve_p50_s", "solve_p95_s", "wall_s"), rows, "scheduler_loop.csv")
+          "restart_gpu_h", "preempts", "reconf_per_job_h", "flipflop_per_job_h", "deadlines_met", "finished",
+          "mean_jct_h", "solve_p50_s", "solve_p95_s", "wall_s"), rows, "scheduler_loop.csv")
     return 0
 
 
