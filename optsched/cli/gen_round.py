@@ -30,8 +30,8 @@ OPTION_HELP: dict[str, str] = {
     "servers": "on-loan inference servers (Lyra kinds)", "training": "training servers (Lyra kinds)",
     "reclaim": "servers to reclaim (lyra-reclaim)",
     "load": "queued base demand over the GPUs the round may hand out (lyra-allocate, lyra)",
-    "constrained": "fraction of queued jobs with a hard constraint (rubick: rack selector, max_nodes, gang or CPU "
-                   "floor; nodes labelled with racks)",
+    "constrained": "fraction of queued jobs with a constraint (rubick: rack selector, max_nodes, gang, CPU floor, "
+                   "required or preferred rack topology; nodes labelled with racks, racks as their topology)",
 }
 #: names a generator option may not have: gen-round's own options and what the top-level parser sets
 RESERVED = frozenset({"kind", "out", "help", "verbose", "version", "command", "handler"})

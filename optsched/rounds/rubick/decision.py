@@ -9,7 +9,9 @@ plan and GPUs on the same nodes with other CPUs or memory: its limits change in 
 ``preempt`` (running, gets nothing) or ``wait`` (queued, gets nothing); ``protected`` says whether its
 performance guarantee was enforced (the admission's protected jobs); ``penalty`` is the round's
 ``trim_penalty`` for ``trim``, ``reconfig_penalty`` for ``reconfigure``, ``preempt_penalty`` for
-``preempt``, else 0; ``reason`` (:func:`wait_reason`) says why a job that does not run does not. The
+``preempt``, else 0, plus the job's topology cost when it runs with a preferred topology rule
+(:func:`~optsched.rounds.rubick.objective.topology_cost`), so that the objective is the sum of
+``normalised - penalty`` over the jobs; ``reason`` (:func:`wait_reason`) says why a job that does not run does not. The
 round's skipped jobs (``on_invalid_job: "skip"``) are the decision's ``skipped`` list, not per-job entries.
 
 **No reconfiguration without a change that matters** (issue 16, item 5; the paper is silent). Before a
@@ -35,7 +37,7 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit
 from optsched.rounds.rubick.choice import Choice, change_penalty, is_kept, is_trim, placement_of
 from optsched.rounds.rubick.feasibility import CAPACITY_TOL
-from optsched.rounds.rubick.objective import objective
+from optsched.rounds.rubick.objective import objective, topology_cost
 from optsched.rounds.rubick.problem import RubickRound
 
 
@@ -120,7 +122,8 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
                                               "trim" if is_trim(problem, table, j, choice) else "reconfigure")
         thr = float(table.throughput[choice.row])
         jobs.append(JobDecision(name, alloc, thr, thr / float(table.reference_throughput[j]), action, protected,
-                                penalty=change_penalty(problem, table, j, choice)))
+                                penalty=change_penalty(problem, table, j, choice)
+                                + topology_cost(problem, problem.job(name), (n for n, _ in choice.parts))))
     return Decision(problem.kind, method, status, obj, JobAllocations(tuple(jobs)), bound, relative_gap(bound, obj),
                     solve_seconds, heuristic_objective, warm_start, message, problem.skipped)
 

@@ -2,7 +2,9 @@
 distinct nodes of the row's GPU type, node capacities in GPUs, CPUs and memory, protected jobs reaching
 their reference throughput, guaranteed jobs waiting for quota not running, and every job's own hard
 constraints (:func:`~optsched.rounds.rubick.constraints.broken`, checked on the placement itself, not
-on how the table was built)."""
+on how the table was built, and the node rules of
+:func:`~optsched.rounds.rubick.constraints.node_broken`: selectors, node states and a required
+topology rule)."""
 
 from __future__ import annotations
 

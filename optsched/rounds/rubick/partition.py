@@ -10,7 +10,8 @@ Rules (POP leaves the split to the problem; these are ours):
   quotas, a guaranteed job waiting for quota is in no part (it waits; a running one is preempted)
   and every admitted guaranteed job keeps its guarantee in its part.
 * **Nodes.** Nodes that a running job spans are kept together (connected components of "a running
-  job holds both"); the components are shuffled with the seed and dealt, largest first, to the part
+  job holds both"), and so are the nodes of one domain of a topology level some job requires when the
+  level has at least ``k`` domains (a required-rack job then sees whole racks in its part); the components are shuffled with the seed and dealt, largest first, to the part
   with the fewest GPUs of their type so far, so every part gets about ``1/k`` of each GPU type.
 * **Jobs.** A running job goes with the part holding its nodes. Queued jobs are shuffled with the
   seed and dealt, most requested GPUs first, to the part of a type they may use with the most GPUs
@@ -24,7 +25,7 @@ Rules (POP leaves the split to the problem; these are ours):
   request or, for a running job, its current configuration, it is in no part (the message says so;
   an admitted guaranteed job is ``unhosted``, as above).
 * **Merge.** The parts' per-job decisions are joined; the objective is the round's (normalised
-  throughputs minus penalties; a part's reference throughput is the whole round's when the nodes of
+  throughputs minus each job's penalty, its topology cost included; a part's reference throughput is the whole round's when the nodes of
   a GPU type are alike, which the catalogue clusters are). The union is feasible for the whole cluster
   because the parts' nodes are disjoint. No bound is reported: the parts restrict the round.
 * **Invalid jobs.** A round that skips invalid jobs is split without them
@@ -52,6 +53,7 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.perf.lookup import FittedModels, PerfSource
 from optsched.rounds.rubick import own_rows
 from optsched.rounds.rubick.admission import Admission, admit
+from optsched.rounds.rubick.constraints import requires_topology
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table, valid_round
 
@@ -70,10 +72,19 @@ class RoundSplit:
     skipped: tuple[SkippedJob, ...] = ()
 
 
-def _components(problem: RubickRound) -> list[list[str]]:
-    """Groups of node names that a running job spans together (union-find), in cluster order."""
-    return connected_groups([n.name for n in problem.cluster.nodes],
-                            ([n for n, _ in a.placement.shares] for a in problem.running))
+def _components(problem: RubickRound, parts: int) -> list[list[str]]:
+    """Groups of node names that a running job spans together, or one domain of a required topology
+    level with at least ``parts`` domains (union-find), in cluster order."""
+    groups = [[n for n, _ in a.placement.shares] for a in problem.running]
+    for level in sorted({lv for j in problem.jobs if (lv := requires_topology(j)) is not None}):
+        domains: dict[str, list[str]] = {}
+        for n in problem.cluster.nodes:
+            d = n.domain(level)
+            if d is not None:
+                domains.setdefault(d, []).append(n.name)
+        if len(domains) >= parts:
+            groups.extend(domains.values())
+    return connected_groups([n.name for n in problem.cluster.nodes], groups)
 
 
 def check_parts(problem: RoundProblem, parts: int) -> None:
@@ -95,7 +106,7 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
     admission = admit(problem, table)
     node_type = {n.name: n.gpu_type for n in cluster.nodes}
     gpus_of = {n.name: problem.free(n.name).gpus for n in cluster.nodes}
-    comps = _components(problem)
+    comps = _components(problem, parts)
     order = [comps[i] for i in rng.permutation(len(comps))]
     order.sort(key=lambda c: -sum(gpus_of[n] for n in c))
     part_nodes: list[list[str]] = [[] for _ in range(parts)]
@@ -147,7 +158,7 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
             running=tuple(a for a in problem.running if a.job in members),
             occupied=tuple((n, s) for n, s in problem.occupied if n in names), time=problem.time, quotas=(),
             reconfig_penalty=problem.reconfig_penalty, preempt_penalty=problem.preempt_penalty,
-            trim_penalty=problem.trim_penalty,
+            trim_penalty=problem.trim_penalty, topology_penalty=problem.topology_penalty,
             own_models=problem.own_models, perf_params=problem.perf_params, coefficients=coefficients))
     unhosted = {name: why for name, why in left_out.items() if name in admission.protected}
     return RoundSplit(tuple(subs), left_out, admission, unhosted, problem.skipped)
@@ -200,10 +211,8 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
             x = JobDecision(job.name, None, 0.0, 0.0, "preempt" if running else "wait", False, why,
                             problem.preempt_penalty if running else 0.0)
         jobs.append(x)
-    objective = sum(x.normalised for x in jobs)
-    objective -= problem.reconfig_penalty * sum(x.action == "reconfigure" for x in jobs)
-    objective -= problem.trim_penalty * sum(x.action == "trim" for x in jobs)  # type: ignore[operator]
-    objective -= problem.preempt_penalty * sum(x.action == "preempt" for x in jobs)
+    # each job's penalty is what its action and placement cost the objective (rounds/rubick/decision.py)
+    objective = sum(x.normalised - x.penalty for x in jobs)
     statuses = {d.status for d in decisions}
     status = ("partial" if "partial" in statuses else
               "heuristic" if statuses <= {"heuristic"} else "feasible")
