@@ -48,10 +48,11 @@ little, and the reported gap is against the relaxation's bound. Size: ``|rows| +
 |classes|`` variables.
 
 **Node rules** (:mod:`optsched.rounds.rubick.constraints`). A part variable exists only where the job
-may hold that part: a ``ready`` node its ``node_selector`` matches, or a cordoned node where it holds at
-least as many GPUs now. The aggregated encoding splits classes by node state (a cordoned node is a
-class of its own) but not by labels: a job that selects nodes gets its part variables per *sub-class*
-(the nodes of a class with the same values of the selected labels), and what the selecting jobs hold
+may hold that part: a ``ready`` node its ``node_selector`` matches (and that has a domain of the level
+its topology rule requires, if any), or a cordoned node where it holds at least as many GPUs now. The
+aggregated encoding splits classes by node state (a cordoned node is a class of its own) but not by
+labels: a job that selects nodes or requires a topology level gets its part variables per *sub-class*
+(the nodes of a class with the same values of the selected labels and the same required levels present), and what the selecting jobs hold
 of a sub-class must fit it (GPUs, CPUs, memory, parts larger than half a node), besides the class
 totals every job shares. Every per-node solution maps onto that, so it stays a relaxation, and the
 classes stay as few as without selectors.
@@ -102,7 +103,7 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
 from optsched.rounds.rubick.constraints import (domain_ids, held_on_cordoned, must_leave, new_work_mask,
-                                                node_constrained, node_rule_key)
+                                                node_constrained, node_rule_key, requires_topology)
 from optsched.rounds.rubick.objective import objective, topology_weight
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -170,11 +171,16 @@ class _NodeRules:
         #: cordoned node is a class of its own (a job's cap there is its own)
         self.signature = [(problem.cluster.node(n).state, i if i in cordoned else -1)
                           for i, n in enumerate(nodes.names)]
-        #: per node, the values of the labels some job selects: what splits a class into the sub-classes
-        #: of the selecting jobs (module docstring, "Node rules")
-        self.labels = [tuple(problem.cluster.node(n).label(k) or "" for k in keys) for n in nodes.names]
-        #: the jobs that select nodes (their parts go to sub-classes in the aggregated encoding)
-        self.selecting = {j for j, name in enumerate(table.jobs) if problem.job(name).node_selector}
+        levels = sorted({lv for j in problem.jobs if (lv := requires_topology(j)) is not None})
+        #: per node, the values of the labels some job selects and whether it has each topology level some
+        #: job requires: what splits a class into the sub-classes of the selecting jobs (module docstring,
+        #: "Node rules")
+        self.labels = [tuple(problem.cluster.node(n).label(k) or "" for k in keys)
+                       + tuple(problem.cluster.node(n).domain(lv) is not None for lv in levels) for n in nodes.names]
+        #: the jobs that select nodes or require a topology level (their parts go to sub-classes in the
+        #: aggregated encoding)
+        self.selecting = {j for j, name in enumerate(table.jobs)
+                          if problem.job(name).node_selector or requires_topology(problem.job(name)) is not None}
 
     def nodes_for(self, j: int, s: int) -> np.ndarray:
         """Per node: whether job ``j`` may hold a part of ``s`` GPUs there."""
