@@ -575,9 +575,12 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             n_cons += 1
     domains: dict[tuple[int, int], cp_model.IntVar] = {}
     by_job: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    most_parts: dict[int, int] = {}
     for (j, d), terms in dom_terms.items():  # per-node encoding: the domains a topology job's parts use
         _, required, w = topo.jobs[j]
-        most = max(len(table.gpus_per_node[int(k)]) for k in rows_of[j])
+        most = most_parts.get(j)
+        if most is None:
+            most = most_parts[j] = max(len(table.gpus_per_node[int(k)]) for k in rows_of[j])
         v = domains[(j, d)] = m.new_bool_var(f"d{j}_{d}")
         m.add(sum(terms) <= most * v)
         n_cons += 1

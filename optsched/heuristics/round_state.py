@@ -23,6 +23,14 @@ round objective (:func:`~optsched.rounds.rubick.objective.objective`).
   the given amounts (optionally only rows reaching the job's guarantee), or the job's running
   configuration when it fits and the penalty of the row's configuration (reconfiguration or trim)
   makes it the better choice.
+* **Topology** (:mod:`optsched.rounds.rubick.constraints`). The objective term of a job with a
+  ``preferred`` rule includes its topology cost (:meth:`RoundState.topology_cost`, the rule of
+  :func:`~optsched.rounds.rubick.objective.topology_cost` on node domain ids). GetBestPlan of a job
+  with a rule (:meth:`RoundState.best_in_domains`) is GetBestPlan on each domain of the given nodes
+  alone, fewest free GPUs first (best fit), and for a ``preferred`` rule also on all of them, the best
+  by the job's objective term; mapping one row (:meth:`RoundState.map_row_in_domains`, the baselines')
+  takes the first domain that holds it in the same order, or, for a ``preferred`` rule when none does,
+  all the nodes.
 
 Speed (same results): GetBestPlan on at most :data:`SMALL_CANDIDATES` nodes runs in plain Python on
 lists (:meth:`RoundState.best_on`; numpy's per-call cost dominates on a few nodes); memory totals of 8

@@ -70,6 +70,20 @@ Choices where the paper is silent (documented here, checked in ``tests/test_rubi
   exact shares when they still fit). Only if that fails too is the round declared infeasible.
 * **Return to the queue.** Jobs left without resources (preempted or never placed) get one more try at
   the end on the free resources only, without shrinking anyone.
+* **Topology** (issue "A round a real cluster scheduler can state", item 2;
+  :mod:`optsched.rounds.rubick.constraints`). A job with a ``required`` rule walks the nodes of one
+  domain of its level: the domain it runs in, then the domains whose free GPUs on the nodes it may use
+  (plus those of best-effort jobs for a privileged job) hold its best row, fewest first (best fit),
+  then the roomiest (:meth:`Algorithm1.topology_domains`), up to :data:`TOPOLOGY_TRIES`; each walk is
+  a ScheduleJob rolled back, and the one that changes the objective most is done again and kept (the
+  first that gives the job its best value and changes no other job is kept at once). A job with a
+  ``preferred`` rule walks the domains one after another in that order; its walk's positions ignore
+  the rule (as the walk's counts do), and the final GetBestPlan compares the best configuration on
+  each single domain with the best on all visited nodes by the job's term of the objective, its
+  topology cost included (:meth:`~optsched.heuristics.round_state.RoundState.best_in_domains`). Every
+  other comparison of objective terms (the commit rule, shrink losses, give-back, the return to the
+  queue) counts the cost too, and a running job that pays it is never answered by the running-best-row
+  shortcut.
 
 Raises :class:`UnreachableGuaranteeError` (an :class:`~optsched.core.errors.InfeasibleError`) naming
 the job(s) when a protected job cannot reach its guarantee even after shrinking every job that may be
@@ -600,10 +614,17 @@ class Algorithm1(WalkEngine):
         mask = np.isin(self.node_type, [self.type_id[x] for x in types])
         avail = (self.free_gpus + self.held_by_best_effort())[mask]
         most = int(avail.max()) if avail.size else 0
+        dom = self.topo_dom[j]
+        domain = ""
+        if self.topo_required[j] and dom is not None:
+            mine = mask & self.eligible[j]
+            room = np.bincount(dom[mine], weights=(self.free_gpus + self.held_by_best_effort())[mine])
+            level = self.problem.job(self.names[j]).topology.level  # type: ignore[union-attr]
+            domain = f"; its topology rule requires one {level} domain, which has at most {int(room.max(initial=0))}"
         return (f"guaranteed job {self.names[j]!r} needs {need} {'/'.join(types)} GPUs "
                 f"(shape {' or '.join(map(str, shapes))}) to reach its reference throughput "
                 f"{float(self.table.reference_throughput[j]):.4g} samples/s, but only {int(avail.sum())} GPUs of that "
-                f"type are free or held by best-effort jobs (at most {most} on one node)")
+                f"type are free or held by best-effort jobs (at most {most} on one node{domain})")
 
 
 #: the most domains ScheduleJob tries for a job with a required topology rule (:meth:`Algorithm1.schedule_job`)

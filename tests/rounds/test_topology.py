@@ -415,3 +415,35 @@ def test_the_docs_describe_node_topology_job_topology_and_topology_penalty() -> 
     for needle in ("| `topology_penalty` | number >= 0 | no (0.02)", "`topology` (`{level: domain}`",
                    '| `topology` | `{"level": string, "mode": "required" or "preferred"}`', "**Topology.**"):
         assert needle in text, needle
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_algorithm1_walk_checks_hold_with_topology_rules(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """A crowded round where many jobs have rack rules: with ``CHECK`` every refresh of the walk from
+    its counts equals GetBestPlan's (a required job walks one rack, a preferred one reads positions
+    without the rule, as the counts do), and the decisions equal those of exact refreshes; they keep
+    every rule."""
+    from optsched.heuristics import rubick_walk
+    from optsched.heuristics.rubick import algorithm1
+    problem = generate_rubick_round(40, 8, 200, seed, constrained=0.7)
+    assert sum(j.topology is not None for j in problem.jobs) >= 10
+    table = build_round_table(problem)
+    admission = admit(problem, table)
+    monkeypatch.setattr(rubick_walk, "CHECK", True)
+    checked = algorithm1(problem, table, admission, defer=True)
+    monkeypatch.setattr(rubick_walk, "CHECK", False)
+    monkeypatch.setattr(rubick_walk, "EXACT_REFRESHES", 10**9)
+    assert algorithm1(problem, table, admission, defer=True).choices == checked.choices
+    assert violations(problem, table, checked.choices, checked.admission) == []
+
+
+def test_a_guaranteed_job_no_rack_can_hold_is_deferred_naming_its_rule() -> None:
+    """Each rack has 6 free GPUs: a guaranteed 8-GPU gang requiring one rack cannot reach its guarantee,
+    so Algorithm 1 defers it (it waits, as for quota) and says why; exact agrees."""
+    occupied = {"n000": NodeShare(2, 8, 32.0), "n002": NodeShare(2, 8, 32.0)}
+    gang = Job("g", "bert", 8, 1000, min_gpus=8, max_gpus=8, topology=REQUIRED, guaranteed=True)
+    problem = RubickRound(_racked(["r0", "r0", "r1", "r1"]), (gang, Job("b", "bert", 4, 1000)), occupied=occupied)
+    for method in ("heuristic", "exact"):
+        d = _decide(problem, method)
+        assert "g" not in _running(d) and "b" in _running(d)
+        assert "requires one rack domain, which has at most 6" in d.message, d.message
