@@ -36,6 +36,7 @@ from optsched.core.errors import ValidationError
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, admit
 from optsched.rounds.rubick.choice import Choice, change_penalty, is_kept, is_trim, placement_of
+from optsched.rounds.rubick.constraints import new_work_mask, requires_topology
 from optsched.rounds.rubick.feasibility import CAPACITY_TOL
 from optsched.rounds.rubick.objective import objective, topology_cost
 from optsched.rounds.rubick.problem import RubickRound
@@ -131,7 +132,8 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
 def wait_reason(problem: RubickRound, table: CoefficientTable, admission: Admission, j: int, method: str) -> str:
     """Why job index ``j`` does not run: the admission's reason for a guaranteed job it keeps waiting
     (tenant quota 0 or exhausted, guarantee deferred as unreachable, no configuration reaching its
-    request), no configuration considered when the time limit cut the table short, else no room (the
+    request), no configuration considered when the time limit cut the table short, no domain of the
+    level its topology rule requires with as many GPUs as its smallest configuration, else no room (the
     free resources went to other jobs; for a guaranteed job, also that ``method`` protects nobody when
     its admission is empty)."""
     name = table.jobs[j]
@@ -140,6 +142,19 @@ def wait_reason(problem: RubickRound, table: CoefficientTable, admission: Admiss
     if len(table.rows_of(j)) == 0:
         return "not considered: the time limit ran out before its configurations were built"
     job = problem.job(name)
+    level = requires_topology(job)
+    if level is not None:
+        need = int(table.gpus[table.rows_of(j)].min())
+        names = [n.name for n in problem.cluster.nodes]
+        room: dict[str, int] = {}
+        for node, ok in zip(names, new_work_mask(problem, job, names)):
+            if ok:
+                d = problem.cluster.node(node).domain(level)
+                room[d] = room.get(d, 0) + problem.free(node).gpus  # type: ignore[index]
+        most = max(room.values(), default=0)
+        if most < need:
+            return (f"no room: its topology rule requires one {level} domain, and none has {need} GPUs (the fewest of "
+                    f"its configurations) on the nodes it may use (at most {most})")
     if job.guaranteed and not admission.protected and not admission.waiting:
         return f"no room: the free resources went to other jobs ({method} enforces no performance guarantees)"
     return "no room: the free resources went to other jobs this round"
