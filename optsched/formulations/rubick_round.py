@@ -52,10 +52,10 @@ may hold that part: a ``ready`` node its ``node_selector`` matches (and that has
 its topology rule requires, if any), or a cordoned node where it holds at least as many GPUs now. The
 aggregated encoding splits classes by node state (a cordoned node is a class of its own) but not by
 labels: a job that selects nodes or requires a topology level gets its part variables per *sub-class*
-(the nodes of a class with the same values of the selected labels and the same required levels present), and what the selecting jobs hold
-of a sub-class must fit it (GPUs, CPUs, memory, parts larger than half a node), besides the class
-totals every job shares. Every per-node solution maps onto that, so it stays a relaxation, and the
-classes stay as few as without selectors.
+(the nodes of a class with the same values of the selected labels and the same required levels
+present), and what the selecting jobs hold of a sub-class must fit it (GPUs, CPUs, memory, parts
+larger than half a node), besides the class totals every job shares. Every per-node solution maps
+onto that, so it stays a relaxation, and the classes stay as few as without selectors.
 
 **Topology** (:mod:`optsched.rounds.rubick.constraints`; the cost is
 :func:`~optsched.rounds.rubick.objective.topology_weight` per extra domain). A row of a job with a

@@ -226,7 +226,8 @@ def _random_round(seed: int) -> RubickRound:
     rng = np.random.default_rng(1000 + seed)
     racks = [None if rng.random() < 0.15 else f"r{int(rng.integers(3))}" for _ in range(6)]
     cluster = _racked(racks)
-    cluster = replace(cluster, nodes=tuple(replace(n, labels={"zone": f"z{i % 2}"}) for i, n in enumerate(cluster.nodes)))
+    cluster = replace(cluster, nodes=tuple(replace(n, labels={"zone": f"z{i % 2}"})
+                                           for i, n in enumerate(cluster.nodes)))
     jobs = []
     for i in range(7):
         g = int(rng.choice([1, 2, 4, 8]))

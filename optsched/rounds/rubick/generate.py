@@ -415,5 +415,5 @@ def with_constraints(problem: RubickRound, fraction: float, seed: int) -> Rubick
     return replace(problem, cluster=replace(problem.cluster, nodes=nodes), jobs=tuple(jobs))
 
 
-__all__ = ["MODEL_WEIGHTS", "MIN_REQUEST_GPUS", "RACK_NODES", "candidate_requests", "generate_rubick_round", "request_weight",
-           "with_constraints"]
+__all__ = ["MODEL_WEIGHTS", "MIN_REQUEST_GPUS", "RACK_NODES", "candidate_requests", "generate_rubick_round",
+           "request_weight", "with_constraints"]

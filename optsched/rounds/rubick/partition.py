@@ -11,8 +11,9 @@ Rules (POP leaves the split to the problem; these are ours):
   and every admitted guaranteed job keeps its guarantee in its part.
 * **Nodes.** Nodes that a running job spans are kept together (connected components of "a running
   job holds both"), and so are the nodes of one domain of a topology level some job requires when the
-  level has at least ``k`` domains (a required-rack job then sees whole racks in its part); the components are shuffled with the seed and dealt, largest first, to the part
-  with the fewest GPUs of their type so far, so every part gets about ``1/k`` of each GPU type.
+  level has at least ``k`` domains (a required-rack job then sees whole racks in its part); the
+  components are shuffled with the seed and dealt, largest first, to the part with the fewest GPUs of
+  their type so far, so every part gets about ``1/k`` of each GPU type.
 * **Jobs.** A running job goes with the part holding its nodes. Queued jobs are shuffled with the
   seed and dealt, most requested GPUs first, to the part of a type they may use with the most GPUs
   neither held by its running jobs nor asked for by the queued jobs dealt to it so far; a job whose
@@ -25,9 +26,10 @@ Rules (POP leaves the split to the problem; these are ours):
   request or, for a running job, its current configuration, it is in no part (the message says so;
   an admitted guaranteed job is ``unhosted``, as above).
 * **Merge.** The parts' per-job decisions are joined; the objective is the round's (normalised
-  throughputs minus each job's penalty, its topology cost included; a part's reference throughput is the whole round's when the nodes of
-  a GPU type are alike, which the catalogue clusters are). The union is feasible for the whole cluster
-  because the parts' nodes are disjoint. No bound is reported: the parts restrict the round.
+  throughputs minus each job's penalty, its topology cost included; a part's reference throughput is
+  the whole round's when the nodes of a GPU type are alike, which the catalogue clusters are). The
+  union is feasible for the whole cluster because the parts' nodes are disjoint. No bound is
+  reported: the parts restrict the round.
 * **Invalid jobs.** A round that skips invalid jobs is split without them
   (:func:`~optsched.rounds.rubick.table.valid_round`, as every method does); the merged decision lists
   them in ``skipped``, as the method on the whole round would.
