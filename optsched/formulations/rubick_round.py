@@ -178,9 +178,11 @@ class _NodeRules:
         self.labels = [tuple(problem.cluster.node(n).label(k) or "" for k in keys)
                        + tuple(problem.cluster.node(n).domain(lv) is not None for lv in levels) for n in nodes.names]
         #: the jobs that select nodes or require a topology level (their parts go to sub-classes in the
-        #: aggregated encoding)
+        #: aggregated encoding; :meth:`bind` leaves out those requiring a level that every node of each
+        #: class has or lacks alike)
         self.selecting = {j for j, name in enumerate(table.jobs)
                           if problem.job(name).node_selector or requires_topology(problem.job(name)) is not None}
+        self._selects = {j for j in self.selecting if problem.job(table.jobs[j]).node_selector}
 
     def nodes_for(self, j: int, s: int) -> np.ndarray:
         """Per node: whether job ``j`` may hold a part of ``s`` GPUs there."""
@@ -198,6 +200,13 @@ class _NodeRules:
         """Use ``classes`` (nodes of one signature each, :attr:`signature`) in :meth:`classes_for`, and
         split each into the sub-classes of :meth:`subclasses`."""
         self._first = np.array([c[0] for c in classes], dtype=np.int64)
+        uniform: dict[int, bool] = {}  # per node mask: whether each class is all in or all out of it
+        for j in sorted(self.selecting - self._selects):
+            mask = self._allow[j]
+            if id(mask) not in uniform:
+                uniform[id(mask)] = all(bool(mask[c].all()) or not mask[c].any() for c in classes)
+            if uniform[id(mask)]:  # a required level every node of a class has or lacks: the class decides
+                self.selecting.discard(j)
         self._class_allow: dict[int, np.ndarray] = {}
         self._subs: list[dict[tuple, list[int]]] = []
         for c in classes:
