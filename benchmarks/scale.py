@@ -23,7 +23,9 @@ writes ``benchmarks/out/scale.csv``.
 scheduler can state", Performance: "solves within 1.5x the time of the same round without them"): the
 ``NODESx8/JOBS`` round (seed 0) and the same round with ``--constrained`` of its queued jobs carrying
 a constraint (``generate_rubick_round(..., constrained=F)``: rack selectors, ``max_nodes``, gangs, CPU
-floors; the nodes labelled with racks) and that fraction of all jobs a priority of 1 or 2, each solved by ``rubick`` (ample limit), ``exact`` (``--limit``)
+floors, required and preferred rack topology rules; the nodes labelled with racks, the racks also
+their topology) and that fraction of all jobs a priority of 1 or 2, each solved by ``rubick`` (ample
+limit), ``exact`` (``--limit``)
 and ``exact`` with ``--partitions``, in one run; prints each constrained wall time over the
 unconstrained one and writes ``benchmarks/out/scale_constraints.csv``.
 """

@@ -30,8 +30,9 @@ OPTION_HELP: dict[str, str] = {
     "servers": "on-loan inference servers (Lyra kinds)", "training": "training servers (Lyra kinds)",
     "reclaim": "servers to reclaim (lyra-reclaim)",
     "load": "queued base demand over the GPUs the round may hand out (lyra-allocate, lyra)",
-    "constrained": "fraction of queued jobs with a hard constraint (rubick: rack selector, max_nodes, gang or CPU "
-                   "floor; nodes labelled with racks) and of all jobs with priority 1 or 2",
+    "constrained": "fraction of queued jobs with a constraint (rubick: rack selector, max_nodes, gang, CPU floor, "
+                   "required or preferred rack topology; nodes labelled with racks, racks as their topology) and of "
+                   "all jobs with priority 1 or 2",
 }
 #: names a generator option may not have: gen-round's own options and what the top-level parser sets
 RESERVED = frozenset({"kind", "out", "help", "verbose", "version", "command", "handler"})

@@ -52,13 +52,33 @@ little, and the reported gap is against the relaxation's bound. Size: ``|rows| +
 |classes|`` variables.
 
 **Node rules** (:mod:`optsched.rounds.rubick.constraints`). A part variable exists only where the job
-may hold that part: a ``ready`` node its ``node_selector`` matches, or a cordoned node where it holds at
-least as many GPUs now. The aggregated encoding splits classes by node state (a cordoned node is a
-class of its own) but not by labels: a job that selects nodes gets its part variables per *sub-class*
-(the nodes of a class with the same values of the selected labels), and what the selecting jobs hold
-of a sub-class must fit it (GPUs, CPUs, memory, parts larger than half a node), besides the class
-totals every job shares. Every per-node solution maps onto that, so it stays a relaxation, and the
-classes stay as few as without selectors.
+may hold that part: a ``ready`` node its ``node_selector`` matches (and that has a domain of the level
+its topology rule requires, if any), or a cordoned node where it holds at least as many GPUs now. The
+aggregated encoding splits classes by node state (a cordoned node is a class of its own) but not by
+labels: a job that selects nodes or requires a topology level gets its part variables per *sub-class*
+(the nodes of a class with the same values of the selected labels and the same required levels
+present), and what the selecting jobs hold of a sub-class must fit it (GPUs, CPUs, memory, parts
+larger than half a node), besides the class totals every job shares. Every per-node solution maps
+onto that, so it stays a relaxation, and the classes stay as few as without selectors.
+
+**Topology** (:mod:`optsched.rounds.rubick.constraints`; the cost is
+:func:`~optsched.rounds.rubick.objective.topology_weight` per extra domain). A row of a job with a
+``required`` rule that fits no single domain alone (its parts, largest first: the r-th part fits at
+least r of the domain's nodes it may use, with the round's free resources; :meth:`_Topology.fits_one`)
+gets no ``y``, in both encodings. Per node, a job with a topology rule also has ``d[j, D]`` (bool) per
+domain ``D`` where it has part variables: ``sum of its x on D's nodes <= P_j d[j, D]`` (``P_j`` the
+most parts of any of its rows); ``required``: at most one ``d[j, D]``; ``preferred``: each ``d[j, D]``
+costs ``w_j`` (the cost per extra domain) and each of its rows with ``x`` earns ``w_j`` back, so the
+objective pays ``w_j`` per domain beyond the first exactly. A kept or in-place row's domains are known:
+its weight carries their cost. Size: ``sum_j |domains of j|`` more variables and constraints (at most
+one per node and job with a rule) and one at-most-one per required job. The aggregated encoding has no
+domain variables: its classes are not split by domain (that would multiply the classes by the
+domains), so a required rule binds there through the rows only and a preferred one costs ``w_j`` on
+the rows that fit no single domain (a lower bound of the cost: they span at least two): every per-node
+solution maps onto it, so it stays a relaxation. :func:`_repair` puts each row of a required job on
+the one domain that holds it with the fewest free GPUs (best fit; none: the row is not taken), and a
+row of a preferred job there too when one domain holds it, else on nodes of the domains it already
+uses first.
 
 **Back ends.** The model is built in CP-SAT and solved by CP-SAT (default) or, being made of linear,
 at-most-one and bool-or constraints only, as a MILP through pulp with CBC or HiGHS
@@ -86,9 +106,10 @@ from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Soluti
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
-from optsched.rounds.rubick.constraints import held_on_cordoned, must_leave, new_work_mask, node_constrained
+from optsched.rounds.rubick.constraints import (domain_ids, held_on_cordoned, must_leave, new_work_mask,
+                                                node_constrained, node_rule_key, requires_topology)
 from optsched.rounds.rubick.deadlines import admit_round, floor_ok, privileged
-from optsched.rounds.rubick.objective import objective
+from optsched.rounds.rubick.objective import objective, topology_weight
 from optsched.rounds.rubick.problem import RubickRound
 
 log = logging.getLogger(__name__)
@@ -134,27 +155,39 @@ class _NodeRules:
         if not self.active:
             return
         index = {n: i for i, n in enumerate(nodes.names)}
-        by_selector: dict[tuple, np.ndarray] = {}
+        by_key: dict[tuple, np.ndarray] = {}
+        #: per job index: what its node mask depends on (:func:`~optsched.rounds.rubick.constraints.node_rule_key`,
+        #: and what it holds on cordoned nodes)
+        self.key: dict[int, tuple] = {}
         for j, name in enumerate(table.jobs):
             job = problem.job(name)
-            mask = by_selector.get(job.node_selector)
+            key = node_rule_key(job)
+            mask = by_key.get(key)
             if mask is None:
-                mask = by_selector[job.node_selector] = new_work_mask(problem, job, nodes.names)
+                mask = by_key[key] = new_work_mask(problem, job, nodes.names)
             self._allow[j] = mask
             held = held_on_cordoned(problem, job)
             if held:
                 self._held[j] = {index[n]: g for n, g in held.items()}
+            self.key[j] = (key, tuple(sorted(self._held.get(j, {}).items())))
         cordoned = {i for i, n in enumerate(nodes.names) if problem.cluster.node(n).state == "cordoned"}
         keys = sorted({k for j in problem.jobs for k, _ in j.node_selector})
         #: what splits nodes into aggregated classes besides GPU type and free GPUs: the state, and a
         #: cordoned node is a class of its own (a job's cap there is its own)
         self.signature = [(problem.cluster.node(n).state, i if i in cordoned else -1)
                           for i, n in enumerate(nodes.names)]
-        #: per node, the values of the labels some job selects: what splits a class into the sub-classes
-        #: of the selecting jobs (module docstring, "Node rules")
-        self.labels = [tuple(problem.cluster.node(n).label(k) or "" for k in keys) for n in nodes.names]
-        #: the jobs that select nodes (their parts go to sub-classes in the aggregated encoding)
-        self.selecting = {j for j, name in enumerate(table.jobs) if problem.job(name).node_selector}
+        levels = sorted({lv for j in problem.jobs if (lv := requires_topology(j)) is not None})
+        #: per node, the values of the labels some job selects and whether it has each topology level some
+        #: job requires: what splits a class into the sub-classes of the selecting jobs (module docstring,
+        #: "Node rules")
+        self.labels = [tuple(problem.cluster.node(n).label(k) or "" for k in keys)
+                       + tuple(problem.cluster.node(n).domain(lv) is not None for lv in levels) for n in nodes.names]
+        #: the jobs that select nodes or require a topology level (their parts go to sub-classes in the
+        #: aggregated encoding; :meth:`bind` leaves out those requiring a level that every node of each
+        #: class has or lacks alike)
+        self.selecting = {j for j, name in enumerate(table.jobs)
+                          if problem.job(name).node_selector or requires_topology(problem.job(name)) is not None}
+        self._selects = {j for j in self.selecting if problem.job(table.jobs[j]).node_selector}
 
     def nodes_for(self, j: int, s: int) -> np.ndarray:
         """Per node: whether job ``j`` may hold a part of ``s`` GPUs there."""
@@ -172,6 +205,13 @@ class _NodeRules:
         """Use ``classes`` (nodes of one signature each, :attr:`signature`) in :meth:`classes_for`, and
         split each into the sub-classes of :meth:`subclasses`."""
         self._first = np.array([c[0] for c in classes], dtype=np.int64)
+        uniform: dict[int, bool] = {}  # per node mask: whether each class is all in or all out of it
+        for j in sorted(self.selecting - self._selects):
+            mask = self._allow[j]
+            if id(mask) not in uniform:
+                uniform[id(mask)] = all(bool(mask[c].all()) or not mask[c].any() for c in classes)
+            if uniform[id(mask)]:  # a required level every node of a class has or lacks: the class decides
+                self.selecting.discard(j)
         self._class_allow: dict[int, np.ndarray] = {}
         self._subs: list[dict[tuple, list[int]]] = []
         for c in classes:
@@ -192,6 +232,56 @@ class _NodeRules:
         if out is None:  # one array per selector: jobs of the same selector share their node mask
             out = self._class_allow[id(self._allow[j])] = self._allow[j][self._first]
         return out
+
+
+class _Topology:
+    """The topology rules of a round's jobs (:mod:`optsched.rounds.rubick.constraints`, module docstring
+    "Topology" here): per job index with a required rule or a preferred one of positive cost, the domain
+    id of every node at the rule's level (:func:`~optsched.rounds.rubick.constraints.domain_ids`; a node
+    lacking the level has an id of its own), whether the rule is required and the cost per extra domain
+    (:func:`~optsched.rounds.rubick.objective.topology_weight`)."""
+
+    def __init__(self, problem: RubickRound, table: CoefficientTable, nodes: _Nodes) -> None:
+        self.nodes = nodes
+        self.jobs: dict[int, tuple[np.ndarray, bool, float]] = {}
+        levels: dict[str, np.ndarray] = {}
+        for j, name in enumerate(table.jobs):
+            job = problem.job(name)
+            rule = job.topology
+            if rule is None:
+                continue
+            required = rule.mode == "required"
+            w = 0.0 if required else topology_weight(problem, job)
+            if not required and w <= 0.0:
+                continue
+            dom = levels.get(rule.level)
+            if dom is None:
+                dom = levels[rule.level] = domain_ids(problem, rule.level, nodes.names)
+            self.jobs[j] = (dom, required, w)
+        self._counts: dict[tuple, np.ndarray] = {}
+
+    def fits_one(self, table: CoefficientTable, rules: _NodeRules, j: int, k: int) -> np.ndarray:
+        """Per domain id of job ``j``'s level: whether row ``k`` fits that domain's nodes alone (the free
+        resources of the round, the nodes the job may use): with the row's parts largest first, the r-th
+        part fits at least r of the domain's nodes (nodes fitting a part fit every smaller one)."""
+        dom = self.jobs[j][0]
+        n_dom = int(dom.max()) + 1 if dom.size else 0
+        nodes = self.nodes
+        ok = np.ones(n_dom, dtype=bool)
+        need = 0
+        for s, mult in sorted(Counter(table.gpus_per_node[k]).items(), reverse=True):
+            cpus, mem = part_share(table, k, s)
+            need += mult
+            key = (table.gpu_type[k], s, cpus, _mib_up(mem), id(dom), rules.key.get(j, ()) if rules.active else ())
+            count = self._counts.get(key)
+            if count is None:
+                mask = nodes.type_mask.get(table.gpu_type[k], np.zeros(len(nodes.names), dtype=bool)) \
+                    & (nodes.gpus >= s) & (nodes.cpus >= cpus) & (nodes.mem >= key[3])
+                if rules.active:
+                    mask = mask & rules.nodes_for(j, s)
+                count = self._counts[key] = np.bincount(dom[mask], minlength=n_dom)
+            ok &= count >= need
+        return ok
 
 
 def _nodes(problem: RubickRound) -> _Nodes:
@@ -230,11 +320,14 @@ class RubickRoundModel:
     #: aggregated encoding, jobs that select nodes: (row, size, class, label values) -> var
     sub_parts: dict[tuple[int, int, int, tuple], cp_model.IntVar]
     banned: frozenset[int]  # running jobs (indices) on a draining node: their current row is no keep
+    topo: _Topology  # the jobs' topology rules
+    #: per-node encoding: (job index, domain id) -> whether the job's parts use the domain (topology rules)
+    domains: dict[tuple[int, int], cp_model.IntVar]
 
     @property
     def size(self) -> ModelSize:
-        return ModelSize(len(self.y) + len(self.parts) + len(self.sub_parts) + len(self.trims), self.n_constraints,
-                         self.encoding)
+        return ModelSize(len(self.y) + len(self.parts) + len(self.sub_parts) + len(self.trims) + len(self.domains),
+                         self.n_constraints, self.encoding)
 
 
 def allowed_rows(table: CoefficientTable, admission: Admission) -> dict[int, np.ndarray]:
@@ -310,6 +403,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     floors = privileged(admission)  # the jobs that must run (protected, admitted deadlines)
     nodes = _nodes(problem)
     rules = _NodeRules(problem, table, nodes)
+    topo = _Topology(problem, table, nodes)
     rows_of = allowed_rows(table, admission)
     #: running jobs on a draining node: their current row is an ordinary row (a move), never kept
     banned = {j for j in range(len(table.jobs)) if table.current_row[j] >= 0
@@ -319,6 +413,9 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
 
     # per row: its parts and their per-node demand
     demand: dict[int, list[tuple[int, int, int, int]]] = {}  # row -> [(size, mult, cpus, mem MiB)]
+    #: rows of a job with a topology rule that fit no single domain alone (module docstring, "Topology"):
+    #: never chosen under a required rule, at least one extra domain under a preferred one
+    spread: set[int] = set()
     n_node_vars = 0
     n_eligible: dict[tuple[str, int, int, int], int] = {}
     for j, rows in rows_of.items():
@@ -328,6 +425,10 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             k = int(k)
             if k in cur_rows:
                 continue
+            if j in topo.jobs and not topo.fits_one(table, rules, j, k).any():
+                spread.add(k)
+                if topo.jobs[j][1]:  # required: the row is no candidate
+                    continue
             d = []
             for s, mult in sorted(Counter(table.gpus_per_node[k]).items(), reverse=True):
                 cpus, mem = part_share(table, k, s)
@@ -369,6 +470,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     tot_c = np.array([nodes.cpus[c].sum() for c in classes])
     tot_m = np.array([nodes.mem[c].sum() for c in classes])
     class_of = {i: ci for ci, c in enumerate(classes) for i in c}
+    node_index = {n: i for i, n in enumerate(nodes.names)}
 
     m = cp_model.CpModel()
     y: dict[int, cp_model.IntVar] = {}
@@ -376,6 +478,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     trims: dict[int, cp_model.IntVar] = {}
     n_cons = 0
     obj_terms: list[tuple[cp_model.IntVar, int]] = []
+    #: per-node encoding, jobs with a topology rule: (job, domain id) -> its part variables on the domain's nodes
+    dom_terms: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
     offset = 0.0
     use_g: list[list] = [[] for _ in classes]
     use_c: list[list] = [[] for _ in classes]
@@ -390,15 +494,27 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
         cur = int(table.current_row[j])
         running = cur >= 0
         ys = []
+        rule = topo.jobs.get(j)
+        dom = None if rule is None or encoding != "per-node" else rule[0]
         for k in rows:
             k = int(k)
+            keep = k == cur and j not in banned
+            if not keep and k not in demand:  # a row of a required topology rule that fits no domain
+                continue
             v = m.new_bool_var(f"y{k}")
             y[k] = v
             ys.append(v)
             w = float(table.throughput[k]) / ref
-            keep = k == cur and j not in banned
             if running:
                 w += pen.preempt - (0.0 if keep else pen.reconfig)
+            if rule is not None and rule[2] > 0.0:  # a preferred rule's cost (module docstring, "Topology")
+                if keep:
+                    w -= rule[2] * (len({int(rule[0][node_index[n]]) for n, _ in _current_parts_of(problem, name)})
+                                    - 1)
+                elif encoding == "per-node":
+                    w += rule[2]  # each domain the row's parts use costs rule[2] (below): the first is free
+                elif k in spread:
+                    w -= rule[2]  # the aggregated encoding's lower bound: a second domain at least
             obj_terms.append((v, round(w * SCALE)))
             if keep:
                 alloc = problem.current(name)
@@ -436,6 +552,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                             sub_use[(int(ci), lab)].append((p, s, cpus, mem))
                         vs.append(p)
                         per_node[int(ci)].append(p)
+                        if dom is not None:
+                            dom_terms[(j, int(dom[ci]))].append(p)
                         use_g[ci].append((p, s))
                         use_c[ci].append((p, cpus))
                         use_m[ci].append((p, mem))
@@ -458,6 +576,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 trims[k] = v
                 ys.append(v)
                 w = float(table.throughput[k]) / ref + pen.preempt - change_penalty(problem, table, j, choice)
+                if rule is not None:
+                    w -= rule[2] * (len({int(rule[0][i]) for i, *_ in need}) - 1)
                 obj_terms.append((v, round(w * SCALE)))
                 for i, s, c, mem in need:
                     ci = class_of[i]
@@ -471,6 +591,24 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             n_cons += 1
         elif len(ys) > 1:
             m.add_at_most_one(ys)
+            n_cons += 1
+    domains: dict[tuple[int, int], cp_model.IntVar] = {}
+    by_job: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+    most_parts: dict[int, int] = {}
+    for (j, d), terms in dom_terms.items():  # per-node encoding: the domains a topology job's parts use
+        _, required, w = topo.jobs[j]
+        most = most_parts.get(j)
+        if most is None:
+            most = most_parts[j] = max(len(table.gpus_per_node[int(k)]) for k in rows_of[j])
+        v = domains[(j, d)] = m.new_bool_var(f"d{j}_{d}")
+        m.add(sum(terms) <= most * v)
+        n_cons += 1
+        by_job[j].append(v)
+        if not required:
+            obj_terms.append((v, -round(w * SCALE)))
+    for j, vs in by_job.items():
+        if topo.jobs[j][1] and len(vs) > 1:  # required: one domain
+            m.add_at_most_one(vs)
             n_cons += 1
     for ci in range(len(classes)):
         for terms, cap in ((use_g[ci], cls_g[ci] * cls_n[ci]), (use_c[ci], tot_c[ci]),
@@ -491,13 +629,13 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             n_cons += 1
     m.maximize(sum(c * v for v, c in obj_terms))
     return RubickRoundModel(problem, table, admission, encoding, m, y, parts, trims, classes, nodes, offset, n_cons,
-                            rules, sub_parts, frozenset(banned))
+                            rules, sub_parts, frozenset(banned), topo, domains)
 
 
 def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tuple[cp_model.IntVar, int]]:
     """The value of every variable of ``built`` under ``hint`` (job -> choice): ``t`` 1 for the rows in
     place, ``y`` 1 for the other chosen rows, parts counted per (row, size, node or class); rows first,
-    then parts, then rows in place."""
+    then parts, then rows in place, then the domains a topology job's parts use."""
     class_of = {built.nodes.names[i]: ci for ci, c in enumerate(built.classes) for i in c}
     trimmed = {ch.row for name, ch in hint.items() if ch.row in built.trims
                and sorted(ch.parts) == sorted(_current_parts(built, name))}
@@ -510,10 +648,22 @@ def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tu
                 counts[(ch.row, g, class_of[node])] += 1
                 if built.sub_parts:
                     counts[(ch.row, g, class_of[node], built.rules.labels[index[node]])] += 1
+    used: set[tuple[int, int]] = set()  # (job, domain id) of the hinted parts of jobs with a topology rule
+    if built.domains:
+        t = built.table
+        for name, ch in hint.items():
+            j = t.job_position.get(name)
+            if j is None or j not in built.topo.jobs or ch.row in trimmed or ch.row not in built.y:
+                continue
+            if ch.row == int(t.current_row[j]) and j not in built.banned:
+                continue  # kept: no part variables
+            dom = built.topo.jobs[j][0]
+            used.update((j, int(dom[index[node]])) for node, _ in ch.parts)
     out = [(v, 1 if k in chosen_rows else 0) for k, v in built.y.items()]
     out.extend((v, counts.get(key, 0)) for key, v in built.parts.items())
     out.extend((v, counts.get(key, 0)) for key, v in built.sub_parts.items())
     out.extend((v, 1 if k in trimmed else 0) for k, v in built.trims.items())
+    out.extend((v, 1 if key in used else 0) for key, v in built.domains.items())
     return out
 
 
@@ -536,7 +686,12 @@ def _decode(built: RubickRoundModel, values: Sequence[int]) -> dict[str, Choice]
 
 def _current_parts(built: RubickRoundModel, name: str) -> tuple[tuple[str, int], ...]:
     """(node, GPUs) of running job ``name``'s current placement."""
-    alloc = built.problem.current(name)
+    return _current_parts_of(built.problem, name)
+
+
+def _current_parts_of(problem: RubickRound, name: str) -> tuple[tuple[str, int], ...]:
+    """(node, GPUs) of running job ``name``'s current placement."""
+    alloc = problem.current(name)
     assert alloc is not None
     return alloc.placement.gpu_parts
 
@@ -567,8 +722,9 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
     """Map an aggregated solution (job -> (row, whether it is in place)) to nodes: the current rows and
     the rows in place on the job's current nodes, the other rows by best-fit decreasing; a part that does
     not fit makes its job fall back to its best row that does (a row that can be in place on its current
-    nodes first), or to nothing, unless protected; then jobs left out get their best fitting row. None
-    when a protected job cannot be placed."""
+    nodes first), or to nothing, unless protected; then jobs left out get their best fitting row. A job
+    with a topology rule goes to one domain (module docstring, "Topology"). None when a protected job
+    cannot be placed."""
     p, t, nodes = built.problem, built.table, built.nodes
     free_g, free_c = nodes.gpus.astype(np.int64).copy(), nodes.cpus.astype(np.int64).copy()
     free_m = nodes.mem.astype(np.int64).copy()
@@ -600,13 +756,42 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
                     free_m[i] -= _mib_up(s.mem_gib)
                 return Choice(k, alloc.placement.gpu_parts)
             return None
+        rule = built.topo.jobs.get(j)
+        if rule is None:
+            return place(k, j)
+        dom, required, _ = rule
+        fit = np.ones(int(dom.max()) + 1, dtype=bool)
+        need = 0
+        for s, mult in sorted(Counter(t.gpus_per_node[k]).items(), reverse=True):
+            need += mult
+            fit &= np.bincount(dom[fits(k, j, s)], minlength=fit.size) >= need
+        doms = np.flatnonzero(fit)
+        if doms.size:  # one domain holds the row: the one with the fewest free GPUs for it (best fit)
+            small = fits(k, j, min(t.gpus_per_node[k]))
+            room = np.bincount(dom[small], weights=free_g[small], minlength=fit.size)
+            d = int(doms[np.argmin(room[doms])])
+            return place(k, j, dom == d)
+        return None if required else place(k, j, prefer=dom)
+
+    def fits(k: int, j: int, s: int) -> np.ndarray:
+        """Per node: whether a part of ``s`` GPUs of row ``k`` of job ``j`` fits what is free there."""
+        cpus, mem = part_share(t, k, s)
+        ok = (free_g >= s) & (free_c >= cpus) & (free_m >= _mib_up(mem)) & (types == t.gpu_type[k])
+        if built.rules.active:
+            ok &= built.rules.nodes_for(j, s)
+        return ok
+
+    def place(k: int, j: int, within: np.ndarray | None = None, prefer: np.ndarray | None = None) -> Choice | None:
+        """Row ``k``'s parts, largest first, each on the fitting node with the fewest free GPUs (lowest
+        index on ties) among ``within``; with ``prefer`` (a domain id per node), nodes of the domains
+        already used first. None (nothing taken) when a part fits nowhere."""
         used: list[tuple[int, int, int, int]] = []
         for s in t.gpus_per_node[k]:
             cpus, mem = part_share(t, k, s)
             mem = _mib_up(mem)
-            ok = (free_g >= s) & (free_c >= cpus) & (free_m >= mem) & (types == t.gpu_type[k])
-            if built.rules.active:
-                ok &= built.rules.nodes_for(j, s)
+            ok = fits(k, j, s)
+            if within is not None:
+                ok &= within
             for i, _, _, _ in used:
                 ok[i] = False
             cand = np.flatnonzero(ok)
@@ -616,7 +801,10 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
                     free_c[i] += c2
                     free_m[i] += m2
                 return None
-            i = int(cand[np.argmin(free_g[cand] - s)])  # best fit in GPUs, lowest index on ties
+            score = free_g[cand] - s
+            if prefer is not None and used:
+                score = score + (~np.isin(prefer[cand], prefer[[u[0] for u in used]])) * (int(free_g.max()) + 1)
+            i = int(cand[np.argmin(score)])  # best fit in GPUs, lowest index on ties
             free_g[i] -= s
             free_c[i] -= cpus
             free_m[i] -= mem

@@ -30,6 +30,14 @@ round objective (:func:`~optsched.rounds.rubick.objective.objective`).
   its guarantee" means "keeps its floor" (:func:`~optsched.rounds.rubick.deadlines.floor_ok`: meets the
   throughput its deadline needs, and its guarantee when it has one), so every rule on protected jobs
   binds it.
+* **Topology** (:mod:`optsched.rounds.rubick.constraints`). The objective term of a job with a
+  ``preferred`` rule includes its topology cost (:meth:`RoundState.topology_cost`, the rule of
+  :func:`~optsched.rounds.rubick.objective.topology_cost` on node domain ids). GetBestPlan of a job
+  with a rule (:meth:`RoundState.best_in_domains`) is GetBestPlan on each domain of the given nodes
+  alone, fewest free GPUs first (best fit), and for a ``preferred`` rule also on all of them, the best
+  by the job's objective term; mapping one row (:meth:`RoundState.map_row_in_domains`, the baselines')
+  takes the first domain that holds it in the same order, or, for a ``preferred`` rule when none does,
+  all the nodes.
 
 Speed (same results): GetBestPlan on at most :data:`SMALL_CANDIDATES` nodes runs in plain Python on
 lists (:meth:`RoundState.best_on`; numpy's per-call cost dominates on a few nodes); memory totals of 8
@@ -51,8 +59,9 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.heuristics.placement import MEM_TOL, Holding, NodeLedger, Share
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, is_kept
-from optsched.rounds.rubick.constraints import must_leave, new_work_mask, node_constrained
+from optsched.rounds.rubick.constraints import domain_ids, must_leave, new_work_mask, node_constrained, node_rule_key
 from optsched.rounds.rubick.deadlines import admitted_needs, floor_ok, privileged
+from optsched.rounds.rubick.objective import topology_weight
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of slope and objective comparisons (normalised-throughput units)
@@ -308,13 +317,36 @@ class RoundState:
             masks: dict[tuple, np.ndarray] = {}
             for j, name in enumerate(self.names):
                 job = problem.job(name)
-                if job.node_selector not in masks:
-                    masks[job.node_selector] = new_work_mask(problem, job, node_names)
-                self.eligible[j] &= masks[job.node_selector]
+                key = node_rule_key(job)
+                if key not in masks:
+                    masks[key] = new_work_mask(problem, job, node_names)
+                self.eligible[j] &= masks[key]
         for name, gtype in admission.gpu_type.items():  # a protected job admitted on one GPU type runs there
             j = table.job_position.get(name)
             if j is not None:
                 self.eligible[j] &= node_type == self.type_id[gtype]
+        #: topology rules (module docstring, "Topology"): per job, the domain id of every node at its
+        #: rule's level (None: no rule, or a preferred one that costs nothing), as an array and a list
+        self.topo_dom: list[np.ndarray | None] = [None] * n_jobs
+        self.topo_dom_list: list[list[int] | None] = [None] * n_jobs
+        #: per job: whether its rule is required, and the cost per extra domain of a preferred one
+        self.topo_required: list[bool] = [False] * n_jobs
+        self.topo_cost: list[float] = [0.0] * n_jobs
+        levels: dict[str, np.ndarray] = {}
+        for j, name in enumerate(self.names):
+            job = problem.job(name)
+            rule = job.topology
+            if rule is None:
+                continue
+            required = rule.mode == "required"
+            cost = 0.0 if required else topology_weight(problem, job)
+            if not required and cost <= 0.0:
+                continue
+            dom = levels.get(rule.level)
+            if dom is None:
+                dom = levels[rule.level] = domain_ids(problem, rule.level, node_names)
+            self.topo_dom[j], self.topo_dom_list[j] = dom, dom.tolist()
+            self.topo_required[j], self.topo_cost[j] = required, cost
         #: every job's rows sorted (made per job on first use: a large queue is mostly never looked at)
         self.rows = _RowsOfJobs(table, self.value, row_type, floor_ok(table, admission))
         for j in np.flatnonzero(np.asarray(table.current_row) >= 0):
@@ -345,12 +377,24 @@ class RoundState:
                 self.set(j, cur)
 
     def contrib(self, j: int, cfg: Config | None) -> float:
-        """Job ``j``'s term of the round objective under ``cfg``."""
+        """Job ``j``'s term of the round objective under ``cfg`` (its topology cost included)."""
         if cfg is None:
             return -self.preempt_penalty[j] if self.running[j] else 0.0
+        if self.topo_cost[j]:
+            return float(self.value[cfg.row]) - self.penalty(j, cfg) - self.topology_cost(j, cfg)
         if cfg.kept or not self.running[j]:  # :meth:`penalty`, inlined (called millions of times)
             return float(self.value[cfg.row])
         return float(self.value[cfg.row]) - (self.trim_penalty[j] if cfg.trim else self.reconfig_penalty[j])
+
+    def topology_cost(self, j: int, cfg: Config) -> float:
+        """What the domains of ``cfg`` beyond the first cost job ``j`` (a preferred topology rule,
+        :func:`~optsched.rounds.rubick.objective.topology_cost`; 0 for any other job)."""
+        cost = self.topo_cost[j]
+        if not cost:
+            return 0.0
+        dom = self.topo_dom_list[j]
+        assert dom is not None
+        return cost * (len({dom[n] for n, g, _, _ in cfg.shares if g > 0}) - 1)
 
     def penalty(self, j: int, cfg: Config) -> float:
         """What ``cfg`` costs job ``j`` (module docstring, "Objective terms")."""
@@ -413,6 +457,19 @@ class RoundState:
                                       prefer=self.on_current_node[j, cand], base=base)
         return None if shares is None else self._config(j, rows.py.rows[i], shares, amounts)
 
+    def map_row_in_domains(self, j: int, i: int, cand: np.ndarray, amounts: Amounts,
+                           base: np.ndarray | None) -> Config | None:
+        """:meth:`map_row` for any job: one with a topology rule maps the row onto one domain of ``cand``
+        (the first that holds it, fewest free GPUs first: :meth:`domain_groups`), or, for a preferred
+        rule when no domain does, onto all of ``cand``."""
+        if self.topo_dom[j] is None:
+            return self.map_row(j, i, cand, amounts, base)
+        for group in self.domain_groups(j, cand, amounts, self.rows[j].py.gpus[i]):
+            cfg = self.map_row(j, i, group, amounts, base)
+            if cfg is not None:
+                return cfg
+        return None if self.topo_required[j] else self.map_row(j, i, cand, amounts, base)
+
     def _config(self, j: int, row: int, shares: list[Share], amounts: Amounts | None,
                 lists: tuple[list[int], list[int], list[int], list[float]] | None = None) -> Config | None:
         """Job ``j`` on ``row`` with ``shares``: its exact current shares when the mapping is its current
@@ -440,11 +497,66 @@ class RoundState:
         return Config(row, tuple(sorted(shares)), False, trim)
 
     def best(self, j: int, cand: np.ndarray, amounts: Amounts, *, guarantee: bool, keep: bool,
-             base: np.ndarray | None = None) -> Config | None:
+             base: np.ndarray | None = None, topology: bool = True) -> Config | None:
         """GetBestPlan (module docstring): the best configuration of job ``j`` on ``amounts`` of the
         nodes ``cand``; ``keep`` allows its running configuration, ``guarantee`` restricts to rows
         reaching the job's reference throughput. Up to :data:`SMALL_CANDIDATES` nodes are handled by
-        :meth:`best_on` in plain Python (same result, without numpy's per-call cost)."""
+        :meth:`best_on` in plain Python (same result, without numpy's per-call cost). A job with a
+        topology rule is placed by :meth:`best_in_domains` unless ``topology`` is False (the caller's
+        ``cand`` then lies in one domain, or the caller reads only a position that ignores the rule)."""
+        if topology and self.topo_dom[j] is not None:
+            return self.best_in_domains(j, cand, amounts, guarantee=guarantee, keep=keep, base=base)
+        return self._best(j, cand, amounts, guarantee=guarantee, keep=keep, base=base)
+
+    def domain_groups(self, j: int, cand: np.ndarray, amounts: Amounts, least: int = 0) -> list[np.ndarray]:
+        """The nodes of ``cand`` by domain of job ``j``'s topology level (each in ``cand`` order), the
+        domains with at least ``least`` free GPUs only, fewest free GPUs first (best fit), then domain id."""
+        dom = self.topo_dom[j]
+        assert dom is not None
+        d = dom[cand]
+        if d.size == 0:
+            return []
+        if d.min() == d.max():
+            return [cand] if int(amounts[0][cand].sum()) >= least else []
+        order = np.argsort(d, kind="stable")
+        ids, starts = np.unique(d[order], return_index=True)
+        groups = np.split(cand[order], starts[1:])
+        room = np.add.reduceat(amounts[0][cand[order]], starts)
+        keep = np.flatnonzero(room >= least)
+        keep = keep[np.lexsort((ids[keep], room[keep]))]
+        return [groups[i] for i in keep]
+
+    def best_in_domains(self, j: int, cand: np.ndarray, amounts: Amounts, *, guarantee: bool, keep: bool,
+                        base: np.ndarray | None = None) -> Config | None:
+        """GetBestPlan of a job with a topology rule (module docstring, "Topology"): the best of
+        GetBestPlan on each domain of ``cand`` alone (best fit first: fewest free GPUs; a domain too small
+        for any row is skipped; done once a configuration scores the job's best value), and for a
+        preferred rule also on all of ``cand``, by the job's term of the objective (its topology cost
+        included); ties go to the first found."""
+        rows = self.rows[j]
+        chosen: Config | None = None
+        score = -math.inf
+        top = rows.best_value - EPS
+        for group in self.domain_groups(j, cand, amounts, rows.py.gpu_steps[0] if rows.py.gpu_steps else 0):
+            cfg = self._best(j, group, amounts, guarantee=guarantee, keep=keep, base=base)
+            if cfg is None:
+                continue
+            s = self.contrib(j, cfg)
+            if s > score + EPS:
+                chosen, score = cfg, s
+                if score >= top:
+                    return chosen
+        if not self.topo_required[j]:
+            cfg = self._best(j, cand, amounts, guarantee=guarantee, keep=keep, base=base)
+            if cfg is not None and self.contrib(j, cfg) > score + EPS:
+                chosen = cfg
+        elif keep and chosen is None and self.current[j] is not None:
+            chosen = self._best(j, cand[:0], amounts, guarantee=guarantee, keep=True)  # kept, if it fits
+        return chosen
+
+    def _best(self, j: int, cand: np.ndarray, amounts: Amounts, *, guarantee: bool, keep: bool,
+              base: np.ndarray | None = None) -> Config | None:
+        """:meth:`best` without topology rules."""
         rows = self.rows[j]
         chosen: Config | None = None
         score = -math.inf

@@ -73,6 +73,20 @@ Choices where the paper is silent (documented here, checked in ``tests/test_rubi
   exact shares when they still fit). Only if that fails too is the round declared infeasible.
 * **Return to the queue.** Jobs left without resources (preempted or never placed) get one more try at
   the end on the free resources only, without shrinking anyone.
+* **Topology** (issue "A round a real cluster scheduler can state", item 2;
+  :mod:`optsched.rounds.rubick.constraints`). A job with a ``required`` rule walks the nodes of one
+  domain of its level: the domain it runs in, then the domains whose free GPUs on the nodes it may use
+  (plus those of best-effort jobs for a privileged job) hold its best row, fewest first (best fit),
+  then the roomiest (:meth:`Algorithm1.topology_domains`), up to :data:`TOPOLOGY_TRIES`; each walk is
+  a ScheduleJob rolled back, and the one that changes the objective most is done again and kept (the
+  first that gives the job its best value and changes no other job is kept at once). A job with a
+  ``preferred`` rule walks the domains one after another in that order; its walk's positions ignore
+  the rule (as the walk's counts do), and the final GetBestPlan compares the best configuration on
+  each single domain with the best on all visited nodes by the job's term of the objective, its
+  topology cost included (:meth:`~optsched.heuristics.round_state.RoundState.best_in_domains`). Every
+  other comparison of objective terms (the commit rule, shrink losses, give-back, the return to the
+  queue) counts the cost too, and a running job that pays it is never answered by the running-best-row
+  shortcut.
 
 Raises :class:`UnreachableGuaranteeError` (an :class:`~optsched.core.errors.InfeasibleError`) naming
 the job(s) when a protected job cannot reach its guarantee even after shrinking every job that may be
@@ -346,16 +360,52 @@ class Algorithm1(WalkEngine):
         """GPUs per node held by jobs that are not protected (a live view: do not modify)."""
         return self.ledger.group_gpus[0]
 
-    def walk_order(self, j: int, privileged: bool) -> np.ndarray:
+    def walk_order(self, j: int, privileged: bool, domain: int | None = None) -> np.ndarray:
+        """The nodes ScheduleJob walks for job ``j`` (module docstring): its current nodes, then by free
+        GPUs (plus GPUs of best-effort jobs when ``privileged``) descending, then index; only the nodes
+        of ``domain`` when given (a required topology rule). A job with a preferred topology rule walks
+        the domains one after another (:meth:`topology_domains` order), each as above."""
         cur = self.current[j]
-        first = [n for n, *_ in cur.shares if self.eligible[j, n]] if cur is not None else []
-        rest = np.flatnonzero(self.eligible[j] & ~self.on_current_node[j])
+        mask = self.eligible[j]
+        dom = self.topo_dom[j]
+        if domain is not None:
+            assert dom is not None
+            mask = mask & (dom == domain)
+        first = [n for n, *_ in cur.shares if mask[n]] if cur is not None else []
+        rest = np.flatnonzero(mask & ~self.on_current_node[j])
         score = self.free_gpus[rest]
         if privileged:
             score = score + self.held_by_best_effort()[rest]
         # by score descending, then node index (``rest`` is ascending and the sort stable)
         rest = rest[np.argsort(-score, kind="stable")]
+        if domain is None and dom is not None and rest.size:  # a preferred rule: domain by domain
+            ranked = self.topology_domains(j, privileged)
+            rank = np.full(int(dom.max()) + 1, len(ranked), dtype=np.int64)
+            rank[ranked] = np.arange(len(ranked))
+            rest = rest[np.argsort(rank[dom[rest]], kind="stable")]
         return np.concatenate([np.array(first, dtype=np.int64), rest]) if first else rest
+
+    def topology_domains(self, j: int, privileged: bool) -> list[int]:
+        """The domains of job ``j``'s topology level where it may get GPUs, in the order ScheduleJob
+        tries them (module docstring, "Topology"): the domain it runs in, then the domains whose free GPUs
+        (plus GPUs of best-effort jobs when ``privileged``) on the nodes it may use hold its best row,
+        fewest first (best fit), then the others, most first; ties by domain id."""
+        dom = self.topo_dom[j]
+        assert dom is not None
+        nodes = np.flatnonzero(self.eligible[j])
+        score = self.free_gpus[nodes] + (self.held_by_best_effort()[nodes] if privileged else 0)
+        ids, inverse = np.unique(dom[nodes], return_inverse=True)
+        room = np.bincount(inverse, weights=score, minlength=ids.size)
+        rows = self.rows[j]
+        need = int(rows.py.gpus[0]) if rows.py.gpus else 0
+        fit = room >= need
+        order = np.lexsort((ids, np.where(fit, room, -room), ~fit))
+        out = [int(d) for d in ids[order]]
+        cur = self.current[j]
+        if cur is not None:
+            mine = int(dom[cur.shares[0][0]])
+            out = [mine] + [d for d in out if d != mine]
+        return out
 
     def keepable(self, j: int) -> list[bool]:
         """Per row of job ``j`` (in :class:`~optsched.heuristics.round_state.JobRows` order): whether a
@@ -399,21 +449,42 @@ class Algorithm1(WalkEngine):
         """ScheduleJob [Algorithm 1, lines 6-25] for job index ``j``; True when committed. ``forced``:
         a privileged job below its minimum (committed whenever it reaches its guarantee). The node walk
         is :class:`~optsched.heuristics.rubick_walk.NodeWalk`. A job running its best row as it runs is
-        answered without the walk (:meth:`_runs_best`)."""
+        answered without the walk (:meth:`_runs_best`). A job with a required topology rule walks one
+        domain at a time, up to :data:`TOPOLOGY_TRIES` of them (:meth:`topology_domains`), and keeps the
+        outcome that raises the objective most (module docstring, "Topology")."""
         if not forced and self._runs_best(j):
             return False
+        if not self.topo_required[j]:
+            return self._schedule_on(j, forced, self.walk_order(j, forced), final_try=True)
+        orders = [self.walk_order(j, forced, d) for d in self.topology_domains(j, forced)[:TOPOLOGY_TRIES]]
+        best_i, best_delta = -1, -math.inf
+        for i, order in enumerate(orders):
+            delta = self._schedule_on(j, forced, order, final_try=len(orders) == 1)
+            if delta is True or delta is False:  # decided: committed (the best outcome) or a single try
+                return delta
+            if delta is not None and delta > best_delta + EPS:
+                best_i, best_delta = i, delta
+        if best_i < 0:
+            return False
+        return self._schedule_on(j, forced, orders[best_i], final_try=True) is True
+
+    def _schedule_on(self, j: int, forced: bool, order: np.ndarray, *, final_try: bool) -> bool | float | None:
+        """ScheduleJob of job ``j`` walking ``order``. With ``final_try``: commit when it raises the
+        objective or ``forced`` places the job, True when committed, else False. Otherwise (one of
+        several domains tried): commit and return True when the job gets its best value and nothing else
+        changes (no other try can do better); else roll back and return the change of the objective
+        when it would be committed, or None."""
         self.ledger.begin()
         prot = bool(self.protected[j])
         self.set(j, None)
         free = (self.free_gpus, self.free_cpus, self.free_mem)
         base = self.free_gpus.copy()
-        order = self.walk_order(j, forced)
         walk = NodeWalk(self, j, order, prot, base)
         k = walk.run()
         final = self.best(j, order[:k + 1], free, guarantee=prot, keep=True, base=base)
         if final is None:
             self.ledger.rollback()
-            return False
+            return False if final_try else None
         self.set(j, final)
         # what every changed job held when this ScheduleJob began (give-back changes only jobs the walk
         # shrank, which are in it already)
@@ -422,11 +493,13 @@ class Algorithm1(WalkEngine):
         holding = self.ledger.holding
         delta = sum(self.contrib(job, holding[job]) - self.contrib(job, old)  # type: ignore[arg-type]
                     for job, old in first.items())
-        if forced or delta > EPS:
+        ok = forced or delta > EPS
+        if ok and (final_try or (self.contrib(j, final) >= self.rows.best_value(j) - EPS
+                                 and all(holding[v] is old for v, old in first.items() if v != j))):
             self.ledger.commit()
             return True
         self.ledger.rollback()
-        return False
+        return False if final_try else (delta if ok else None)
 
     def _runs_best(self, j: int) -> bool:
         """Whether ScheduleJob of job ``j`` (not forced) is known to change nothing, and if so its effect
@@ -437,7 +510,7 @@ class Algorithm1(WalkEngine):
         transaction is rolled back. What remains of all that is the rounding of the free memory on its
         nodes (released, reserved, then both undone), which is replayed: same sums, same order."""
         cur = self.current[j]
-        if cur is None or self.ledger.holding[j] is not cur:
+        if cur is None or self.ledger.holding[j] is not cur or self.topology_cost(j, cur) > 0.0:
             return False
         v = float(self.value[cur.row])
         top = self.rows.best_value(j)
@@ -556,6 +629,13 @@ class Algorithm1(WalkEngine):
         mask = np.isin(self.node_type, [self.type_id[x] for x in types])
         avail = (self.free_gpus + self.held_by_best_effort())[mask]
         most = int(avail.max()) if avail.size else 0
+        dom = self.topo_dom[j]
+        domain = ""
+        if self.topo_required[j] and dom is not None:
+            mine = mask & self.eligible[j]
+            room = np.bincount(dom[mine], weights=(self.free_gpus + self.held_by_best_effort())[mine])
+            level = self.problem.job(self.names[j]).topology.level  # type: ignore[union-attr]
+            domain = f"; its topology rule requires one {level} domain, which has at most {int(room.max(initial=0))}"
         what = (f"deadline job {self.names[j]!r} needs {need} {'/'.join(types)} GPUs (shape "
                 f"{' or '.join(map(str, shapes))}) to meet the {float(self.deadline_need[j]):.4g} samples/s its "
                 "deadline needs" if self.deadline_need[j] > 0 else
@@ -563,8 +643,11 @@ class Algorithm1(WalkEngine):
                 f"(shape {' or '.join(map(str, shapes))}) to reach its reference throughput "
                 f"{float(self.table.reference_throughput[j]):.4g} samples/s")
         return (f"{what}, but only {int(avail.sum())} GPUs of that type are free or held by best-effort jobs (at "
-                f"most {most} on one node)")
+                f"most {most} on one node{domain})")
 
+
+#: the most domains ScheduleJob tries for a job with a required topology rule (:meth:`Algorithm1.schedule_job`)
+TOPOLOGY_TRIES = 3
 
 #: why a protected job is left out when the time limit runs out before its turn
 TIME_LIMIT_REASON = "the time limit ran out before Algorithm 1 reached it"

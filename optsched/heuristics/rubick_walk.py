@@ -349,10 +349,11 @@ class NodeWalk:
         """The position by GetBestPlan itself."""
         eng, j = self.eng, self.j
         cand = self.order[:self.k + 1]
-        u = eng.best(j, cand, self.free, guarantee=False, keep=True, base=self.base)
+        # a position that ignores topology rules, as the counts do (a required job walks one domain)
+        u = eng.best(j, cand, self.free, guarantee=False, keep=True, base=self.base, topology=False)
         below = self.prot and (u is None or not eng.reaches(u.row))
         if below and u is not None:
-            below = eng.best(j, cand, self.free, guarantee=True, keep=True) is None
+            below = eng.best(j, cand, self.free, guarantee=True, keep=True, topology=False) is None
         self._set_position(None if u is None else (*eng.position(u), True), below)
         self.sc = eng.slope_cpu(j, self.v, self.c, int(eng.free_gpus[cand].sum()))
         self.dirty = True  # the next refresh from counts reads the row off them again

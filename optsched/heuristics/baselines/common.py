@@ -98,11 +98,15 @@ class BaselineState(RoundState):
     def value_if_changed(self, j: int, row: int, in_place: bool = False) -> float:
         """Job ``j``'s objective term when it moves to ``row`` (not its kept configuration): with
         ``in_place`` on its nodes and GPUs per node (:meth:`reshare`; a trim for a running job on its
-        current nodes with its current plan), else anywhere (a reconfiguration for a running job)."""
+        current nodes with its current plan), else anywhere (a reconfiguration for a running job). The
+        topology cost of a preferred rule is that of the job's nodes now (exact in place; a move maps
+        onto as few domains as it can, so it is an estimate there)."""
+        cfg = self.config(j)
+        topo = 0.0 if cfg is None else self.topology_cost(j, cfg)
         if not self.is_running(j):
-            return float(self.value[row])
+            return float(self.value[row]) - topo
         trim = in_place and self.same_plan(j, row) and self.current_parts[j] is not None
-        return float(self.value[row]) - (self.trim_penalty[j] if trim else self.reconfig_penalty[j])
+        return float(self.value[row]) - (self.trim_penalty[j] if trim else self.reconfig_penalty[j]) - topo
 
     # -- placement -------------------------------------------------------------------------------
     def _index(self, j: int, row: int) -> int:
@@ -113,12 +117,13 @@ class BaselineState(RoundState):
         return pos[row]
 
     def map(self, j: int, row: int) -> Config | None:
-        """``row`` mapped onto the free resources (best fit, own nodes first); None: it does not fit."""
+        """``row`` mapped onto the free resources (best fit, own nodes first; a job with a topology rule
+        in one domain when it can, and must under a required rule); None: it does not fit."""
         cand = self._candidates.get(j)
         if cand is None:
             cand = self._candidates[j] = np.flatnonzero(self.eligible[j])
-        return self.map_row(j, self._index(j, row), cand,
-                            (self.free_gpus, self.free_cpus, self.free_mem), None)
+        return self.map_row_in_domains(j, self._index(j, row), cand,
+                                       (self.free_gpus, self.free_cpus, self.free_mem), None)
 
     def place(self, j: int, row: int) -> bool:
         """Start unplaced job ``j`` on ``row`` when it fits."""

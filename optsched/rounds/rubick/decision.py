@@ -8,10 +8,12 @@ plan and GPUs on the same nodes with other CPUs or memory: its limits change in 
 :func:`~optsched.rounds.rubick.choice.is_trim`), ``reconfigure`` (running, another plan or placement),
 ``preempt`` (running, gets nothing) or ``wait`` (queued, gets nothing); ``protected`` says whether its
 performance guarantee was enforced (the admission's protected jobs); ``penalty`` is what the action
-costs the job in the objective, its own trim, reconfiguration or preemption penalty
+costs the job in the objective: its own trim, reconfiguration or preemption penalty
 (:meth:`~optsched.rounds.rubick.problem.RubickRound.penalties`: the round's ``trim_penalty``,
 ``reconfig_penalty`` or ``preempt_penalty`` times its ``weight``, or derived from its restart
-seconds), else 0; ``reason`` (:func:`wait_reason`) says why a job that does not run does not. The
+seconds), else 0, plus its topology cost when it runs with a preferred topology rule
+(:func:`~optsched.rounds.rubick.objective.topology_cost`), so that the objective is the sum of
+``weight x normalised - penalty`` over the jobs; ``reason`` (:func:`wait_reason`) says why a job that does not run does not. The
 round's skipped jobs (``on_invalid_job: "skip"``) are the decision's ``skipped`` list, not per-job entries.
 The jobs whose deadline the decision does not promise and the running jobs whose deadline has passed are
 its ``deadline_at_risk`` and ``deadline_missed`` lists (:func:`~optsched.rounds.rubick.deadlines.reports`).
@@ -39,8 +41,9 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, is_kept, is_trim, placement_of
 from optsched.rounds.rubick.deadlines import admit_round, reports
+from optsched.rounds.rubick.constraints import new_work_mask, requires_topology
 from optsched.rounds.rubick.feasibility import CAPACITY_TOL
-from optsched.rounds.rubick.objective import objective
+from optsched.rounds.rubick.objective import objective, topology_cost
 from optsched.rounds.rubick.problem import RubickRound
 
 
@@ -128,7 +131,8 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
                                               "trim" if is_trim(problem, table, j, choice) else "reconfigure")
         thr = float(table.throughput[choice.row])
         jobs.append(JobDecision(name, alloc, thr, thr / float(table.reference_throughput[j]), action, protected,
-                                penalty=change_penalty(problem, table, j, choice)))
+                                penalty=change_penalty(problem, table, j, choice)
+                                + topology_cost(problem, problem.job(name), (n for n, _ in choice.parts))))
     runs = {d.job: d.throughput for d in jobs if d.allocation is not None}
     at_risk, missed = reports(problem, table, admission, runs)
     return Decision(problem.kind, method, status, obj,
@@ -139,7 +143,8 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
 def wait_reason(problem: RubickRound, table: CoefficientTable, admission: Admission, j: int, method: str) -> str:
     """Why job index ``j`` does not run: the admission's reason for a guaranteed job it keeps waiting
     (tenant quota 0 or exhausted, guarantee deferred as unreachable, no configuration reaching its
-    request), no configuration considered when the time limit cut the table short, else no room (the
+    request), no configuration considered when the time limit cut the table short, no domain of the
+    level its topology rule requires with as many GPUs as its smallest configuration, else no room (the
     free resources went to other jobs; for a guaranteed job, also that ``method`` protects nobody when
     its admission is empty)."""
     name = table.jobs[j]
@@ -148,6 +153,19 @@ def wait_reason(problem: RubickRound, table: CoefficientTable, admission: Admiss
     if len(table.rows_of(j)) == 0:
         return "not considered: the time limit ran out before its configurations were built"
     job = problem.job(name)
+    level = requires_topology(job)
+    if level is not None:
+        need = int(table.gpus[table.rows_of(j)].min())
+        names = [n.name for n in problem.cluster.nodes]
+        room: dict[str, int] = {}
+        for node, ok in zip(names, new_work_mask(problem, job, names)):
+            if ok:
+                d = problem.cluster.node(node).domain(level)
+                room[d] = room.get(d, 0) + problem.free(node).gpus  # type: ignore[index]
+        most = max(room.values(), default=0)
+        if most < need:
+            return (f"no room: its topology rule requires one {level} domain, and none has {need} GPUs (the fewest of "
+                    f"its configurations) on the nodes it may use (at most {most})")
     if job.guaranteed and not admission.protected and not admission.waiting:
         return f"no room: the free resources went to other jobs ({method} enforces no performance guarantees)"
     return "no room: the free resources went to other jobs this round"

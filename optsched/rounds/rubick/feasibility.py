@@ -4,7 +4,8 @@ their reference throughput on their admission type when they have one (quotas pe
 :mod:`optsched.rounds.rubick.admission`), guaranteed jobs waiting for quota not running, admitted deadline
 jobs running at the throughput their deadline needs (:mod:`optsched.rounds.rubick.deadlines`), every job's
 own hard constraints (:func:`~optsched.rounds.rubick.constraints.broken`, checked on the placement itself,
-not on how the table was built), and, when every other rule holds, the priority rule
+not on how the table was built, and the node rules of :func:`~optsched.rounds.rubick.constraints.node_broken`:
+selectors, node states and a required topology rule), and, when every other rule holds, the priority rule
 (:func:`~optsched.rounds.rubick.priorities.priority_broken`)."""
 
 from __future__ import annotations

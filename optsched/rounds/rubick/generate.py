@@ -54,7 +54,7 @@ from optsched.core.catalog import MODELS, NO_3D_MODELS, a800_cluster
 from optsched.core.checks import require_int, require_number, require_seed
 from optsched.core.errors import ValidationError
 from optsched.core.hardware import Cluster, GPUType
-from optsched.core.job import Job
+from optsched.core.job import Job, TopologyRule
 from optsched.core.model import ModelSpec
 from optsched.core.plan import ExecutionPlan
 from optsched.core.pool import gpu_pool, packed_placement
@@ -382,30 +382,36 @@ RACK_NODES = 8
 
 
 def with_constraints(problem: RubickRound, fraction: float, seed: int) -> RubickRound:
-    """``problem`` with its nodes labelled ``rack`` (:data:`RACK_NODES` nodes a rack) and about
-    ``fraction`` of its queued jobs given one hard constraint each, drawn uniformly (its own random
-    stream of ``seed``): a rack selector, ``max_nodes`` = the fewest nodes its request needs, a gang
-    (``min_gpus = max_gpus = requested_gpus``), or a CPU floor of half its requested CPUs per GPU
-    (at least 1)."""
+    """``problem`` with its nodes labelled ``rack`` (:data:`RACK_NODES` nodes a rack), the same racks as
+    their ``topology`` (``{"rack": "rackN"}``), and about ``fraction`` of its queued jobs given one
+    constraint each, drawn uniformly (its own random stream of ``seed``): a rack selector,
+    ``max_nodes`` = the fewest nodes its request needs, a gang (``min_gpus = max_gpus =
+    requested_gpus``), a CPU floor of half its requested CPUs per GPU (at least 1), a required rack
+    topology rule (a preferred one when its request exceeds a rack's GPUs), or a preferred one."""
     rng = np.random.default_rng([seed, 7919])
     racks = max(1, -(-len(problem.cluster.nodes) // RACK_NODES))
-    nodes = tuple(replace(n, labels={"rack": f"rack{i // RACK_NODES}"}) for i, n in enumerate(problem.cluster.nodes))
+    nodes = tuple(replace(n, labels={"rack": f"rack{i // RACK_NODES}"}, topology={"rack": f"rack{i // RACK_NODES}"})
+                  for i, n in enumerate(problem.cluster.nodes))
     per_node = max(n.num_gpus for n in nodes)
+    rack_gpus = min(sum(n.num_gpus for n in nodes[i:i + RACK_NODES]) for i in range(0, len(nodes), RACK_NODES))
     jobs = []
     for job in problem.jobs:
         if problem.current(job.name) is not None or rng.random() >= fraction:
             jobs.append(job)
             continue
-        kind = int(rng.integers(4))
+        kind = int(rng.integers(6))
         if kind == 0:
             job = replace(job, node_selector={"rack": f"rack{int(rng.integers(racks))}"})
         elif kind == 1:
             job = replace(job, max_nodes=-(-job.requested_gpus // per_node))
         elif kind == 2:
             job = replace(job, min_gpus=job.requested_gpus, max_gpus=job.requested_gpus)
-        else:
+        elif kind == 3:
             cpus = job.cpus_or_default(min(n.num_cpus / max(n.num_gpus, 1) for n in nodes))
             job = replace(job, min_cpus_per_gpu=max(1, cpus // job.requested_gpus // 2))
+        else:
+            mode = "required" if kind == 4 and job.requested_gpus <= rack_gpus else "preferred"
+            job = replace(job, topology=TopologyRule("rack", mode))
         jobs.append(job)
     return replace(problem, cluster=replace(problem.cluster, nodes=nodes), jobs=tuple(jobs))
 
@@ -420,5 +426,5 @@ def with_priorities(problem: RubickRound, fraction: float, seed: int) -> RubickR
                                        for j, d, p in zip(problem.jobs, draws, levels)))
 
 
-__all__ = ["MODEL_WEIGHTS", "MIN_REQUEST_GPUS", "RACK_NODES", "candidate_requests", "generate_rubick_round", "request_weight",
-           "with_constraints", "with_priorities"]
+__all__ = ["MODEL_WEIGHTS", "MIN_REQUEST_GPUS", "RACK_NODES", "candidate_requests", "generate_rubick_round",
+           "request_weight", "with_constraints", "with_priorities"]

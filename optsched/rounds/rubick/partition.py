@@ -15,8 +15,10 @@ Rules (POP leaves the split to the problem; these are ours):
   the same type; the part's other guaranteed tenants then get that room over all types (``"*"``), so
   they are all admitted, as without quotas. The reference throughputs stay the whole round's (no job is pinned).
 * **Nodes.** Nodes that a running job spans are kept together (connected components of "a running
-  job holds both"); the components are shuffled with the seed and dealt, largest first, to the part
-  with the fewest GPUs of their type so far, so every part gets about ``1/k`` of each GPU type.
+  job holds both"), and so are the nodes of one domain of a topology level some job requires when the
+  level has at least ``k`` domains (a required-rack job then sees whole racks in its part); the
+  components are shuffled with the seed and dealt, largest first, to the part with the fewest GPUs of
+  their type so far, so every part gets about ``1/k`` of each GPU type.
 * **Jobs.** A running job goes with the part holding its nodes. Queued jobs are shuffled with the
   seed and dealt, most requested GPUs first, to the part of a type they may use with the most GPUs
   neither held by its running jobs nor asked for by the queued jobs dealt to it so far; a job whose
@@ -29,9 +31,10 @@ Rules (POP leaves the split to the problem; these are ours):
   request or, for a running job, its current configuration, it is in no part (the message says so;
   an admitted guaranteed job is ``unhosted``, as above).
 * **Merge.** The parts' per-job decisions are joined; the objective is the round's (normalised
-  throughputs minus penalties; a part's reference throughput is the whole round's when the nodes of
-  a GPU type are alike, which the catalogue clusters are). The union is feasible for the whole cluster
-  because the parts' nodes are disjoint. No bound is reported: the parts restrict the round.
+  throughputs minus each job's penalty, its topology cost included; a part's reference throughput is
+  the whole round's when the nodes of a GPU type are alike, which the catalogue clusters are). The
+  union is feasible for the whole cluster because the parts' nodes are disjoint. No bound is
+  reported: the parts restrict the round.
 * **Deadlines** (:mod:`optsched.rounds.rubick.deadlines`). Deadline jobs are admitted once, on the
   whole round (beside the guaranteed jobs' minimum demands, as for one round). An admitted job goes to
   a part with room for its minimum share: per part and GPU type, the GPUs the round may give jobs
@@ -72,6 +75,7 @@ from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.deadlines import NO_DEADLINES, admit_round, finish_at, reports, usable_gpus
 from optsched.rounds.rubick.decision import choices_of, to_decision
 from optsched.rounds.rubick.priorities import enforce_priorities, prioritised
+from optsched.rounds.rubick.constraints import requires_topology
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.quotas import Quotas, QuotaValue
 from optsched.rounds.rubick.table import build_round_table, valid_round
@@ -97,10 +101,19 @@ class RoundSplit:
     table: CoefficientTable | None = None
 
 
-def _components(problem: RubickRound) -> list[list[str]]:
-    """Groups of node names that a running job spans together (union-find), in cluster order."""
-    return connected_groups([n.name for n in problem.cluster.nodes],
-                            ([n for n, _ in a.placement.shares] for a in problem.running))
+def _components(problem: RubickRound, parts: int) -> list[list[str]]:
+    """Groups of node names that a running job spans together, or one domain of a required topology
+    level with at least ``parts`` domains (union-find), in cluster order."""
+    groups = [[n for n, _ in a.placement.shares] for a in problem.running]
+    for level in sorted({lv for j in problem.jobs if (lv := requires_topology(j)) is not None}):
+        domains: dict[str, list[str]] = {}
+        for n in problem.cluster.nodes:
+            d = n.domain(level)
+            if d is not None:
+                domains.setdefault(d, []).append(n.name)
+        if len(domains) >= parts:
+            groups.extend(domains.values())
+    return connected_groups([n.name for n in problem.cluster.nodes], groups)
 
 
 def check_parts(problem: RoundProblem, parts: int) -> None:
@@ -123,7 +136,7 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
     deadlines = admission.deadlines or NO_DEADLINES
     node_type = {n.name: n.gpu_type for n in cluster.nodes}
     gpus_of = {n.name: problem.free(n.name).gpus for n in cluster.nodes}
-    comps = _components(problem)
+    comps = _components(problem, parts)
     order = [comps[i] for i in rng.permutation(len(comps))]
     order.sort(key=lambda c: -sum(gpus_of[n] for n in c))
     part_nodes: list[list[str]] = [[] for _ in range(parts)]
@@ -309,7 +322,8 @@ def merge_decisions(problem: RubickRound, split: RoundSplit, decisions: Sequence
     order = {job.name: i for i, job in enumerate(problem.jobs)}
     payload = JobAllocations(tuple(jobs), deadline_missed=split.deadline_missed,
                              deadline_at_risk=tuple(sorted(at_risk.values(), key=lambda e: order[e.job])))
-    # each entry's penalty is its job's own (RubickRound.penalties): the objective of rounds/rubick/objective.py
+    # each entry's penalty is what its action and placement cost the objective, its job's own
+    # (RubickRound.penalties and the topology cost; rounds/rubick/decision.py)
     objective = sum(problem.weight(x.job) * x.normalised - x.penalty for x in jobs)
     statuses = {d.status for d in decisions}
     status = ("partial" if "partial" in statuses else

@@ -51,6 +51,7 @@ from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, is_kept, part_share, placement_of
 from optsched.rounds.rubick.constraints import must_leave, new_work_mask
 from optsched.rounds.rubick.deadlines import floor_ok, privileged
+from optsched.rounds.rubick.objective import topology_cost
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of term comparisons and of memory fits (normalised throughput, GiB)
@@ -137,6 +138,7 @@ class _Rule:
             return -self.problem.penalties(name).preempt if running else 0.0
         value = self.problem.weight(name) * float(self.table.throughput[choice.row]
                                                   / self.table.reference_throughput[j])
+        value -= topology_cost(self.problem, self.problem.job(name), (n for n, _ in choice.parts))
         return value - (change_penalty(self.problem, self.table, j, choice) if running else 0.0)
 
     def loss(self, name: str) -> float:
@@ -144,9 +146,10 @@ class _Rule:
         return self.term(name, self.choices.get(name)) - self.term(name, None)
 
     def keep_term(self, name: str) -> float:
+        cur = self.problem.current(name)
+        assert cur is not None
         j = self.table.index_of(name)
-        return self.problem.weight(name) * float(self.table.throughput[int(self.table.current_row[j])]
-                                                 / self.table.reference_throughput[j])
+        return self.term(name, Choice(int(self.table.current_row[j]), cur.placement.gpu_parts))
 
     # -- who is hurt, and what would make it whole -------------------------------------------------
     def hurt(self, name: str) -> str | None:

@@ -50,6 +50,13 @@ Choices where the paper is silent (checked in ``tests/rounds/test_rubick_problem
 * **Holds** (``min_hold_s``, with each running allocation's ``since``): a running job changed less than
   ``min_hold_s`` seconds ago is kept unless a drain or its own guarantee forces a change
   (:mod:`optsched.rounds.rubick.holds`). Not written when unset, like ``round_interval_s``.
+* **Topology cost** (issue "A round a real cluster scheduler can state", item 2). A job whose
+  ``topology`` rule is ``preferred`` costs ``topology_penalty x weight`` for each domain of the rule's
+  level beyond the first that its placement spans, in the same units
+  (:func:`~optsched.rounds.rubick.objective.topology_cost`). Default :data:`DEFAULT_TOPOLOGY_PENALTY`
+  (0.02: two percent of one job's requested throughput per extra domain, less than a reconfiguration,
+  so no running job is moved only to gather it); checked ``>= 0``; written by ``to_dict`` always; a
+  file without it gets the default.
 * **Self-contained rounds** (issue 16). ``perf_params``: fitted parameters per (model, GPU type) in the
   params-file format (``optsched.perf-params/1``, :meth:`~optsched.perf.performance_model.PerformanceModel.to_dict`;
   checked by :func:`~optsched.perf.lookup.check_round_params`). ``coefficients``: per job name the
@@ -88,6 +95,8 @@ from optsched.rounds.rubick.quotas import (ANY_TYPE, QuotaLedger, Quotas, QuotaV
 #: Default penalties (normalised-throughput units, see module docstring).
 DEFAULT_RECONFIG_PENALTY = 0.05
 DEFAULT_PREEMPT_PENALTY = 0.25
+#: default cost per extra topology domain of a job with a preferred topology rule (module docstring)
+DEFAULT_TOPOLOGY_PENALTY = 0.02
 #: the default ``trim_penalty`` is ``reconfig_penalty`` divided by this (module docstring)
 TRIM_PENALTY_RATIO = 10
 
@@ -106,16 +115,17 @@ class RubickRound(RoundProblem):
     """A Rubick round (module docstring)."""
 
     KIND: ClassVar[str] = "rubick"
-    #: binds every hard constraint of :mod:`optsched.rounds.rubick.constraints`, deadlines
-    #: (:mod:`optsched.rounds.rubick.deadlines`) and priorities (:mod:`optsched.rounds.rubick.priorities`);
-    #: refuses Lyra's worker fields and topology rules (not bound in Rubick rounds yet)
-    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = ("gpus_per_worker", "fungible", "checkpointing", "topology")
-    #: binds node labels (job ``node_selector``) and node states (:mod:`optsched.rounds.rubick.constraints`);
-    #: refuses node topology (not bound yet)
-    UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ("topology",)
+    #: binds every hard constraint of :mod:`optsched.rounds.rubick.constraints` (topology rules included),
+    #: deadlines (:mod:`optsched.rounds.rubick.deadlines`) and priorities
+    #: (:mod:`optsched.rounds.rubick.priorities`); refuses Lyra's worker fields
+    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = ("gpus_per_worker", "fungible", "checkpointing")
+    #: binds node labels (job ``node_selector``), node states and node topology (job ``topology``;
+    #: :mod:`optsched.rounds.rubick.constraints`)
+    UNBOUND_NODE_FIELDS: ClassVar[tuple[str, ...]] = ()
     SKIPS_INVALID_JOBS: ClassVar[bool] = True
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ("quotas", "reconfig_penalty", "preempt_penalty", "perf_params",
-                                             "coefficients", "trim_penalty", "round_interval_s", "min_hold_s")
+                                             "coefficients", "trim_penalty", "topology_penalty", "round_interval_s",
+                                             "min_hold_s")
     #: binds ``since`` (read by ``min_hold_s``, :mod:`optsched.rounds.rubick.holds`)
     UNBOUND_ALLOCATION_FIELDS: ClassVar[tuple[str, ...]] = ()
 
@@ -134,6 +144,8 @@ class RubickRound(RoundProblem):
     #: a running job whose allocation changed (``since``) less than this many seconds ago is kept
     #: (:mod:`optsched.rounds.rubick.holds`)
     min_hold_s: float | None = None
+    #: per domain beyond the first of a job with a preferred topology rule, times its weight (module docstring)
+    topology_penalty: float = DEFAULT_TOPOLOGY_PENALTY
 
     def _check_fields(self) -> None:
         for job in self.jobs:
@@ -146,6 +158,7 @@ class RubickRound(RoundProblem):
         if self.trim_penalty is None:
             object.__setattr__(self, "trim_penalty", float(self.reconfig_penalty) / TRIM_PENALTY_RATIO)
         require_number("round", "trim_penalty", self.trim_penalty, 0.0)
+        require_number("round", "topology_penalty", self.topology_penalty, 0.0)
         if self.trim_penalty > self.reconfig_penalty:  # type: ignore[operator]
             raise ValidationError(f"round: trim_penalty ({self.trim_penalty:g}) must be <= reconfig_penalty "
                                   f"({self.reconfig_penalty:g}): a trim (CPUs or memory changed in place) never costs "
@@ -286,7 +299,8 @@ class RubickRound(RoundProblem):
 
     def _fields_to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"quotas": quotas_to_json(self.quotas), "reconfig_penalty": self.reconfig_penalty,
-                               "preempt_penalty": self.preempt_penalty, "trim_penalty": self.trim_penalty}
+                               "preempt_penalty": self.preempt_penalty, "trim_penalty": self.trim_penalty,
+                               "topology_penalty": self.topology_penalty}
         if self.perf_params:
             out["perf_params"] = [pm.to_dict() for pm in self.perf_params]
         if self.coefficients:
@@ -312,8 +326,10 @@ class RubickRound(RoundProblem):
                 "preempt_penalty": data.get("preempt_penalty", DEFAULT_PREEMPT_PENALTY),
                 "perf_params": tuple(parsed),
                 "coefficients": coefficients_from_dict(data["coefficients"]) if "coefficients" in data else (),
-                "trim_penalty": data.get("trim_penalty"), "round_interval_s": data.get("round_interval_s"),
-                "min_hold_s": data.get("min_hold_s")}
+                "trim_penalty": data.get("trim_penalty"),
+                "topology_penalty": data.get("topology_penalty", DEFAULT_TOPOLOGY_PENALTY),
+                "round_interval_s": data.get("round_interval_s"), "min_hold_s": data.get("min_hold_s")}
 
 
-__all__ = ["DEFAULT_PREEMPT_PENALTY", "DEFAULT_RECONFIG_PENALTY", "JobPenalties", "RubickRound", "TRIM_PENALTY_RATIO"]
+__all__ = ["DEFAULT_PREEMPT_PENALTY", "DEFAULT_RECONFIG_PENALTY", "DEFAULT_TOPOLOGY_PENALTY", "JobPenalties",
+           "RubickRound", "TRIM_PENALTY_RATIO"]
