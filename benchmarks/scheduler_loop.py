@@ -9,7 +9,7 @@ The loop (seeded, deterministic up to the exact solver's time limit):
 
 * **Cluster**: 24 nodes, 12 x 8 A100-40G (96 CPUs, 1,024 GiB) and 12 x 8 V100-32G (96 CPUs, 768 GiB),
   labelled ``rack`` (``r0``..``r3``, 6 nodes a rack, each rack with both types) and ``gpu`` (``a100`` /
-  ``v100``).
+  ``v100``), the racks also their ``topology``.
 * **Jobs**: ``--jobs`` jobs arriving as a Poisson process over the first half of ``--hours`` (the arrival
   times of a Poisson process given their count: sorted uniform times), catalogue models vit, roberta,
   bert, t5, gpt2 (all run on 32-40 GB GPUs), 1-8 GPUs, 3 tenants with GPU quotas (64 GPUs each),
@@ -18,7 +18,8 @@ The loop (seeded, deterministic up to the exact solver's time limit):
   (``min_cpus_per_gpu = 10``), fixed plan (``plan_fixed`` with the best plan on its request on A100-40G, pinned there by
   ``gpu_type``), priority (``priority`` 1 or 2; every other job has 0), deadline (``deadline`` = submission
   + 1.5-3 times its run time at its request; once it has passed, a queued job is sent without it, as a
-  round refuses a queued job past its deadline), plain. Its
+  round refuses a queued job past its deadline), rack (``topology`` ``{"level": "rack"}``, ``required`` or
+  ``preferred``), plain. Its
   ``total_iterations`` make it run 20-90 minutes at its request on the fastest GPU type it may use (the
   request's throughput, read from a one-job round solved by ``fifo-backfill`` once per (model, type, GPUs)).
 * **Rounds**: every 300 s for ``--hours``; each round is a ``rubick`` round (cluster with the current node
@@ -56,7 +57,7 @@ Columns (one row per method and penalty setting):
 * ``violations``: hard-constraint violations in the decisions' allocations, counted by this script's own
   check (not optsched's): per node the running allocations' GPUs, CPUs and memory within capacity;
   per job GPUs in ``[min_gpus, max_gpus]``, ``dp x tp x pp`` = its GPUs, one GPU type, ``plan ==
-  requested_plan`` when ``plan_fixed``, at most ``max_nodes`` nodes, on every node CPUs >=
+  requested_plan`` when ``plan_fixed``, at most ``max_nodes`` nodes, one rack for a ``required`` rack rule, on every node CPUs >=
   ``min_cpus_per_gpu`` x its GPUs there, every node matching ``node_selector``, no more GPUs on a
   cordoned node than it held there before the round, nothing on a draining node; and the priority rule where
   it can be tested without a table (:func:`priority_check`: a job preempted or shrunk although its
@@ -105,7 +106,7 @@ MODELS = ("vit", "roberta", "bert", "t5", "gpt2")
 TYPES = {"A100-40G": ("a100", 1024.0), "V100-32G": ("v100", 768.0)}
 TENANTS = ("t0", "t1", "t2")
 QUOTA = 64
-KINDS = ("gang", "one-node", "selector", "cpu-floor", "plan-fixed", "priority", "deadline", "plain")
+KINDS = ("gang", "one-node", "selector", "cpu-floor", "plan-fixed", "priority", "deadline", "rack", "plain")
 #: seconds a job is held after a start or reconfiguration in the ``hold`` setting
 MIN_HOLD_S = 900.0
 #: the penalty settings compared (module docstring, "Settings")
@@ -116,7 +117,8 @@ def build_cluster() -> Cluster:
     nodes = []
     for gtype, (label, mem) in TYPES.items():
         for i in range(12):
-            nodes.append(Node(f"{label}-{i:02d}", gtype, 8, 96, mem, labels=(("rack", f"r{i // 3}"), ("gpu", label))))
+            nodes.append(Node(f"{label}-{i:02d}", gtype, 8, 96, mem, labels=(("rack", f"r{i // 3}"), ("gpu", label)),
+                              topology=(("rack", f"r{i // 3}"),)))
     return Cluster("a100-v100-24x8", tuple(nodes), (GPU_TYPES["A100-40G"], GPU_TYPES["V100-32G"]),
                    intra_node_gbps=150.0, inter_node_gbps=12.5, pcie_gbps=20.0)
 
@@ -165,6 +167,8 @@ def make_jobs(cluster: Cluster, n: int, horizon_s: float, seed: int) -> list[dic
         elif kind == "cpu-floor":
             job["min_cpus_per_gpu"] = 10
             job["requested_cpus"] = 10 * gpus
+        elif kind == "rack":  # every GPU in one rack (a rack holds 48 GPUs of two types: room for any request)
+            job["topology"] = {"level": "rack", "mode": rng.choice(("required", "preferred"))}
         elif kind == "priority":
             job["priority"] = rng.choice((1, 2))
         elif kind == "plan-fixed":
@@ -222,6 +226,11 @@ def check(rnd: dict, jobs_by_name: dict[str, dict], entries: list[dict]) -> list
             out.append(f"{name}: plan {plan} != fixed plan {job['requested_plan']}")
         if job.get("max_nodes") is not None and len(pl) > job["max_nodes"]:
             out.append(f"{name}: {len(pl)} nodes > max_nodes {job['max_nodes']}")
+        rule = job.get("topology")
+        if rule and rule.get("mode", "required") == "required":
+            domains = {nodes[n].get("topology", {}).get(rule["level"]) for n in pl}
+            if len(domains) != 1 or None in domains:
+                out.append(f"{name}: spans {rule['level']} domains {sorted(map(str, domains))}, one required")
         for n, s in pl.items():
             node = nodes[n]
             if s["gpus"] < 1:
