@@ -57,7 +57,8 @@ Columns (one row per method and penalty setting):
 * ``violations``: hard-constraint violations in the decisions' allocations, counted by this script's own
   check (not optsched's): per node the running allocations' GPUs, CPUs and memory within capacity;
   per job GPUs in ``[min_gpus, max_gpus]``, ``dp x tp x pp`` = its GPUs, one GPU type, ``plan ==
-  requested_plan`` when ``plan_fixed``, at most ``max_nodes`` nodes, one rack for a ``required`` rack rule, on every node CPUs >=
+  requested_plan`` when ``plan_fixed``, at most ``max_nodes`` nodes, one rack for a ``required`` rack rule,
+  on every node CPUs >=
   ``min_cpus_per_gpu`` x its GPUs there, every node matching ``node_selector``, no more GPUs on a
   cordoned node than it held there before the round, nothing on a draining node; and the priority rule where
   it can be tested without a table (:func:`priority_check`: a job preempted or shrunk although its

@@ -200,3 +200,15 @@ def solve_tiny(problem: Any) -> tuple[CoefficientTable, Any]:
     from optsched.rounds.rubick.table import build_round_table
     table = build_round_table(problem, cpus_per_gpu_options=(4, 12))
     return table, rubick_round.solve(problem, table, time_limit=20, encoding="per-node")
+
+
+#: the methods of kind ``rubick`` that take ``defer_unreachable_guarantees`` (the baselines never fail on a guarantee)
+DEFERRING = ("exact", "rubick-exact", "heuristic", "rubick", "rubick-e", "rubick-r", "rubick-n")
+
+
+def decide(problem: Any, method: str) -> Any:
+    """``optsched.solve`` of a Rubick round by ``method`` (limit 10 s, seed 0), deferring unreachable
+    guarantees where the method takes the option: what the per-method tests of rounds/ compare."""
+    import optsched
+    extras = {"defer_unreachable_guarantees": True} if method in DEFERRING else {}
+    return optsched.solve(problem, method, time_limit=10, seed=0, **extras)

@@ -95,7 +95,8 @@ class Node:
     """A server: ``num_gpus`` GPUs of one type, ``num_cpus`` CPU cores, ``memory_gib`` host memory;
     ``labels`` (name -> value, what a job's ``node_selector`` matches), ``state``
     (:data:`NODE_STATES`) and ``topology`` (level -> domain, e.g. ``{"rack": "r1", "nvlink": "n1-0"}``:
-    what a job's ``topology`` rule groups nodes by), each written to JSON only when set. A round kind that does not bind labels
+    what a job's ``topology`` rule groups nodes by), each written to JSON only when set. A round kind that
+    does not bind labels
     or states refuses a node that sets them (:attr:`~optsched.core.round.RoundProblem.UNBOUND_NODE_FIELDS`)."""
 
     name: str
@@ -140,7 +141,8 @@ class Node:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Node":
-        require_keys("Node", data, ("name", "gpu_type", "num_gpus", "num_cpus", "memory_gib"), ("labels", "state", "topology"))
+        require_keys("Node", data, ("name", "gpu_type", "num_gpus", "num_cpus", "memory_gib"),
+                     ("labels", "state", "topology"))
         return cls(**json_fields(cls, data))
 
 

@@ -34,7 +34,8 @@ map the row's per-node parts onto distinct nodes:
   so a model-feasible answer is feasible).
 * Objective: ``max sum_k w_j (thr_k / ref_j) (y[k] + t[k]) - reconfig_penalty (running jobs reconfigured)
   - trim_penalty (running jobs trimmed: t of a trim) - preempt_penalty (running jobs not running)``, with
-  ``w_j`` the job's weight and each penalty the job's own (:meth:`~optsched.rounds.rubick.problem.RubickRound.penalties`),
+  ``w_j`` the job's weight and each penalty the job's own
+  (:meth:`~optsched.rounds.rubick.problem.RubickRound.penalties`),
   weights scaled by 10^6 to integers (the reported objective is recomputed in floating point by
   :func:`~optsched.rounds.rubick.objective.objective`).
 
@@ -106,10 +107,10 @@ from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Soluti
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
-from optsched.rounds.rubick.constraints import (domain_ids, held_on_cordoned, must_leave, new_work_mask,
+from optsched.rounds.rubick.constraints import (held_on_cordoned, must_leave, new_work_mask,
                                                 node_constrained, node_rule_key, requires_topology)
 from optsched.rounds.rubick.deadlines import admit_round, floor_ok, privileged
-from optsched.rounds.rubick.objective import objective, topology_weight
+from optsched.rounds.rubick.objective import objective, topology_rules
 from optsched.rounds.rubick.problem import RubickRound
 
 log = logging.getLogger(__name__)
@@ -243,21 +244,7 @@ class _Topology:
 
     def __init__(self, problem: RubickRound, table: CoefficientTable, nodes: _Nodes) -> None:
         self.nodes = nodes
-        self.jobs: dict[int, tuple[np.ndarray, bool, float]] = {}
-        levels: dict[str, np.ndarray] = {}
-        for j, name in enumerate(table.jobs):
-            job = problem.job(name)
-            rule = job.topology
-            if rule is None:
-                continue
-            required = rule.mode == "required"
-            w = 0.0 if required else topology_weight(problem, job)
-            if not required and w <= 0.0:
-                continue
-            dom = levels.get(rule.level)
-            if dom is None:
-                dom = levels[rule.level] = domain_ids(problem, rule.level, nodes.names)
-            self.jobs[j] = (dom, required, w)
+        self.jobs: dict[int, tuple[np.ndarray, bool, float]] = topology_rules(problem, table.jobs, nodes.names)
         self._counts: dict[tuple, np.ndarray] = {}
 
     def fits_one(self, table: CoefficientTable, rules: _NodeRules, j: int, k: int) -> np.ndarray:

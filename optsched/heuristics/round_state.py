@@ -59,9 +59,9 @@ from optsched.perf.coefficients import CoefficientTable
 from optsched.heuristics.placement import MEM_TOL, Holding, NodeLedger, Share
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, is_kept
-from optsched.rounds.rubick.constraints import domain_ids, must_leave, new_work_mask, node_constrained, node_rule_key
+from optsched.rounds.rubick.constraints import must_leave, new_work_mask, node_constrained, node_rule_key
 from optsched.rounds.rubick.deadlines import admitted_needs, floor_ok, privileged
-from optsched.rounds.rubick.objective import topology_weight
+from optsched.rounds.rubick.objective import topology_rules
 from optsched.rounds.rubick.problem import RubickRound
 
 #: tolerance of slope and objective comparisons (normalised-throughput units)
@@ -332,19 +332,7 @@ class RoundState:
         #: per job: whether its rule is required, and the cost per extra domain of a preferred one
         self.topo_required: list[bool] = [False] * n_jobs
         self.topo_cost: list[float] = [0.0] * n_jobs
-        levels: dict[str, np.ndarray] = {}
-        for j, name in enumerate(self.names):
-            job = problem.job(name)
-            rule = job.topology
-            if rule is None:
-                continue
-            required = rule.mode == "required"
-            cost = 0.0 if required else topology_weight(problem, job)
-            if not required and cost <= 0.0:
-                continue
-            dom = levels.get(rule.level)
-            if dom is None:
-                dom = levels[rule.level] = domain_ids(problem, rule.level, node_names)
+        for j, (dom, required, cost) in topology_rules(problem, self.names, node_names).items():
             self.topo_dom[j], self.topo_dom_list[j] = dom, dom.tolist()
             self.topo_required[j], self.topo_cost[j] = required, cost
         #: every job's rows sorted (made per job on first use: a large queue is mostly never looked at)

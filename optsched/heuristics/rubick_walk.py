@@ -390,7 +390,8 @@ class NodeWalk:
             if py.value[i] > score + EPS:
                 if py.value[i] - pen > score + EPS:
                     chosen = (py.value[i], py.gpus[i], py.cpus[i], py.reaches[i])
-                elif running and py.value[i] - self.eng.trim_penalty[self.j] > score + EPS and self.eng.trimmable(self.j)[i]:
+                elif (running and py.value[i] - self.eng.trim_penalty[self.j] > score + EPS
+                      and self.eng.trimmable(self.j)[i]):
                     return _EXACT
         return chosen
 

@@ -27,15 +27,12 @@ from optsched.rounds.rubick.generate import generate_rubick_round
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
 
-from helpers import alloc, best_assignment, solve_tiny
+from helpers import alloc, best_assignment, decide, solve_tiny
 
 METHODS = methods_of("rubick")
 
 
-def _decide(problem: RubickRound, method: str) -> Decision:
-    return optsched.solve(problem, method, time_limit=10, seed=0, defer_unreachable_guarantees=True) \
-        if method in ("exact", "rubick-exact", "heuristic", "rubick", "rubick-e", "rubick-r", "rubick-n") \
-        else optsched.solve(problem, method, time_limit=10, seed=0)
+_decide = decide
 
 
 def _running(d: Decision) -> dict[str, Any]:
@@ -280,7 +277,8 @@ def test_new_fields_round_trip_and_are_checked() -> None:
     assert Job.from_dict(job.to_dict()) == job
     assert {"topology", "priority", "weight", "restart_seconds", "checkpoint_age_s"} <= set(job.to_dict())
     assert not {"topology", "priority", "weight", "restart_seconds"} & set(Job("y", "bert", 4, 100).to_dict())
-    for kw, message in (({"weight": 0}, "weight must be > 0"), ({"restart_seconds": -1}, "restart_seconds must be >= 0"),
+    for kw, message in (({"weight": 0}, "weight must be > 0"),
+                        ({"restart_seconds": -1}, "restart_seconds must be >= 0"),
                         ({"priority": 1.5}, "priority must be an integer"),
                         ({"topology": {"level": "rack", "mode": "soft"}}, "topology mode must be one of"),
                         ({"topology": {"mode": "required"}}, "missing field.s. level")):

@@ -19,15 +19,12 @@ from optsched.policies.registry import methods_of
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
 
-from helpers import row_alloc
+from helpers import decide, row_alloc
 
 METHODS = methods_of("rubick")
 
 
-def _solve(problem: RubickRound, method: str) -> Decision:
-    return optsched.solve(problem, method, time_limit=10, seed=0, defer_unreachable_guarantees=True) \
-        if method in ("exact", "rubick-exact", "heuristic", "rubick", "rubick-e", "rubick-r", "rubick-n") \
-        else optsched.solve(problem, method, time_limit=10, seed=0)
+_solve = decide
 
 
 def _actions(d: Decision) -> dict[str, str]:

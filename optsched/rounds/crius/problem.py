@@ -61,9 +61,9 @@ class CriusRound(RoundProblem):
     KIND: ClassVar[str] = "crius"
     #: job fields no Crius method reads: a job that sets one is refused naming it (the hard constraints
     #: of ``rubick`` rounds, the elastic range and Lyra's worker fields, requested CPUs and memory)
-    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = (*CONSTRAINT_FIELDS, *OBJECTIVE_FIELDS, "min_gpus", "max_gpus", "gpus_per_worker",
-                                                     "fungible", "checkpointing", "requested_cpus",
-                                                     "requested_mem_gib")
+    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = (*CONSTRAINT_FIELDS, *OBJECTIVE_FIELDS, "min_gpus", "max_gpus",
+                                                     "gpus_per_worker", "fungible", "checkpointing",
+                                                     "requested_cpus", "requested_mem_gib")
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ("models", "search_depth", "objective", "rescale_penalty",
                                              "preempt_penalty", "deadline_bonus")
 

@@ -65,8 +65,8 @@ class LyraRound(RoundProblem):
                                              "opportunistic")
     #: job fields no Lyra method reads: a job that sets one is refused naming it (the hard constraints of
     #: ``rubick`` rounds, deadlines, guarantees, requested CPUs and memory: Lyra accounts GPUs only)
-    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = (*CONSTRAINT_FIELDS, *OBJECTIVE_FIELDS, "deadline", "guaranteed", "requested_cpus",
-                                                     "requested_mem_gib")
+    UNBOUND_JOB_FIELDS: ClassVar[tuple[str, ...]] = (*CONSTRAINT_FIELDS, *OBJECTIVE_FIELDS, "deadline", "guaranteed",
+                                                     "requested_cpus", "requested_mem_gib")
 
     inference_nodes: tuple[str, ...] = ()
     inference_factor: float = INFERENCE_FACTOR

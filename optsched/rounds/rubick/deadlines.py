@@ -255,8 +255,8 @@ def floor_ok(table: CoefficientTable, admission: Admission, rows: np.ndarray | i
     """Per row of ``rows`` (default: every row): whether it keeps its job's floor under ``admission`` (module
     docstring): an admitted deadline job's row meets its need (and, protected, reaches its guarantee on its
     admission type); any other row whether it reaches its job's guarantee on its admission type
-    (:meth:`~optsched.rounds.rubick.admission.Admission.meets_guarantee`, what binds a protected job). Costs O(jobs) besides
-    the rows: call it once for many rows, not once per row."""
+    (:meth:`~optsched.rounds.rubick.admission.Admission.meets_guarantee`, what binds a protected job). Costs
+    O(jobs) besides the rows: call it once for many rows, not once per row."""
     rows = np.arange(len(table)) if rows is None else np.atleast_1d(np.asarray(rows, dtype=np.int64))
     ok = admission.meets_guarantee(table, rows) if rows.size else np.zeros(0, dtype=bool)
     dl = admission.deadlines

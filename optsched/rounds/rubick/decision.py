@@ -13,8 +13,8 @@ costs the job in the objective: its own trim, reconfiguration or preemption pena
 ``reconfig_penalty`` or ``preempt_penalty`` times its ``weight``, or derived from its restart
 seconds), else 0, plus its topology cost when it runs with a preferred topology rule
 (:func:`~optsched.rounds.rubick.objective.topology_cost`), so that the objective is the sum of
-``weight x normalised - penalty`` over the jobs; ``reason`` (:func:`wait_reason`) says why a job that does not run does not. The
-round's skipped jobs (``on_invalid_job: "skip"``) are the decision's ``skipped`` list, not per-job entries.
+``weight x normalised - penalty`` over the jobs; ``reason`` (:func:`wait_reason`) says why a job that does
+not run does not. The round's skipped jobs (``on_invalid_job: "skip"``) are the decision's ``skipped`` list, not per-job entries.
 The jobs whose deadline the decision does not promise and the running jobs whose deadline has passed are
 its ``deadline_at_risk`` and ``deadline_missed`` lists (:func:`~optsched.rounds.rubick.deadlines.reports`).
 

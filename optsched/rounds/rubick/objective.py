@@ -18,12 +18,14 @@ topology cost from :func:`topology_weight` (the cost per extra domain)."""
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
 
 from optsched.core.job import Job
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.choice import Choice, change_penalty
-from optsched.rounds.rubick.constraints import domains_spanned, prefers_topology
+from optsched.rounds.rubick.constraints import domain_ids, domains_spanned, prefers_topology
 from optsched.rounds.rubick.problem import RubickRound
 
 
@@ -33,6 +35,31 @@ def topology_weight(problem: RubickRound, job: Job) -> float:
     if prefers_topology(job) is None:
         return 0.0
     return float(problem.topology_penalty) * float(job.weight)
+
+
+def topology_rules(problem: RubickRound, jobs: Sequence[str], nodes: Sequence[str]
+                   ) -> dict[int, tuple[np.ndarray, bool, float]]:
+    """Per index of ``jobs`` with a topology rule that binds or costs something: the domain id of every node
+    of ``nodes`` at the rule's level (:func:`~optsched.rounds.rubick.constraints.domain_ids`; a node
+    lacking the level has an id of its own), whether the rule is required, and the cost per extra domain
+    (:func:`topology_weight`; 0 for a required rule). A preferred rule that costs nothing is left out.
+    Levels are read once per call."""
+    out: dict[int, tuple[np.ndarray, bool, float]] = {}
+    levels: dict[str, np.ndarray] = {}
+    for j, name in enumerate(jobs):
+        job = problem.job(name)
+        rule = job.topology
+        if rule is None:
+            continue
+        required = rule.mode == "required"
+        cost = 0.0 if required else topology_weight(problem, job)
+        if not required and cost <= 0.0:
+            continue
+        dom = levels.get(rule.level)
+        if dom is None:
+            dom = levels[rule.level] = domain_ids(problem, rule.level, nodes)
+        out[j] = (dom, required, cost)
+    return out
 
 
 def topology_cost(problem: RubickRound, job: Job, nodes: Iterable[str]) -> float:
@@ -65,4 +92,4 @@ def objective(problem: RubickRound, table: CoefficientTable, choices: Mapping[st
     return total
 
 
-__all__ = ["objective", "topology_cost", "topology_weight"]
+__all__ = ["objective", "topology_cost", "topology_rules", "topology_weight"]
