@@ -27,7 +27,7 @@ never evicted for a higher-priority one; its resources do not count as room.
 method solves the round; :func:`enforce_priorities` then takes the jobs by priority, highest first (ties
 by round order), and each one whose target needs lower-priority resources gets it: for each part (largest
 first) the node of least eviction cost (what the evicted jobs' terms lose), evicting on that node the
-jobs of lowest priority first, then of smallest term; a waiting job (or one leaving a draining node) takes,
+jobs of lowest priority first, then of least loss; a waiting job (or one leaving a draining node) takes,
 among its :data:`MAX_ROWS_TRIED` rows of highest value, the one whose term less the evicted jobs' losses
 is largest. Evicted jobs get nothing this round (a running one is preempted and pays its penalty); their
 resources beyond what was needed stay free. Jobs of higher priority come first, so a placement never
@@ -36,7 +36,9 @@ priority rule, so a valid one) and the decision's status describe the decision r
 that the enforcement changed is ``feasible``, not ``optimal``.
 
 Size: per hurt job, O(rows tried x parts x nodes) array work plus its victims; nothing runs when every
-job has the same priority.
+job has the same priority. Measured on the generated 1,280 x 8 GPU / 2,000-job round with a quarter of its
+jobs at priority 1 or 2: 0.86 s (23 jobs placed, 42 evicted). The policies keep
+:data:`~optsched.policies.rubick.PRIORITY_S_PER_JOB` a job of their time limit for it.
 """
 
 from __future__ import annotations
@@ -124,10 +126,12 @@ class _Rule:
         self.floored = set(privileged(admission))
         self._masks: dict[tuple, np.ndarray] = {}
         self._room: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, list[str]]]] = {}
+        self._loss: dict[str, float] = {}
 
     def changed(self) -> None:
         """Forget what depends on the holdings (after a placement and its evictions)."""
         self._room.clear()
+        self._loss.clear()
 
     # -- terms -------------------------------------------------------------------------------------
     def term(self, name: str, choice: Choice | None) -> float:
@@ -143,7 +147,10 @@ class _Rule:
 
     def loss(self, name: str) -> float:
         """What evicting job ``name`` costs the objective (its term now less its term with nothing)."""
-        return self.term(name, self.choices.get(name)) - self.term(name, None)
+        out = self._loss.get(name)
+        if out is None:
+            out = self._loss[name] = self.term(name, self.choices.get(name)) - self.term(name, None)
+        return out
 
     def keep_term(self, name: str) -> float:
         cur = self.problem.current(name)
@@ -196,7 +203,7 @@ class _Rule:
 
     def room(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, list[str]]]:
         """Per node: what the jobs of lower priority than ``name`` that are not protected hold (GPUs, CPUs,
-        GiB), and who they are, lowest priority first, then smallest term."""
+        GiB), and who they are, lowest priority first, then least loss (:meth:`loss`)."""
         p = self.priority[name]
         cached = self._room.get(p)
         if cached is not None:
@@ -213,7 +220,7 @@ class _Rule:
                 m[i] += sm
                 on.setdefault(i, []).append(other)
         for i, who in on.items():
-            who.sort(key=lambda o: (self.priority[o], self.term(o, self.choices.get(o)), o))
+            who.sort(key=lambda o: (self.priority[o], self.loss(o), o))
         out = self._room[p] = (g, c, m, on)
         return out
 
@@ -280,6 +287,22 @@ def _evict_for(rule: _Rule, free: list[np.ndarray], low: tuple | None,
     return victims
 
 
+def _evict_on(rule: _Rule, free: list[np.ndarray], low: tuple | None, i: int, g: int, c: int, m: float
+              ) -> list[str] | None:
+    """:func:`_evict_for` of one share on node ``i``: only the victims' shares on ``i`` matter, so it adds
+    them up as numbers, no array copied (called for every candidate node of every part)."""
+    fg, fc, fm = int(free[0][i]), int(free[1][i]), float(free[2][i])
+    victims: list[str] = []
+    for v in ([] if low is None else low[3].get(i, [])):
+        if fg >= g and fc >= c and fm >= m - EPS:
+            break
+        victims.append(v)
+        for vi, vg, vc, vm in rule.hold.shares[v]:
+            if vi == i:
+                fg, fc, fm = fg + vg, fc + vc, fm + vm
+    return victims if fg >= g and fc >= c and fm >= m - EPS else None
+
+
 def _place_row(rule: _Rule, name: str, k: int, free: list[np.ndarray], low: tuple | None, mask: np.ndarray
                ) -> tuple[Choice, list[tuple[int, int, int, float]], list[str]] | None:
     """Row ``k`` of ``name`` on distinct allowed nodes, each part (largest first) on the node that needs the
@@ -295,13 +318,20 @@ def _place_row(rule: _Rule, name: str, k: int, free: list[np.ndarray], low: tupl
              trial[2] + (0 if low is None else low[2])]
     for s in sorted(table.gpus_per_node[k], reverse=True):
         c, m = part_share(table, k, s)
-        cand = np.flatnonzero(type_ok & (reach[0] >= s) & (reach[1] >= c) & (reach[2] >= m - EPS))
+        ok = type_ok.copy()
+        ok[list(used)] = False
+        alone = np.flatnonzero(ok & (trial[0] >= s) & (trial[1] >= c) & (trial[2] >= m - EPS))
+        cand = alone if alone.size else np.flatnonzero(ok & (reach[0] >= s) & (reach[1] >= c) & (reach[2] >= m - EPS))
         best: tuple[float, int, int, list[str]] | None = None
+        if alone.size:  # no eviction needed: the best fit in GPUs (lowest index on ties)
+            i = int(alone[np.argmin(trial[0][alone] - s)])
+            best = (0.0, int(trial[0][i]) - s, i, [])
+            cand = alone[:0]
         for i in cand:
             i = int(i)
             if i in used:
                 continue
-            need = _evict_for(rule, trial, low, [(i, s, c, m)]) if not _fits(trial, i, s, c, m) else []
+            need = _evict_on(rule, trial, low, i, s, c, m)
             if need is None:
                 continue
             cost = sum(rule.loss(v) for v in need)
