@@ -63,7 +63,7 @@ Columns (one row per method and penalty setting):
   cordoned node than it held there before the round, nothing on a draining node; and the priority rule where
   it can be tested without a table (:func:`priority_check`: a job preempted or shrunk although its
   allocation fits with only lower priorities' room, a job waiting although its request fits one node that
-  way); must be 0;
+  way; a protected job's or a promised deadline's room does not count, as the rule says); must be 0;
 * ``on_draining``, ``on_cordoned``: running jobs holding GPUs on a draining / cordoned node at a round's
   start, summed over rounds (that the node events touched jobs; a job on a draining node must leave);
 * ``restarts``: reconfigurations plus resumptions after a preemption (launches of a job that ran before);
@@ -205,7 +205,8 @@ def config_of(plan: dict, placement: dict, node_type: dict[str, str]) -> tuple:
     return tuple(sorted(plan.items())), shape, gtypes
 
 
-def check(rnd: dict, jobs_by_name: dict[str, dict], entries: list[dict]) -> list[str]:
+def check(rnd: dict, jobs_by_name: dict[str, dict], entries: list[dict], unpromised: frozenset[str] = frozenset()
+          ) -> list[str]:
     """This script's own hard-constraint check of one decision (module docstring); one string a violation."""
     out = []
     nodes = {n["name"]: n for n in rnd["cluster"]["nodes"]}
@@ -255,16 +256,18 @@ def check(rnd: dict, jobs_by_name: dict[str, dict], entries: list[dict]) -> list
         node = nodes[n]
         if g > node["num_gpus"] or c > node["num_cpus"] or m > node["memory_gib"] + 1e-6:
             out.append(f"node {n}: {g} GPUs, {c} CPUs, {m:.1f} GiB over capacity")
-    return out + priority_check(rnd, jobs_by_name, entries, used)
+    return out + priority_check(rnd, jobs_by_name, entries, used, unpromised)
 
 
-def priority_check(rnd: dict, jobs_by_name: dict[str, dict], entries: list[dict], used: dict[str, list[float]]
-                   ) -> list[str]:
+def priority_check(rnd: dict, jobs_by_name: dict[str, dict], entries: list[dict], used: dict[str, list[float]],
+                   unpromised: frozenset[str] = frozenset()) -> list[str]:
     """The priority rule (docs/rounds.md, "Priorities") where this script can test it without a table: a job
     preempted or given fewer GPUs whose current allocation fits, node by node, the free resources plus its
     own plus those of unprotected jobs of lower priority but not the free resources plus its own; a waiting
     job whose request (its GPUs, CPUs and memory on one node it may use) fits one node that way. One-sided:
-    what it flags breaks the rule, what it misses it does not see."""
+    what it flags breaks the rule, what it misses it does not see. The room of a job bound to a floor does
+    not count (the rule's exception): a protected job, or a job with a deadline the decision promises (one
+    not in ``unpromised``, the decision's ``deadline_at_risk`` and ``deadline_missed`` jobs)."""
     nodes = {n["name"]: n for n in rnd["cluster"]["nodes"]}
     free = {n: [nodes[n]["num_gpus"] - u[0], nodes[n]["num_cpus"] - u[1], nodes[n]["memory_gib"] - u[2]]
             for n, u in used.items()}
@@ -276,7 +279,9 @@ def priority_check(rnd: dict, jobs_by_name: dict[str, dict], entries: list[dict]
         prio = job.get("priority", 0)
         low: dict[str, list[float]] = {n: [0, 0, 0.0] for n in nodes}
         for o in entries:
-            if o["plan"] is not None and jobs_by_name[o["job"]].get("priority", 0) < prio and not o["protected"]:
+            other = jobs_by_name[o["job"]]
+            floored = o["protected"] or (other.get("deadline") is not None and o["job"] not in unpromised)
+            if o["plan"] is not None and other.get("priority", 0) < prio and not floored:
                 for n, sh in o["placement"].items():
                     low[n] = [low[n][0] + sh["gpus"], low[n][1] + sh["cpus"], low[n][2] + sh["mem_gb"]]
         own = {n: [sh["gpus"], sh["cpus"], sh["mem_gb"]] for n, sh in (e["placement"] or {}).items()}
@@ -364,7 +369,8 @@ def run(cluster: Cluster, jobs: list[dict], hours: float, method: str, setting: 
         stats["rounds"] += 1
         stats["solve"].append(d["solve_seconds"])
         by_name = {j["name"]: j for j in rjobs}
-        bad = check(rnd, by_name, d["jobs"])
+        unpromised = frozenset(e["job"] for e in d.get("deadline_at_risk", []) + d.get("deadline_missed", []))
+        bad = check(rnd, by_name, d["jobs"], unpromised)
         if bad:
             stats["violations"] += len(bad)
             sys.stdout.write(f"VIOLATION {method} {setting} round t={t:.0f}s: {'; '.join(bad[:5])}\n")

@@ -16,10 +16,13 @@ map the row's per-node parts onto distinct nodes:
   and at most one part of a row per node. Only nodes of the row's GPU type with room for the part
   alone get a variable. TP groups stay inside a node because a row's parts are the shapes the
   performance model validated (TP never spans a part).
-* A running job's current row has no ``x``: it can only be kept where it runs, with its exact shares
-  (``keep = y[current]``); moving it means choosing another row. A job on a draining node cannot be
-  kept: its current row is an ordinary row (``x`` off the draining node, a reconfiguration) and it has
-  no rows in place.
+* A running job's current row has two variables: ``y[current]`` keeps it where it runs, with its exact
+  shares and no ``x`` (``keep``); ``m[current]`` moves it, the same plan and resources on other nodes,
+  with ``x`` like any row (a reconfiguration: Algorithm 1 makes such moves, and a protected job's only
+  rows reaching its guarantee may be its current one, so a model without them can be infeasible where
+  the heuristic is not; one more row per running job). A job on a draining node cannot be kept: its
+  current row is an ordinary row (``x`` off the draining node, a reconfiguration) and it has no rows in
+  place.
 * ``t[k]`` (bool, running jobs only): row k *in place* — a row of the job's current plan and the shape
   of its current placement (:func:`in_place_rows`) on exactly its current nodes with its current GPUs
   per node: a *trim* (issue 16, item 5; :func:`~optsched.rounds.rubick.choice.is_trim`), each part
@@ -93,7 +96,7 @@ import logging
 import math
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -310,10 +313,13 @@ class RubickRoundModel:
     topo: _Topology  # the jobs' topology rules
     #: per-node encoding: (job index, domain id) -> whether the job's parts use the domain (topology rules)
     domains: dict[tuple[int, int], cp_model.IntVar]
+    #: a running job's current row moved off its current shares (row -> var; module docstring)
+    moves: dict[int, cp_model.IntVar] = field(default_factory=dict)
 
     @property
     def size(self) -> ModelSize:
-        return ModelSize(len(self.y) + len(self.parts) + len(self.sub_parts) + len(self.trims) + len(self.domains),
+        return ModelSize(len(self.y) + len(self.parts) + len(self.sub_parts) + len(self.trims) + len(self.domains)
+                         + len(self.moves),
                          self.n_constraints, self.encoding)
 
 
@@ -410,8 +416,6 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             raise OutOfTime
         for k in rows:
             k = int(k)
-            if k in cur_rows:
-                continue
             if j in topo.jobs and not topo.fits_one(table, rules, j, k).any():
                 spread.add(k)
                 if topo.jobs[j][1]:  # required: the row is no candidate
@@ -463,6 +467,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     y: dict[int, cp_model.IntVar] = {}
     parts: dict[tuple[int, int, int], cp_model.IntVar] = {}
     trims: dict[int, cp_model.IntVar] = {}
+    #: a running job's current row moved to other nodes (the same plan and resources: a reconfiguration)
+    moves: dict[int, cp_model.IntVar] = {}
     n_cons = 0
     obj_terms: list[tuple[cp_model.IntVar, int]] = []
     #: per-node encoding, jobs with a topology rule: (job, domain id) -> its part variables on the domain's nodes
@@ -486,24 +492,15 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
         for k in rows:
             k = int(k)
             keep = k == cur and j not in banned
-            if not keep and k not in demand:  # a row of a required topology rule that fits no domain
-                continue
-            v = m.new_bool_var(f"y{k}")
-            y[k] = v
-            ys.append(v)
-            w = float(table.throughput[k]) / ref
-            if running:
-                w += pen.preempt - (0.0 if keep else pen.reconfig)
-            if rule is not None and rule[2] > 0.0:  # a preferred rule's cost (module docstring, "Topology")
-                if keep:
+            if keep:
+                v = m.new_bool_var(f"y{k}")
+                y[k] = v
+                ys.append(v)
+                w = float(table.throughput[k]) / ref + pen.preempt
+                if rule is not None and rule[2] > 0.0:  # a preferred rule's cost (module docstring, "Topology")
                     w -= rule[2] * (len({int(rule[0][node_index[n]]) for n, _ in _current_parts_of(problem, name)})
                                     - 1)
-                elif encoding == "per-node":
-                    w += rule[2]  # each domain the row's parts use costs rule[2] (below): the first is free
-                elif k in spread:
-                    w -= rule[2]  # the aggregated encoding's lower bound: a second domain at least
-            obj_terms.append((v, round(w * SCALE)))
-            if keep:
+                obj_terms.append((v, round(w * SCALE)))
                 alloc = problem.current(name)
                 assert alloc is not None
                 for node, share in alloc.placement.shares:
@@ -513,7 +510,20 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                     use_m[ci].append((v, _mib_up(share.mem_gib)))
                     if encoding == "aggregated" and share.gpus * 2 > cls_g[ci]:
                         big[ci].append((v, 1))
+            if k not in demand:  # a row of a required topology rule that fits no domain
                 continue
+            v = m.new_bool_var(f"m{k}" if keep else f"y{k}")
+            (moves if keep else y)[k] = v
+            ys.append(v)
+            w = float(table.throughput[k]) / ref
+            if running:
+                w += pen.preempt - pen.reconfig
+            if rule is not None and rule[2] > 0.0:  # a preferred rule's cost (module docstring, "Topology")
+                if encoding == "per-node":
+                    w += rule[2]  # each domain the row's parts use costs rule[2] (below): the first is free
+                elif k in spread:
+                    w -= rule[2]  # the aggregated encoding's lower bound: a second domain at least
+            obj_terms.append((v, round(w * SCALE)))
             per_node: dict[int, list] = defaultdict(list)
             for s, mult, cpus, mem in demand[k]:
                 by_sub = sub_classes and j in rules.selecting  # its nodes are chosen per sub-class below
@@ -616,7 +626,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             n_cons += 1
     m.maximize(sum(c * v for v, c in obj_terms))
     return RubickRoundModel(problem, table, admission, encoding, m, y, parts, trims, classes, nodes, offset, n_cons,
-                            rules, sub_parts, frozenset(banned), topo, domains)
+                            rules, sub_parts, frozenset(banned), topo, domains, moves)
 
 
 def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tuple[cp_model.IntVar, int]]:
@@ -626,11 +636,15 @@ def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tu
     class_of = {built.nodes.names[i]: ci for ci, c in enumerate(built.classes) for i in c}
     trimmed = {ch.row for name, ch in hint.items() if ch.row in built.trims
                and sorted(ch.parts) == sorted(_current_parts(built, name))}
-    chosen_rows = {ch.row for ch in hint.values()} - trimmed
+    #: current rows kept where they run (no part variables), and current rows moved elsewhere
+    kept = {ch.row for name, ch in hint.items() if ch.row in built.moves
+            and sorted(ch.parts) == sorted(_current_parts(built, name))}
+    moved = {ch.row for ch in hint.values() if ch.row in built.moves} - kept
+    chosen_rows = {ch.row for ch in hint.values()} - trimmed - moved
     index = {n: i for i, n in enumerate(built.nodes.names)}
     counts: Counter = Counter()
     for ch in hint.values():
-        if ch.row not in trimmed:
+        if ch.row not in trimmed and ch.row not in kept:
             for node, g in ch.parts:
                 counts[(ch.row, g, class_of[node])] += 1
                 if built.sub_parts:
@@ -642,7 +656,7 @@ def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tu
             j = t.job_position.get(name)
             if j is None or j not in built.topo.jobs or ch.row in trimmed or ch.row not in built.y:
                 continue
-            if ch.row == int(t.current_row[j]) and j not in built.banned:
+            if ch.row in kept:
                 continue  # kept: no part variables
             dom = built.topo.jobs[j][0]
             used.update((j, int(dom[index[node]])) for node, _ in ch.parts)
@@ -651,6 +665,7 @@ def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tu
     out.extend((v, counts.get(key, 0)) for key, v in built.sub_parts.items())
     out.extend((v, 1 if k in trimmed else 0) for k, v in built.trims.items())
     out.extend((v, 1 if key in used else 0) for key, v in built.domains.items())
+    out.extend((v, 1 if k in moved else 0) for k, v in built.moves.items())
     return out
 
 
@@ -668,7 +683,9 @@ def _decode(built: RubickRoundModel, values: Sequence[int]) -> dict[str, Choice]
     t = built.table
     chosen = {t.jobs[int(t.job_index[k])]: (k, False) for k, v in built.y.items() if values[v.index]}
     chosen.update({t.jobs[int(t.job_index[k])]: (k, True) for k, v in built.trims.items() if values[v.index]})
-    return _repair(built, chosen)
+    moved = {t.jobs[int(t.job_index[k])] for k, v in built.moves.items() if values[v.index]}
+    chosen.update({name: (int(t.current_row[t.index_of(name)]), False) for name in moved})
+    return _repair(built, chosen, frozenset(moved))
 
 
 def _current_parts(built: RubickRoundModel, name: str) -> tuple[tuple[str, int], ...]:
@@ -702,12 +719,17 @@ def _choices_per_node(built: RubickRoundModel, values: Sequence[int]) -> dict[st
         if values[v.index]:
             name = t.jobs[int(t.job_index[k])]
             out[name] = Choice(k, _current_parts(built, name))
+    for k, v in built.moves.items():
+        if values[v.index]:
+            out[t.jobs[int(t.job_index[k])]] = Choice(k, tuple(sorted(placed[k])))
     return out
 
 
-def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> dict[str, Choice] | None:
-    """Map an aggregated solution (job -> (row, whether it is in place)) to nodes: the current rows and
-    the rows in place on the job's current nodes, the other rows by best-fit decreasing; a part that does
+def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]], moved: frozenset[str] = frozenset()
+            ) -> dict[str, Choice] | None:
+    """Map an aggregated solution (job -> (row, whether it is in place); ``moved``: the jobs whose current
+    row goes elsewhere) to nodes: the kept current rows and the rows in place on the job's current nodes,
+    the other rows (moved current rows too) by best-fit decreasing; a part that does
     not fit makes its job fall back to its best row that does (a row that can be in place on its current
     nodes first), or to nothing, unless protected; then jobs left out get their best fitting row. A job
     with a topology rule goes to one domain (module docstring, "Topology"). None when a protected job
@@ -722,7 +744,7 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
 
     in_place = set(built.trims)
 
-    def take(k: int, j: int, trim: bool = False) -> Choice | None:
+    def take(k: int, j: int, trim: bool = False, move: bool = False) -> Choice | None:
         if trim:  # row k in place: on the job's current nodes with their GPUs
             choice, need = _in_place(p, t, nodes.names, j, k)
             if not all(free_g[i] >= s and free_c[i] >= c and free_m[i] >= mem for i, s, c, mem in need):
@@ -732,7 +754,7 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
                 free_c[i] -= c
                 free_m[i] -= mem
             return choice
-        if k == int(t.current_row[j]) and j not in built.banned:
+        if k == int(t.current_row[j]) and j not in built.banned and not move:
             alloc = p.current(t.jobs[j])
             assert alloc is not None
             idx = [(nodes.names.index(n), s) for n, s in alloc.placement.shares]
@@ -802,16 +824,18 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]]) -> 
         rows = sorted((int(k) for k in rows_of[j]), key=lambda k: (-t.throughput[k], t.gpus[k], k))
         for k in rows:
             c = (take(k, j, trim=True) if k in in_place else None) or take(k, j)
+            if c is None and k == int(t.current_row[j]) and j not in built.banned:
+                c = take(k, j, move=True)  # the current row elsewhere
             if c is not None:
                 return c
         return None
 
-    order = sorted(chosen.items(), key=lambda kv: (not kv[1][1] and kv[1][0] != int(t.current_row[t.index_of(kv[0])]),
-                                                  kv[0] not in floors,
-                                                  -max(t.gpus_per_node[kv[1][0]]), kv[0]))
+    order = sorted(chosen.items(), key=lambda kv: ((not kv[1][1] and kv[1][0] != int(t.current_row[t.index_of(kv[0])]))
+                                                   or kv[0] in moved, kv[0] not in floors,
+                                                   -max(t.gpus_per_node[kv[1][0]]), kv[0]))
     for name, (k, trim) in order:
         j = t.index_of(name)
-        c = take(k, j, trim) or fallback(j)
+        c = take(k, j, trim, name in moved) or fallback(j)
         if c is None and name in floors:
             return None
         if c is not None:

@@ -232,13 +232,17 @@ class ExactPolicy:
         sol = c.solve(ctx, warm, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
                       workers=self.workers, backend=self.backend)
         note = c.describe(sol)
+        broken = [] if warm is None else c.violations(ctx, warm)
         if sol.status == "infeasible":
             error = c.infeasible(ctx, warm)
-            if error is not None:
+            # a model's proof of infeasibility never outweighs a warm start that keeps every rule: that is
+            # a gap in the model (a choice it cannot state), and the warm start is returned
+            if error is not None and (warm is None or broken):
                 raise error
+            note = join_notes(note, "the model was proven infeasible although the warm start keeps every rule of "
+                                    "the round (a choice the model does not state)")
         answer = c.answer(sol) if sol.objective is not None else None
         carried = "" if warm is None else warm.message
-        broken = [] if warm is None else c.violations(ctx, warm)
         if answer is not None and (warm is None or broken or not_worse(sol.objective, warm.objective)):
             return decision(answer, sol.status, join_notes(note, carried), bound=sol.bound, warm_start=sol.warm_start)
         if warm is None:

@@ -282,3 +282,41 @@ def test_a_forced_per_node_model_over_its_size_limit_is_refused_before_it_is_bui
     # the default strategy skips the per-node refinement then, and still answers
     sol = rubick_round.solve(problem, table, time_limit=10, max_node_vars=100)
     assert sol.size.encoding == "aggregated" and sol.objective is not None
+
+
+def test_the_model_moves_a_running_job_whose_only_row_is_its_current_one() -> None:
+    """Two half-full nodes and a queued guaranteed gang of 8 GPUs on one node: only moving a running
+    fixed-plan job (its one row, its current one) beside the other frees a node. The model states that
+    move (``m[current]``, docstring), so exact proves the round optimal with the gang running; without it
+    the model would be infeasible."""
+    from dataclasses import replace as _replace
+
+    from optsched.core import ExecutionPlan, Job
+    from optsched.core.catalog import a800_cluster
+    from optsched.rounds.rubick.problem import RubickRound
+    from optsched.rounds.rubick.table import build_round_table
+
+    from helpers import alloc
+
+    cluster = a800_cluster(2, 8)
+    plan = ExecutionPlan(dp=4)
+    a = Job("a", "bert", 4, 10_000, requested_plan=plan, plan_fixed=True, min_gpus=4, max_gpus=4, guaranteed=True)
+    d = _replace(a, name="d")
+    b = Job("b", "bert", 8, 10_000, min_gpus=8, max_gpus=8, max_nodes=1, guaranteed=True)
+    probe = build_round_table(RubickRound(cluster, (a,)))
+    k = int(probe.configs_of("a")[0])
+    cpus, mem = int(probe.cpus[k]), float(probe.mem_gib[k])
+    running = (alloc("a", plan, {"n000": (4, cpus, mem)}), alloc("d", plan, {"n001": (4, cpus, mem)}))
+    problem = RubickRound(cluster, (a, d, b), running)
+    table = build_round_table(problem)
+    assert len(table.configs_of("a")) == 1  # its current row only
+    sol = rubick_round.solve(problem, table, time_limit=20, encoding="per-node")
+    assert sol.status == "optimal"
+    choices = sol.payload["choices"]
+    assert set(choices) == {"a", "d", "b"}
+    moved = [n for n in ("a", "d") if sorted(choices[n].parts) != sorted(problem.current(n).placement.gpu_parts)]
+    assert len(moved) == 1 and choices[moved[0]].row == int(table.current_row[table.index_of(moved[0])])
+    import optsched
+    decision = optsched.solve(problem, "exact", time_limit=20)
+    assert {x.job: x.action for x in decision.jobs}[moved[0]] == "reconfigure"
+    assert decision.status == "optimal"

@@ -130,11 +130,19 @@ def test_without_a_warm_start_the_solver_decides_or_the_heuristic_error_is_raise
         run(Scripted(heuristic_error=err, solution=solution(None)))
 
 
-def test_a_proven_infeasible_model_raises_the_kind_report() -> None:
-    c = Scripted(WarmStart("heur", 10.0), solution=solution(None, status="infeasible"),
-                 infeasible_error=InfeasibleError("round infeasible: guarantees"))
+def test_a_proven_infeasible_model_raises_the_kind_report_unless_the_warm_start_keeps_every_rule() -> None:
+    report = InfeasibleError("round infeasible: guarantees")
+    broken = Scripted(WarmStart("heur", 10.0), solution=solution(None, status="infeasible"), infeasible_error=report,
+                      broken=["guaranteed job a does not run"])
     with pytest.raises(InfeasibleError, match="round infeasible: guarantees"):
-        run(c)
+        run(broken)
+    with pytest.raises(InfeasibleError, match="round infeasible: guarantees"):
+        run(Scripted(heuristic_error=InfeasibleError("no node fits"), solution=solution(None, status="infeasible"),
+                     infeasible_error=report))
+    # a warm start that keeps every rule outweighs the model's proof (a choice the model does not state)
+    kept = run(Scripted(WarmStart("heur", 10.0), solution=solution(None, status="infeasible"),
+                        infeasible_error=report))
+    assert kept.status == "heuristic-fallback" and "the model was proven infeasible although" in kept.message
     quiet = Scripted(WarmStart("heur", 10.0), solution=solution(None, status="infeasible"))
     assert run(quiet).status == "heuristic-fallback"  # a kind without a report falls back
 
