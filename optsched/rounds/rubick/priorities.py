@@ -30,8 +30,9 @@ first) the node of least eviction cost (what the evicted jobs' terms lose), evic
 jobs of lowest priority first, then of least loss; a waiting job (or one leaving a draining node) takes,
 among its :data:`MAX_ROWS_TRIED` rows of highest value, the one whose term less the evicted jobs' losses
 is largest. Evicted jobs get nothing this round (a running one is preempted and pays its penalty); their
-resources beyond what was needed stay free. Jobs of higher priority come first, so a placement never
-hurts a job decided before it. The objective, the exact method's bound (a bound of the round without the
+resources beyond what was needed stay free, and a later hurt job (lower priority, same order) that fits
+only thanks to them takes them, evicting nobody more. Jobs of higher priority come first, so a placement
+never hurts a job decided before it. The objective, the exact method's bound (a bound of the round without the
 priority rule, so a valid one) and the decision's status describe the decision returned: an exact answer
 that the enforcement changed is ``feasible``, not ``optimal``.
 
@@ -229,14 +230,15 @@ def _fits(free: tuple[np.ndarray, np.ndarray, np.ndarray], i: int, g: int, c: in
     return bool(free[0][i] >= g and free[1][i] >= c and free[2][i] >= m - EPS)
 
 
-def _plan_for(rule: _Rule, name: str, kind: str, extra: bool
+def _plan_for(rule: _Rule, name: str, kind: str, extra: bool, base: list[np.ndarray] | None = None
               ) -> tuple[Choice | None, list[tuple[int, int, int, float]], list[str]] | None:
-    """A target of hurt job ``name`` (module docstring) on the free resources plus its own, and with
-    ``extra`` also those of lower priority: (choice, shares, jobs to evict), or None when it fits nowhere.
-    ``choice`` is None for the current configuration of a running job."""
+    """A target of hurt job ``name`` (module docstring) on the free resources (``base``, default: what is
+    free now) plus its own, and with ``extra`` also those of lower priority: (choice, shares, jobs to
+    evict), or None when it fits nowhere."""
     hold = rule.hold
     own = hold.shares.get(name, [])
-    free = [hold.free_g.copy(), hold.free_c.copy(), hold.free_m.copy()]
+    free = [a.copy() for a in base] if base is not None else [hold.free_g.copy(), hold.free_c.copy(),
+                                                              hold.free_m.copy()]
     for i, g, c, m in own:
         free[0][i] += g
         free[1][i] += c
@@ -414,12 +416,18 @@ def enforce_priorities(problem: RubickRound, table: CoefficientTable, choices: M
     order = sorted(range(len(problem.jobs)), key=lambda i: (-problem.jobs[i].priority, i))
     placed: list[str] = []
     evicted: dict[str, str] = {}
+    #: what the method left free: room free now and not then was freed by evictions
+    before = [rule.hold.free_g.copy(), rule.hold.free_c.copy(), rule.hold.free_m.copy()]
     for i in order:
         name = problem.jobs[i].name
         kind = rule.hurt(name)
-        if kind is None or _plan_for(rule, name, kind, extra=False) is not None:
+        if kind is None:
             continue
-        plan = _plan_for(rule, name, kind, extra=True)
+        plan = _plan_for(rule, name, kind, extra=False)
+        if plan is not None and (not evicted or _plan_for(rule, name, kind, extra=False, base=before) is not None):
+            continue  # it fits what the method left free: the method's own choice
+        if plan is None:  # else it fits only the room evictions freed: it takes it, evicting nobody more
+            plan = _plan_for(rule, name, kind, extra=True)
         if plan is None:
             continue
         choice, shares, victims = plan
