@@ -189,3 +189,24 @@ def test_a_partitioned_solve_keeps_priorities_across_parts(method: str) -> None:
     assert _actions(d)["high"] == "start"
     assert sorted(_actions(d).values()).count("preempt") == 1
     assert _independent_check(p, d) == []
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_room_for_a_higher_priority_job_keeps_its_required_rack(method: str) -> None:
+    # two racks of two 8-GPU nodes, a low-priority gang on one node of each: 16 GPUs are free, one node
+    # in each rack; the high-priority 16-GPU gang that requires one rack needs a whole rack: one low job goes
+    base = a800_cluster(4, 8)
+    nodes = tuple(replace(n, topology={"rack": f"r{i // 2}"}) for i, n in enumerate(base.nodes))
+    cluster = replace(base, nodes=nodes)
+    lows = (Job("low0", "gpt2", 8, 10_000, min_gpus=8, max_gpus=8), Job("low1", "gpt2", 8, 10_000, min_gpus=8,
+                                                                        max_gpus=8))
+    high = Job("high", "bert", 16, 10_000, min_gpus=16, max_gpus=16, priority=4,
+               topology=optsched.core.job.TopologyRule("rack"))
+    p = _running(cluster, (*lows, high), {"low0": (8, ["n000"]), "low1": (8, ["n002"])})
+    d = _solve(p, method)
+    acts = _actions(d)
+    # one low job makes room: preempted, or moved into the other rack (exact finds that)
+    assert acts["high"] == "start" and sorted(acts[n] for n in ("low0", "low1")) in (["keep", "preempt"],
+                                                                                     ["keep", "reconfigure"])
+    racks = {cluster.node(n).domain("rack") for n, _ in d.job("high").allocation.placement.shares}
+    assert len(racks) == 1

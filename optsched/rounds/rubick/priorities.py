@@ -13,7 +13,8 @@ hold). A job H is *hurt* by a decision when it
 Its *target* is its current configuration (exact shares, on its nodes) when it is preempted or shrunk,
 and, when it waits or must leave a draining node, any configuration of its table (every row it may
 choose — a protected job's rows reaching its guarantee — with parts on distinct nodes it may get new
-work on, :func:`~optsched.rounds.rubick.constraints.new_work_mask`). The decision breaks the rule when a
+work on, :func:`~optsched.rounds.rubick.constraints.new_work_mask`, all in one domain under a required
+topology rule). The decision breaks the rule when a
 hurt job's target fits the resources free in the decision plus its own plus those of the jobs of
 **lower** priority that are not bound to a floor (a protected guarantee or an admitted deadline,
 :func:`~optsched.rounds.rubick.deadlines.privileged`), but does not fit the free resources plus its
@@ -52,7 +53,8 @@ import numpy as np
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, is_kept, part_share, placement_of
-from optsched.rounds.rubick.constraints import must_leave, new_work_mask
+from optsched.rounds.rubick.constraints import (domain_ids, must_leave, new_work_mask, node_rule_key,
+                                                requires_topology)
 from optsched.rounds.rubick.deadlines import floor_ok, privileged
 from optsched.rounds.rubick.objective import topology_cost
 from optsched.rounds.rubick.problem import RubickRound
@@ -125,7 +127,7 @@ class _Rule:
         self.priority = {j.name: j.priority for j in problem.jobs}
         #: jobs bound to a floor (protected guarantees, admitted deadlines): never evicted for a priority
         self.floored = set(privileged(admission))
-        self._masks: dict[tuple, np.ndarray] = {}
+        self._masks: dict[tuple, list[np.ndarray]] = {}
         self._room: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, list[str]]]] = {}
         self._loss: dict[str, float] = {}
 
@@ -186,12 +188,20 @@ class _Rule:
         return sorted((int(k) for k in rows), key=lambda k: (-float(self.table.throughput[k]), int(self.table.gpus[k]),
                                                               k))
 
-    def mask(self, name: str) -> np.ndarray:
+    def masks(self, name: str) -> list[np.ndarray]:
+        """The node sets ``name`` may get new work on, one configuration within one set: the nodes
+        :func:`~optsched.rounds.rubick.constraints.new_work_mask` allows, split by domain under a required
+        topology rule (each domain alone)."""
         job = self.problem.job(name)
-        key = job.node_selector
+        key = node_rule_key(job)
         out = self._masks.get(key)
         if out is None:
-            out = self._masks[key] = new_work_mask(self.problem, job, self.hold.names)
+            allowed = new_work_mask(self.problem, job, self.hold.names)
+            out = [allowed]
+            if requires_topology(job) is not None:
+                dom = domain_ids(self.problem, requires_topology(job), self.hold.names)
+                out = [allowed & (dom == d) for d in np.unique(dom[allowed])]
+            self._masks[key] = out
         return out
 
     def current_shares(self, name: str) -> list[tuple[int, int, int, float]] | None:
@@ -256,17 +266,17 @@ def _plan_for(rule: _Rule, name: str, kind: str, extra: bool, base: list[np.ndar
                 j = rule.table.index_of(name)
                 return Choice(int(rule.table.current_row[j]), cur.placement.gpu_parts), shares, victims
             return None
-    mask = rule.mask(name)
     best: tuple[float, tuple[Choice, list, list[str]]] | None = None
     for k in rule.rows_of(name)[:MAX_ROWS_TRIED]:
-        placed = _place_row(rule, name, k, free, low, mask)
-        if placed is None:
-            continue
-        if not extra:
-            return placed
-        score = rule.term(name, placed[0]) - sum(rule.loss(v) for v in dict.fromkeys(placed[2]))
-        if best is None or score > best[0] + EPS:
-            best = (score, placed)
+        for mask in rule.masks(name):
+            placed = _place_row(rule, name, k, free, low, mask)
+            if placed is None:
+                continue
+            if not extra:
+                return placed
+            score = rule.term(name, placed[0]) - sum(rule.loss(v) for v in dict.fromkeys(placed[2]))
+            if best is None or score > best[0] + EPS:
+                best = (score, placed)
     return None if best is None else best[1]
 
 
