@@ -133,8 +133,9 @@ FINISH_S_PER_JOB = 3e-5
 
 #: seconds per job of a round with several priorities kept besides for the priority enforcement that
 #: follows every method (:mod:`optsched.rounds.rubick.priorities`; measured on the generated 1,280 x 8 GPU /
-#: 2,000-job round with a quarter of its jobs at priority 1 or 2: 0.86 s, 0.43 ms a job, on 2 busy cores)
-PRIORITY_S_PER_JOB = 5e-4
+#: 2,000-job round with a quarter of its jobs at priority 1 or 2: 0.9-1.3 s, up to 0.63 ms a job, on 2 busy
+#: cores; kept with a margin)
+PRIORITY_S_PER_JOB = 1e-3
 
 
 def _deadline(time_limit: float, clock_start: float | None, problem: RoundProblem) -> Deadline:

@@ -39,7 +39,7 @@ that the enforcement changed is ``feasible``, not ``optimal``.
 
 Size: per hurt job, O(rows tried x parts x nodes) array work plus its victims; nothing runs when every
 job has the same priority. Measured on the generated 1,280 x 8 GPU / 2,000-job round with a quarter of its
-jobs at priority 1 or 2: 0.86 s (23 jobs placed, 42 evicted). The policies keep
+jobs at priority 1 or 2: 1.25 s (40 jobs placed, 43 evicted; 2 busy cores). The policies keep
 :data:`~optsched.policies.rubick.PRIORITY_S_PER_JOB` a job of their time limit for it.
 """
 
