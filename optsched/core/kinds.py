@@ -10,6 +10,8 @@ becomes known when its package is imported (``import optsched`` imports every bu
 
 from __future__ import annotations
 
+import importlib
+
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Generic, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
@@ -100,9 +102,24 @@ def register_kind(kind: RoundKind[ProblemT]) -> RoundKind[ProblemT]:
     return kind
 
 
+#: whether the built-in kinds (:mod:`optsched.rounds`) were imported
+_BUILT_IN = False
+
+
+def _built_in() -> None:
+    """Register the built-in kinds on first use of the registry (``import optsched.rounds``): the package
+    imports nothing on its own (:mod:`optsched`, start-up), so a caller that imports only
+    :mod:`optsched.core` still finds them."""
+    global _BUILT_IN
+    if not _BUILT_IN:
+        _BUILT_IN = True
+        importlib.import_module("optsched.rounds")
+
+
 def round_kind(name: str) -> RoundKind[Any]:
     """The registered kind ``name`` (``UnknownNameError`` listing the registered ones); its problem
     class is the kind's subclass of :class:`~optsched.core.round.RoundProblem`."""
+    _built_in()
     try:
         return _KINDS[name]
     except (KeyError, TypeError):
@@ -111,6 +128,7 @@ def round_kind(name: str) -> RoundKind[Any]:
 
 def round_kinds() -> tuple[str, ...]:
     """Names of the registered kinds, sorted."""
+    _built_in()
     return tuple(sorted(_KINDS))
 
 
