@@ -248,3 +248,10 @@ def test_a_draining_node_through_the_service_and_the_cli(server: str, tmp_path: 
     for d in (from_cli, from_service):
         assert all(busy not in (j["placement"] or {}) for j in d["jobs"])
         assert {j["action"] for j in d["jobs"] if j["job"] in on_it} <= {"reconfigure", "preempt"}
+
+
+def test_deeply_nested_json_is_400_naming_the_rule(server: str) -> None:
+    """100,000 nested arrays used to overflow the JSON parser's recursion (HTTP 500 with a RecursionError)."""
+    for raw in ("[" * 100_000 + "]" * 100_000, '{"round": ' + "[" * 100_000 + "]" * 100_000 + "}"):
+        status, err = _call(server + "/solve", raw=raw.encode())
+        assert status == 400 and err["error"].startswith("optsched: error: request body: JSON nested too deeply")

@@ -1,0 +1,26 @@
+"""Bad input a hostile or careless user gives the command line (issue 26, "Smaller"): one clear line naming
+the item and the rule, exit code 2, never a traceback, and nothing done or left behind before the check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optsched import cli
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a": ' * 100_000 + "1" + "}" * 100_000],
+                         ids=["arrays", "objects"])
+def test_deeply_nested_json_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    code, _, err = _run(capsys, "solve", str(path))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"optsched: error: {path}: JSON nested too deeply")
