@@ -8,7 +8,7 @@ is the reference. Endpoints:
   ..., "time_limit": ..., "seed": ..., "defer_unreachable": ..., "backend": ..., "partitions": ...,
   "on_invalid_job": ...}`` (``on_invalid_job``: the mode of a round that does not state one); the
   same options may come as query parameters (``/solve?method=heuristic&time_limit=2``), each in one place
-  only. Answers 200 with the decision (``optsched.decision/1``).
+  and once only (a repeated query parameter is a 400 naming it). Answers 200 with the decision (``optsched.decision/1``).
 * ``GET /health``: ``{"status": "ok", "version", "methods": {kind: [method, ...]}, "workers"}``.
 * ``GET /schemas`` lists the JSON Schemas; ``GET /schemas/{name}`` (``round``, ``decision``,
   ``perf-params``, also as ``round.schema.json``) serves one.
@@ -44,7 +44,8 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Mapping
+from collections import Counter
+from typing import Any, AsyncIterator, Mapping, Sequence
 
 from optsched import __version__
 from optsched.core.checks import json_int
@@ -125,9 +126,18 @@ def _option(name: str, value: Any, from_query: bool) -> Any:
     return value
 
 
-def parse_solve_request(body: bytes, query: Mapping[str, str], config: ServiceConfig) -> tuple[Any, dict[str, Any]]:
+def parse_solve_request(body: bytes, query: Mapping[str, str] | Sequence[tuple[str, str]],
+                        config: ServiceConfig) -> tuple[Any, dict[str, Any]]:
     """The round (JSON) and the options of a ``POST /solve`` (module docstring); ``ValidationError`` for a
-    malformed body, an unknown or doubly given option, or a time limit above the server's cap."""
+    malformed body, an unknown or doubly given option (a query parameter repeated, or given in the query and
+    in the body), or a time limit above the server's cap. ``query``: the parameters as a mapping, or as the
+    (name, value) pairs of the query string, repeats included."""
+    pairs = list(query.items()) if isinstance(query, Mapping) else list(query)
+    repeated = [(k, n) for k, n in Counter(k for k, _ in pairs).items() if n > 1]
+    if repeated:
+        k, n = repeated[0]
+        raise ValidationError(f"query: parameter {k!r} given {n} times; give it once")
+    query = dict(pairs)
     try:
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -210,7 +220,7 @@ def create_app(config: ServiceConfig | None = None) -> Any:
         started = time.perf_counter()  # the time limit covers the wait for a worker and the parsing
         try:
             body = await read_body(request)
-            data, options = parse_solve_request(body, dict(request.query_params), config)
+            data, options = parse_solve_request(body, request.query_params.multi_items(), config)
             loop = asyncio.get_running_loop()
             decision = await loop.run_in_executor(pool["solve"], solve_request, data, options, started)
         except RequestError as exc:

@@ -255,3 +255,12 @@ def test_deeply_nested_json_is_400_naming_the_rule(server: str) -> None:
     for raw in ("[" * 100_000 + "]" * 100_000, '{"round": ' + "[" * 100_000 + "]" * 100_000 + "}"):
         status, err = _call(server + "/solve", raw=raw.encode())
         assert status == 400 and err["error"].startswith("optsched: error: request body: JSON nested too deeply")
+
+
+def test_a_repeated_query_parameter_is_400_naming_it(server: str) -> None:
+    """``?method=fifo&method=sia`` used to keep the last value silently."""
+    status, err = _call(server + "/solve?method=fifo&time_limit=5&method=sia", own_coefficients_round())
+    assert status == 400 and err["error"] == ("optsched: error: query: parameter 'method' given 2 times; give it "
+                                              "once")
+    with pytest.raises(ValidationError, match="query: parameter 'seed' given 2 times; give it once"):
+        parse_solve_request(b'{"kind": "rubick"}', [("seed", "1"), ("seed", "2")], ServiceConfig())
