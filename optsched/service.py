@@ -39,8 +39,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -265,15 +267,41 @@ def create_app(config: ServiceConfig | None = None) -> Any:
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
 
 
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` and listening, so that a busy port or a bad address fails before
+    the service says it listens; ``ValidationError`` (one line naming the address and the reason) otherwise."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (OSError, UnicodeError) as exc:
+        raise ValidationError(f"cannot listen on {host}:{port} (unknown host: {exc})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: restarts reuse the port
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        hint = "; pick another port or stop what uses it" if exc.errno == errno.EADDRINUSE else ""
+        raise ValidationError(f"cannot listen on {host}:{port} ({reason[:1].lower()}{reason[1:]}){hint}") from None
+    return sock
+
+
 def serve(host: str = "127.0.0.1", port: int = 8000, config: ServiceConfig | None = None, *,
-          log_level: str = "warning") -> None:
-    """Run the service with uvicorn until interrupted (``optsched serve``)."""
+          log_level: str = "warning", sock: socket.socket | None = None) -> None:
+    """Run the service with uvicorn until interrupted (``optsched serve``), on ``sock`` when given (from
+    :func:`listen_socket`: the address is known to be free before anything is printed), else on ``host``:``port``
+    (bound here; a busy port is a ``ValidationError``)."""
     try:
         import uvicorn
     except ImportError:
         raise ValidationError("the solve service needs starlette and uvicorn: pip install 'optsched[serve]'") from None
-    uvicorn.run(create_app(config), host=host, port=port, log_level=log_level)
+    sock = sock or listen_socket(host, port)
+    server = uvicorn.Server(uvicorn.Config(create_app(config), log_level=log_level))
+    with sock:
+        server.run(sockets=[sock])
 
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TIME_LIMIT", "OPTIONS", "RequestError", "ServiceConfig",
-           "create_app", "parse_solve_request", "serve", "solve_request"]
+           "create_app", "listen_socket", "parse_solve_request", "serve", "solve_request"]

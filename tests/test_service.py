@@ -264,3 +264,18 @@ def test_a_repeated_query_parameter_is_400_naming_it(server: str) -> None:
                                               "once")
     with pytest.raises(ValidationError, match="query: parameter 'seed' given 2 times; give it once"):
         parse_solve_request(b'{"kind": "rubick"}', [("seed", "1"), ("seed", "2")], ServiceConfig())
+
+
+def test_serve_on_a_busy_port_is_one_line_before_listening() -> None:
+    """``optsched serve`` on a port already in use used to print "listening" and then exit 3 with uvicorn's
+    message; now the port is bound first and the error is the CLI's one line (exit 2)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "optsched.cli", "serve", "--port", str(port)],
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "listening" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"optsched: error: cannot listen on 127.0.0.1:{port} (address already in use); pick another "
+        "port or stop what uses it"]
