@@ -24,3 +24,17 @@ def test_deeply_nested_json_is_one_line(capsys: pytest.CaptureFixture[str], tmp_
     code, _, err = _run(capsys, "solve", str(path))
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert err.startswith(f"optsched: error: {path}: JSON nested too deeply")
+
+
+@pytest.mark.parametrize(("flag", "value", "rule"), [
+    ("--experts", "100000", "experts must be at most 1,024"),
+    ("--devices", "100000000", "devices must be at most 4,096"),
+    ("--tokens", "10000000000", "tokens must be at most 1,000,000"),
+])
+def test_experts_generator_sizes_are_checked_up_front(capsys: pytest.CaptureFixture[str], flag: str, value: str,
+                                                      rule: str) -> None:
+    """``--experts 100000`` used to die allocating 74.5 GiB (the router's experts x experts matrices), ``--devices
+    100000000`` to build 25 million nodes, ``--tokens 10**10`` to allocate the batch: refused before any work."""
+    code, out, err = _run(capsys, "gen-round", "--kind", "experts", flag, value)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"optsched: error: generate_experts_round: {rule}")
