@@ -38,3 +38,30 @@ def test_experts_generator_sizes_are_checked_up_front(capsys: pytest.CaptureFixt
     code, out, err = _run(capsys, "gen-round", "--kind", "experts", flag, value)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert err.startswith(f"optsched: error: generate_experts_round: {rule}")
+
+
+def test_an_unwritable_out_fails_before_the_solve(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--out /sys/x.json`` passed the ``os.access`` check as root (root may write anywhere, says access) and
+    failed only after the solve; the file is now opened for writing before any work (and removed again)."""
+    import optsched.cli.solve as solve_cmd
+
+    round_file = tmp_path / "r.json"
+    assert _run(capsys, "gen-round", "--nodes", "2", "--jobs", "4", "--out", str(round_file))[0] == 0
+
+    def no_solve(*args: object, **kwargs: object) -> None:
+        raise AssertionError("solved before the output was checked")
+
+    monkeypatch.setattr(solve_cmd, "solve", no_solve)
+    code, out, err = _run(capsys, "solve", str(round_file), "--out", "/sys/optsched-x.json")
+    assert code == 2 and out == ""
+    assert err.strip() in ("optsched: error: --out /sys/optsched-x.json: not writable (Permission denied)",
+                           "optsched: error: --out /sys/optsched-x.json: not writable")
+    # a writable --out is left as it was: no new file, an existing one not truncated
+    monkeypatch.undo()
+    fresh, kept = tmp_path / "fresh.json", tmp_path / "kept.json"
+    kept.write_text("old")
+    from optsched.cli.common import check_output_file
+    check_output_file(fresh)
+    check_output_file(kept)
+    assert not fresh.exists() and kept.read_text() == "old"
