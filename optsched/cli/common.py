@@ -8,6 +8,7 @@ Only :mod:`optsched.core` is imported here; a command that reads fitted model fi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -80,16 +81,25 @@ def check_output_file(path: str | Path | None, flag: str = "--out") -> None:
 
 
 def check_output_dir(path: str | Path, flag: str = "--out") -> None:
-    """Fail before any work when ``path`` cannot be used as an output directory (creating it)."""
+    """Fail before any work when ``path`` cannot be used as an output directory. A directory that does not
+    exist is created to prove it can be, then removed again with every parent the check created: a command
+    that fails later leaves nothing behind, and the writer of the outputs creates it when there is something
+    to write."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise ValidationError(f"{flag} {p}: exists and is not a directory")
+    created = [d for d in (p, *p.parents) if not d.exists()]
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValidationError(f"{flag} {p}: cannot create directory ({exc.strerror or exc})") from None
-    if not os.access(p, os.W_OK):
-        raise ValidationError(f"{flag} {p}: directory not writable")
+    try:
+        if not os.access(p, os.W_OK):
+            raise ValidationError(f"{flag} {p}: directory not writable")
+    finally:
+        for d in created:  # deepest first
+            with contextlib.suppress(OSError):
+                d.rmdir()
 
 
 def emit_json(data: Any, path: str | None) -> None:

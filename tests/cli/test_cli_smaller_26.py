@@ -65,3 +65,17 @@ def test_an_unwritable_out_fails_before_the_solve(capsys: pytest.CaptureFixture[
     check_output_file(fresh)
     check_output_file(kept)
     assert not fresh.exists() and kept.read_text() == "old"
+
+
+def test_a_failing_simulate_leaves_no_out_directory(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``simulate --out DIR`` created DIR (and its parents) in the output check, so a run that then failed left
+    them behind, empty; the check now removes what it created, and the outputs' writer creates DIR."""
+    out_dir = tmp_path / "new" / "sim"
+    code, _, err = _run(capsys, "simulate", "--jobs", "4", "--trace", str(tmp_path / "missing.csv"), "--no-plots",
+                        "--no-progress", "--out", str(out_dir))
+    assert code == 2 and "missing.csv: cannot read file" in err
+    assert not (tmp_path / "new").exists()
+    code, _, err = _run(capsys, "simulate", "--jobs", "4", "--policy", "fifo", "--no-plots", "--no-progress",
+                        "--out", str(out_dir))
+    assert code == 0, err
+    assert (out_dir / "summary.json").is_file()
