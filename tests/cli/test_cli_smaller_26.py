@@ -79,3 +79,13 @@ def test_a_failing_simulate_leaves_no_out_directory(capsys: pytest.CaptureFixtur
                         "--out", str(out_dir))
     assert code == 0, err
     assert (out_dir / "summary.json").is_file()
+
+
+@pytest.mark.parametrize("kind", ["lyra", "lyra-allocate"])
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "0"])
+def test_gen_round_load_must_be_finite_and_positive(capsys: pytest.CaptureFixture[str], kind: str,
+                                                     value: str) -> None:
+    """``--load inf`` used to be accepted (every drawn job queued); simulate already refused it."""
+    code, out, err = _run(capsys, "gen-round", "--kind", kind, "--load", value)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"optsched: error: gen-round {kind}: load must be ")
