@@ -89,3 +89,14 @@ def test_gen_round_load_must_be_finite_and_positive(capsys: pytest.CaptureFixtur
     code, out, err = _run(capsys, "gen-round", "--kind", kind, "--load", value)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert err.startswith(f"optsched: error: gen-round {kind}: load must be ")
+
+
+def test_partitions_1_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--partitions 1`` used to be accepted and solve the round unpartitioned without a word; K must be >= 2
+    (leave the option out for an unpartitioned solve), as docs/cli.md says."""
+    round_file = tmp_path / "r.json"
+    assert _run(capsys, "gen-round", "--nodes", "2", "--jobs", "4", "--out", str(round_file))[0] == 0
+    code, out, err = _run(capsys, "solve", str(round_file), "--partitions", "1")
+    assert code == 2 and out == ""
+    assert err.strip() == ("optsched: error: partitions must be an integer >= 2 (leave it out for an unpartitioned "
+                           "solve), got 1")
