@@ -100,3 +100,18 @@ def test_partitions_1_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert code == 2 and out == ""
     assert err.strip() == ("optsched: error: partitions must be an integer >= 2 (leave it out for an unpartitioned "
                            "solve), got 1")
+
+
+@pytest.mark.parametrize("kind", ["rubick", "crius", "lyra"])
+@pytest.mark.parametrize(("value", "rule"), [
+    ("-1", "--max-jobs must be an integer >= 1, got -1"),
+    ("5", "--max-jobs applies to Philly and ITP trace files (it keeps their first N jobs); the synthetic trace "
+          "has --jobs N jobs"),
+])
+def test_max_jobs_is_checked_and_refused_on_synthetic_traces(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                            kind: str, value: str, rule: str) -> None:
+    """``simulate --max-jobs -1`` (or any N) on the synthetic trace used to be ignored without a word."""
+    code, out, err = _run(capsys, "simulate", "--kind", kind, "--jobs", "4", "--max-jobs", value, "--no-plots",
+                          "--no-progress", "--out", str(tmp_path / "sim"))
+    assert code == 2 and out == ""
+    assert err.strip() == f"optsched: error: {rule}"
