@@ -115,3 +115,16 @@ def test_max_jobs_is_checked_and_refused_on_synthetic_traces(capsys: pytest.Capt
                           "--no-progress", "--out", str(tmp_path / "sim"))
     assert code == 2 and out == ""
     assert err.strip() == f"optsched: error: {rule}"
+
+
+@pytest.mark.parametrize("backend", ["highs", "cbc"])
+@pytest.mark.parametrize("kind", ["lyra", "lyra-allocate", "lyra-reclaim", "placement"])
+def test_a_backend_the_method_does_not_use_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                      kind: str, backend: str) -> None:
+    round_file = tmp_path / "r.json"
+    assert _run(capsys, "gen-round", "--kind", kind, "--out", str(round_file))[0] == 0
+    code, out, err = _run(capsys, "solve", str(round_file), "--backend", backend)
+    assert code == 2 and out == ""
+    assert err.startswith(f"optsched: error: method 'exact' of round kind '{kind}' does not use backend "
+                          f"'{backend}'")
+    assert "rubick: exact, rubick-exact" in err
