@@ -8,7 +8,7 @@ is the reference. Endpoints:
   ..., "time_limit": ..., "seed": ..., "defer_unreachable": ..., "backend": ..., "partitions": ...,
   "on_invalid_job": ...}`` (``on_invalid_job``: the mode of a round that does not state one); the
   same options may come as query parameters (``/solve?method=heuristic&time_limit=2``), each in one place
-  only. Answers 200 with the decision (``optsched.decision/1``).
+  and once only (a repeated query parameter is a 400 naming it). Answers 200 with the decision (``optsched.decision/1``).
 * ``GET /health``: ``{"status": "ok", "version", "methods": {kind: [method, ...]}, "workers"}``.
 * ``GET /schemas`` lists the JSON Schemas; ``GET /schemas/{name}`` (``round``, ``decision``,
   ``perf-params``, also as ``round.schema.json``) serves one.
@@ -39,12 +39,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Mapping
+from collections import Counter
+from typing import Any, AsyncIterator, Mapping, Sequence
 
 from optsched import __version__
 from optsched.core.checks import json_int
@@ -125,9 +128,18 @@ def _option(name: str, value: Any, from_query: bool) -> Any:
     return value
 
 
-def parse_solve_request(body: bytes, query: Mapping[str, str], config: ServiceConfig) -> tuple[Any, dict[str, Any]]:
+def parse_solve_request(body: bytes, query: Mapping[str, str] | Sequence[tuple[str, str]],
+                        config: ServiceConfig) -> tuple[Any, dict[str, Any]]:
     """The round (JSON) and the options of a ``POST /solve`` (module docstring); ``ValidationError`` for a
-    malformed body, an unknown or doubly given option, or a time limit above the server's cap."""
+    malformed body, an unknown or doubly given option (a query parameter repeated, or given in the query and
+    in the body), or a time limit above the server's cap. ``query``: the parameters as a mapping, or as the
+    (name, value) pairs of the query string, repeats included."""
+    pairs = list(query.items()) if isinstance(query, Mapping) else list(query)
+    repeated = [(k, n) for k, n in Counter(k for k, _ in pairs).items() if n > 1]
+    if repeated:
+        k, n = repeated[0]
+        raise ValidationError(f"query: parameter {k!r} given {n} times; give it once")
+    query = dict(pairs)
     try:
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -210,7 +222,7 @@ def create_app(config: ServiceConfig | None = None) -> Any:
         started = time.perf_counter()  # the time limit covers the wait for a worker and the parsing
         try:
             body = await read_body(request)
-            data, options = parse_solve_request(body, dict(request.query_params), config)
+            data, options = parse_solve_request(body, request.query_params.multi_items(), config)
             loop = asyncio.get_running_loop()
             decision = await loop.run_in_executor(pool["solve"], solve_request, data, options, started)
         except RequestError as exc:
@@ -255,15 +267,41 @@ def create_app(config: ServiceConfig | None = None) -> Any:
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
 
 
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` and listening, so that a busy port or a bad address fails before
+    the service says it listens; ``ValidationError`` (one line naming the address and the reason) otherwise."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (OSError, UnicodeError) as exc:
+        raise ValidationError(f"cannot listen on {host}:{port} (unknown host: {exc})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: restarts reuse the port
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        hint = "; pick another port or stop what uses it" if exc.errno == errno.EADDRINUSE else ""
+        raise ValidationError(f"cannot listen on {host}:{port} ({reason[:1].lower()}{reason[1:]}){hint}") from None
+    return sock
+
+
 def serve(host: str = "127.0.0.1", port: int = 8000, config: ServiceConfig | None = None, *,
-          log_level: str = "warning") -> None:
-    """Run the service with uvicorn until interrupted (``optsched serve``)."""
+          log_level: str = "warning", sock: socket.socket | None = None) -> None:
+    """Run the service with uvicorn until interrupted (``optsched serve``), on ``sock`` when given (from
+    :func:`listen_socket`: the address is known to be free before anything is printed), else on ``host``:``port``
+    (bound here; a busy port is a ``ValidationError``)."""
     try:
         import uvicorn
     except ImportError:
         raise ValidationError("the solve service needs starlette and uvicorn: pip install 'optsched[serve]'") from None
-    uvicorn.run(create_app(config), host=host, port=port, log_level=log_level)
+    sock = sock or listen_socket(host, port)
+    server = uvicorn.Server(uvicorn.Config(create_app(config), log_level=log_level))
+    with sock:
+        server.run(sockets=[sock])
 
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TIME_LIMIT", "OPTIONS", "RequestError", "ServiceConfig",
-           "create_app", "parse_solve_request", "serve", "solve_request"]
+           "create_app", "listen_socket", "parse_solve_request", "serve", "solve_request"]

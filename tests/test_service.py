@@ -248,3 +248,34 @@ def test_a_draining_node_through_the_service_and_the_cli(server: str, tmp_path: 
     for d in (from_cli, from_service):
         assert all(busy not in (j["placement"] or {}) for j in d["jobs"])
         assert {j["action"] for j in d["jobs"] if j["job"] in on_it} <= {"reconfigure", "preempt"}
+
+
+def test_deeply_nested_json_is_400_naming_the_rule(server: str) -> None:
+    """100,000 nested arrays used to overflow the JSON parser's recursion (HTTP 500 with a RecursionError)."""
+    for raw in ("[" * 100_000 + "]" * 100_000, '{"round": ' + "[" * 100_000 + "]" * 100_000 + "}"):
+        status, err = _call(server + "/solve", raw=raw.encode())
+        assert status == 400 and err["error"].startswith("optsched: error: request body: JSON nested too deeply")
+
+
+def test_a_repeated_query_parameter_is_400_naming_it(server: str) -> None:
+    """``?method=fifo&method=sia`` used to keep the last value silently."""
+    status, err = _call(server + "/solve?method=fifo&time_limit=5&method=sia", own_coefficients_round())
+    assert status == 400 and err["error"] == ("optsched: error: query: parameter 'method' given 2 times; give it "
+                                              "once")
+    with pytest.raises(ValidationError, match="query: parameter 'seed' given 2 times; give it once"):
+        parse_solve_request(b'{"kind": "rubick"}', [("seed", "1"), ("seed", "2")], ServiceConfig())
+
+
+def test_serve_on_a_busy_port_is_one_line_before_listening() -> None:
+    """``optsched serve`` on a port already in use used to print "listening" and then exit 3 with uvicorn's
+    message; now the port is bound first and the error is the CLI's one line (exit 2)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "optsched.cli", "serve", "--port", str(port)],
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "listening" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"optsched: error: cannot listen on 127.0.0.1:{port} (address already in use); pick another "
+        "port or stop what uses it"]

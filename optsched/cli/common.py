@@ -8,6 +8,7 @@ Only :mod:`optsched.core` is imported here; a command that reads fitted model fi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -53,8 +54,10 @@ def write_text(path: str | Path, text: str) -> None:
 
 
 def check_output_file(path: str | Path | None, flag: str = "--out") -> None:
-    """Fail before any work when ``path`` cannot be written as a file: it is a directory, or its
-    directory does not exist or is not writable."""
+    """Fail before any work when ``path`` cannot be written as a file: it is a directory, its directory does
+    not exist, or opening it for writing fails. The open is what decides (``os.access`` says yes to root even
+    where the file system refuses, as under ``/sys``): a regular file or a new one is opened for appending,
+    which leaves an existing file's content as it was, and a file created by the check is removed again."""
     if not path:
         return
     p = Path(path)
@@ -63,21 +66,40 @@ def check_output_file(path: str | Path | None, flag: str = "--out") -> None:
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise ValidationError(f"{flag} {p}: directory {parent} does not exist")
-    if (p.exists() and not os.access(p, os.W_OK)) or not os.access(parent, os.W_OK):
-        raise ValidationError(f"{flag} {p}: not writable")
+    if p.exists() and not p.is_file():  # a device or a pipe (/dev/null, /dev/stdout): opening may block
+        if not os.access(p, os.W_OK):
+            raise ValidationError(f"{flag} {p}: not writable")
+        return
+    existed = p.exists()
+    try:
+        with open(p, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ValidationError(f"{flag} {p}: not writable ({exc.strerror or exc})") from None
+    if not existed:
+        p.unlink(missing_ok=True)
 
 
 def check_output_dir(path: str | Path, flag: str = "--out") -> None:
-    """Fail before any work when ``path`` cannot be used as an output directory (creating it)."""
+    """Fail before any work when ``path`` cannot be used as an output directory. A directory that does not
+    exist is created to prove it can be, then removed again with every parent the check created: a command
+    that fails later leaves nothing behind, and the writer of the outputs creates it when there is something
+    to write."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise ValidationError(f"{flag} {p}: exists and is not a directory")
+    created = [d for d in (p, *p.parents) if not d.exists()]
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValidationError(f"{flag} {p}: cannot create directory ({exc.strerror or exc})") from None
-    if not os.access(p, os.W_OK):
-        raise ValidationError(f"{flag} {p}: directory not writable")
+    try:
+        if not os.access(p, os.W_OK):
+            raise ValidationError(f"{flag} {p}: directory not writable")
+    finally:
+        for d in created:  # deepest first
+            with contextlib.suppress(OSError):
+                d.rmdir()
 
 
 def emit_json(data: Any, path: str | None) -> None:

@@ -6,7 +6,7 @@ import argparse
 
 from optsched.cli.common import PROG, err
 from optsched.core.errors import ValidationError
-from optsched.service import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TIME_LIMIT, ServiceConfig, serve
+from optsched.service import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TIME_LIMIT, ServiceConfig, listen_socket, serve
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValidationError(f"--max-body-mb must be positive, got {args.max_body_mb}")
     config = ServiceConfig(max_body_bytes=int(args.max_body_mb * 2 ** 20), max_time_limit=args.max_time_limit,
                            workers=args.workers)
+    sock = listen_socket(args.host, args.port)  # bound before saying so: a busy port is one line, exit 2
     err(f"{PROG} serve: listening on http://{args.host}:{args.port} (POST /solve, GET /health, GET /schemas)")
-    serve(args.host, args.port, config, log_level="info" if args.verbose else "warning")
+    serve(args.host, args.port, config, log_level="info" if args.verbose else "warning", sock=sock)
     return 0

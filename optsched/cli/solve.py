@@ -14,7 +14,7 @@ from optsched.core.jsonio import parse_json_text, read_json
 from optsched.core.round import RoundProblem
 from optsched.perf.lookup import fitted_models
 from optsched.policies.options import DEFAULT_TIME_LIMIT
-from optsched.policies.registry import describe_methods
+from optsched.policies.registry import backend_methods, describe_methods
 from optsched.rounds.rubick.admission import DEFER_OPTION as DEFER
 from optsched.policies.solve import solve
 
@@ -48,7 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "error in the decision's skipped list, and solves the rest (rubick rounds)")
     p.add_argument("--backend", default="cpsat", choices=("cpsat", "cbc", "highs"),
                    help="what solves exact formulations: CP-SAT (default), or a MILP through pulp with CBC, or HiGHS "
-                        "when highspy is installed")
+                        "when highspy is installed; cbc and highs only for the methods they solve ("
+                        + "; ".join(f"{k}: {', '.join(m)}" for k, m in backend_methods().items())
+                        + "), any other method refuses them")
     p.add_argument("--partitions", type=int, metavar="K",
                    help="solve K parts of the round (nodes and jobs split with --seed) in parallel processes and join "
                         "their decisions (POP-style; faster on large rounds, not optimal)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,15 @@ def read_json(path: str | Path) -> Any:
 
 def parse_json_text(text: str, source: str) -> Any:
     """Parse JSON ``text``; malformed JSON raises ``ValidationError`` naming ``source`` (a file name, "standard
-    input", "request body"), the line and the column."""
+    input", "request body"), the line and the column, and so does JSON nested deeper than the parser's recursion
+    limit (Python's, about 1,000 levels of arrays and objects; a round needs fewer than 10)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValidationError(f"{source}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ValidationError(f"{source}: JSON nested too deeply (arrays and objects may be nested at most about "
+                              f"{sys.getrecursionlimit():,} levels deep; a round needs fewer than 10)") from None
 
 
 def format_json(data: Any) -> str:

@@ -192,7 +192,8 @@ for _name, _build, _summary in (
         ("gavel", _heuristic("gavel", schedule_gavel), "Gavel-like heterogeneity-aware throughput LP (baseline)"),
         ("elasticflow", _heuristic("elasticflow", schedule_elasticflow),
          "ElasticFlow-like elastic scaling from data-parallel profiles (baseline)")):
-    register_method("crius", _name, _build, _summary, (ESTIMATOR_PARAMS,))
+    register_method("crius", _name, _build, _summary, (ESTIMATOR_PARAMS,),
+                    uses_backend=_name in ("exact", "crius-exact"))
 
 
 __all__ = ["CriusContext", "CriusExact", "CriusHeuristicPolicy", "ESTIMATOR_PARAMS", "FINISH_S_PER_JOB"]

@@ -73,7 +73,8 @@ class PartitionedPolicy:
 
     def __post_init__(self) -> None:
         if isinstance(self.parts, bool) or not isinstance(self.parts, int) or self.parts < 2:
-            raise ValidationError(f"partitions must be an integer >= 2, got {self.parts!r}")
+            raise ValidationError("partitions must be an integer >= 2 (leave it out for an unpartitioned solve), "
+                                  f"got {self.parts!r}")
         if self.processes is not None and (isinstance(self.processes, bool) or not isinstance(self.processes, int)
                                            or self.processes < 1):
             raise ValidationError(f"processes must be a positive integer, got {self.processes!r}")

@@ -26,18 +26,19 @@ def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFA
     and rules when the round has no feasible decision. The time limit covers the whole call, counted
     from ``clock_start`` (a ``time.perf_counter()`` reading, e.g. before the round was parsed) or from
     the call; a method its limit cuts short returns a feasible decision of status ``partial``. With
-    ``partitions=K`` (>= 2) the method runs on K parts of the round in parallel processes and the parts'
-    decisions are joined (:mod:`optsched.policies.partitioned`). ``backend`` chooses what solves exact
-    formulations (``PolicyOptions.backend``). The round's warnings (:meth:`RoundProblem.warnings
-    <optsched.core.round.RoundProblem.warnings>`: numbers implausible for their unit, a kind's own, such
-    as Rubick's reconfiguration penalty above its preemption penalty) are named in the decision's
+    ``partitions=K`` (>= 2; ``None``, the default, for none; 1 is an error) the method runs on K parts of the round
+    in parallel processes and the parts' decisions are joined (:mod:`optsched.policies.partitioned`). ``backend``
+    chooses what solves exact formulations (``PolicyOptions.backend``; a MILP back end for a method it does not
+    solve is an error, :func:`~optsched.policies.registry.make_policy`). The round's warnings
+    (:meth:`RoundProblem.warnings <optsched.core.round.RoundProblem.warnings>`: numbers implausible for their unit,
+    a kind's own, such as Rubick's reconfiguration penalty above its preemption penalty) are named in the decision's
     message, each as ``warning: ...``."""
     if not isinstance(problem, RoundProblem):
         raise ValidationError(f"solve: problem must be a RoundProblem, got {type(problem).__name__}")
     options = PolicyOptions(time_limit=time_limit, seed=seed, workers=workers, perf_models=perf_models, extras=extras,
                             clock_start=clock_start, backend=backend)
     policy = make_policy(method, options, kind=problem.kind)  # validates the method and the options
-    if partitions is not None and partitions != 1:
+    if partitions is not None:  # 1 is refused (PartitionedPolicy): None is the unpartitioned solve
         policy = PartitionedPolicy(problem.kind, method, partitions, options)
     warnings = problem.warnings()  # inside the time limit (clock_start runs)
     decision = policy.decide(problem)

@@ -25,6 +25,8 @@ from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.sim.truth_source import IterationTimeSource
 
+#: where ``--max-jobs`` applies (refused elsewhere, never ignored)
+MAX_JOBS_APPLIES = "--max-jobs applies to Philly and ITP trace files (it keeps their first N jobs)"
 #: the options of a request every kind reads (what to simulate at all)
 ALWAYS_READ = ("trace", "seed")
 
@@ -52,6 +54,11 @@ class SimulationRequest:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.max_jobs is not None:
+            if isinstance(self.max_jobs, bool) or not isinstance(self.max_jobs, int) or self.max_jobs < 1:
+                raise ValidationError(f"--max-jobs must be an integer >= 1, got {self.max_jobs!r}")
+            if self.trace == "synthetic":
+                raise ValidationError(f"{MAX_JOBS_APPLIES}; the synthetic trace has --jobs N jobs")
         object.__setattr__(self, "params", tuple(self.params))
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
 
@@ -171,5 +178,6 @@ def check_request(setup: SimulationSetup, request: SimulationRequest) -> None:
         raise ValidationError(f"--kind {setup.kind}: {flags} {verb} not apply to its simulations")
 
 
-__all__ = ["ALWAYS_READ", "SimulationInputs", "SimulationOption", "SimulationRequest", "SimulationSetup",
+__all__ = ["ALWAYS_READ", "MAX_JOBS_APPLIES", "SimulationInputs",
+           "SimulationOption", "SimulationRequest", "SimulationSetup",
            "check_request", "register_simulation", "simulation_kinds", "simulation_setup"]

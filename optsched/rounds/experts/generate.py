@@ -33,6 +33,19 @@ PROFILE_TOKENS = 1024
 #: GPUs per node of the Lina testbed (Sec. 4.7.1: 4 nodes of 4 A100-40GB, 100 Gb/s InfiniBand)
 TESTBED_GPUS_PER_NODE = 4
 TESTBED_INTER_NODE_GBPS = 12.5
+#: largest sizes the generator takes, each with why (checked before any work): the synthetic router holds
+#: ``GENERATED_LAYERS - 1`` experts x experts transition matrices and the profile counts grow alike (1,024
+#: experts: 2.2 GB and 33 s measured; 100,000 would need 74.5 GiB for one matrix), the cluster has a node per 4
+#: devices, and the batch and its routing are held token by token (1,000,000 tokens: 0.76 GB and 21 s)
+MAX_EXPERTS = 1024
+MAX_DEVICES = 4096
+MAX_TOKENS = 1_000_000
+_MAXIMA: dict[str, tuple[int, str]] = {
+    "experts": (MAX_EXPERTS, "the synthetic router's memory grows as experts squared: 1,024 experts take about "
+                             "2 GB"),
+    "devices": (MAX_DEVICES, "1,024 nodes of 4 GPUs"),
+    "tokens": (MAX_TOKENS, "the batch's routing is held token by token: 1,000,000 tokens take about 0.8 GB"),
+}
 
 
 def lina_cluster(devices: int) -> Cluster:
@@ -56,6 +69,10 @@ def generate_experts_round(experts: int = 16, devices: int | None = None, seed: 
     require_int(owner, "slots", slots, 1)
     require_int(owner, "tokens", tokens, 1)
     require_int(owner, "path_length", path_length, 1)
+    for name, value in (("experts", experts), ("devices", devices), ("tokens", tokens)):
+        maximum, why = _MAXIMA[name]
+        if value > maximum:
+            raise ValidationError(f"{owner}: {name} must be at most {maximum:,} ({why}), got {value:,}")
     if path_length >= GENERATED_LAYERS - 1:
         raise ValidationError(f"{owner}: path_length must be below {GENERATED_LAYERS - 1} (the generated model has "
                               f"{GENERATED_LAYERS} MoE layers)")
@@ -72,4 +89,4 @@ def generate_experts_round(experts: int = 16, devices: int | None = None, seed: 
     return ExpertsRound(cluster=lina_cluster(devices), experts=specs, slots=slots, layer=layer + 1)
 
 
-__all__ = ["GENERATED_LAYERS", "PROFILE_BATCHES", "PROFILE_TOKENS", "generate_experts_round", "lina_cluster"]
+__all__ = ["GENERATED_LAYERS", "MAX_DEVICES", "MAX_EXPERTS", "MAX_TOKENS", "PROFILE_BATCHES", "PROFILE_TOKENS", "generate_experts_round", "lina_cluster"]

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from optsched.core.allocation import Allocation
-from optsched.core.checks import require_int, require_seed
+from optsched.core.checks import require_int, require_number, require_seed
 from optsched.core.errors import ValidationError
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
@@ -152,8 +152,8 @@ def lyra_state(seed: int, servers: int, training: int, jobs: int, occupancy: flo
         raise ValidationError(f"gen-round {what}: needs at least one server")
     if not 0.0 <= occupancy <= 1.0 or not 0.0 <= elastic <= 1.0:
         raise ValidationError(f"gen-round {what}: occupancy and elastic must lie in [0, 1]")
-    if load is not None and not (isinstance(load, (int, float)) and not isinstance(load, bool) and load > 0):
-        raise ValidationError(f"gen-round {what}: load must be a number > 0, got {load!r}")
+    if load is not None:
+        require_number(f"gen-round {what}", "load", load, 0.0, strict=True)  # finite: inf would queue every job
     require_seed("lyra_state", seed)
     rng = np.random.default_rng(seed)
     cluster = two_pool_cluster(training, servers)

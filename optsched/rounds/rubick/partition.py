@@ -120,7 +120,8 @@ def check_parts(problem: RoundProblem, parts: int) -> None:
     """``ValidationError`` unless ``parts`` is an integer from 2 to the round's number of nodes (a part
     holds at least one node); checked before anything is allocated per part."""
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
-        raise ValidationError(f"partitions must be an integer >= 2, got {parts!r}")
+        raise ValidationError("partitions must be an integer >= 2 (leave it out for an unpartitioned solve), "
+                              f"got {parts!r}")
     if parts > len(problem.cluster.nodes):
         raise ValidationError(f"partitions must be at most the round's number of nodes "
                               f"({len(problem.cluster.nodes)}: a part holds at least one node), got {parts}")

@@ -13,7 +13,8 @@ from optsched.core.errors import ValidationError
 from optsched.perf.lookup import fitted_models
 from optsched.rounds.rubick.admission import DEFER_OPTION
 from optsched.sim.ground_truth import ground_truth_from_spec
-from optsched.sim.setup import SimulationInputs, SimulationRequest, SimulationSetup, register_simulation
+from optsched.sim.setup import (MAX_JOBS_APPLIES, SimulationInputs, SimulationRequest, SimulationSetup,
+                                register_simulation)
 from optsched.sim.trace_speed import trace_speeds
 from optsched.sim.traces import detect_format, load_trace
 from optsched.sim.truth_source import measured_configs
@@ -43,6 +44,8 @@ def build(request: SimulationRequest) -> SimulationInputs:
     if request.trace == "synthetic":
         options.update(num_jobs=request.jobs, load=request.load)
     elif detect_format(request.trace) == "workload":
+        if request.max_jobs is not None:
+            raise ValidationError(f"{MAX_JOBS_APPLIES}; a workload trace is replayed whole")
         options["infeasible_plans"] = request.infeasible_plans
     elif request.max_jobs is not None:
         options["max_jobs"] = request.max_jobs
