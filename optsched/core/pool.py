@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Sequence
 
 from optsched.core.checks import require_int
 from optsched.core.errors import ValidationError
@@ -87,11 +88,18 @@ def _gpu_pool(cluster: Cluster, gpu_type: str | None) -> GpuPool:
                    min(n.memory_gib for n in nodes))
 
 
-def usable_gpu_types(cluster: Cluster, job: Job) -> list[str]:
-    """GPU types ``job`` may run on: its pinned type, else every type with GPUs, sorted by name."""
-    if job.gpu_type is not None:
-        return [job.gpu_type]
+def gpu_types_with_gpus(cluster: Cluster) -> list[str]:
+    """The GPU types of ``cluster`` that have GPUs, sorted by name (what an unpinned job may run on)."""
     return sorted({n.gpu_type for n in cluster.nodes if n.num_gpus > 0})
 
 
-__all__ = ["GpuPool", "gpu_pool", "packed_placement", "usable_gpu_types"]
+def usable_gpu_types(cluster: Cluster, job: Job, with_gpus: Sequence[str] | None = None) -> list[str]:
+    """GPU types ``job`` may run on: its pinned type, else every type with GPUs, sorted by name
+    (``with_gpus``: :func:`gpu_types_with_gpus` of ``cluster``, computed once by a caller that asks for
+    many jobs)."""
+    if job.gpu_type is not None:
+        return [job.gpu_type]
+    return list(with_gpus) if with_gpus is not None else gpu_types_with_gpus(cluster)
+
+
+__all__ = ["GpuPool", "gpu_pool", "gpu_types_with_gpus", "packed_placement", "usable_gpu_types"]

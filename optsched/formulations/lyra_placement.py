@@ -9,7 +9,8 @@ per job and pool a Boolean ``z_jp`` (the job runs there; at most one pool; force
 * ``sum_{s in p} b_js = base_j z_jp`` (a queued job's base demand whole or not at all) and
   ``sum_{s in p} f_js <= flex_j z_jp``;
 * per server ``sum_j (b_js + f_js) g_j(pool s) <= free GPUs left by the start``;
-* with Lyra's groups, per inference server a Boolean ``q_s`` (flexible group; fixed when the start
+* with Lyra's groups (``lyra=True``; not a rule of the round, so the ``exact`` method of the kind
+  solves without them), per inference server a Boolean ``q_s`` (flexible group; fixed when the start
   already holds flexible or base workers there; a server holding both takes nothing new, as in the
   heuristic): ``b_js = 0`` when ``q_s``, ``f_js = 0`` when not;
 * ``u_s`` (server used) >= every worker on it, fixed to 1 where the start holds workers;
@@ -23,6 +24,7 @@ heuristic's placement.
 
 from __future__ import annotations
 
+import math
 import time
 
 from ortools.sat.python import cp_model
@@ -134,8 +136,10 @@ def solve(problem: PlacementRound, *, lyra: bool = True, time_limit: float = 10.
                                       for n in sorted(base) if base[n]), tuple(unplaced.items()))
     total = sum(t[1] + t[2] for t in state.todo)
     const = len(nodes) - big * total
-    obj = const + solver.ObjectiveValue()
-    bound = const + solver.BestObjectiveBound()
+    # the objective is an integer: read it and its bound as integers (the solver's floats may carry noise,
+    # e.g. a bound 2.2e-16 below a proven optimum)
+    obj = const + round(solver.ObjectiveValue())
+    bound = const + math.floor(solver.BestObjectiveBound() + 1e-6)
     return Solution("optimal" if code == cp_model.OPTIMAL else "feasible", float(obj), float(bound), wall,
                     hint is not None, size, {"placement": placement})
 

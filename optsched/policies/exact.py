@@ -21,7 +21,12 @@ What the driver does, for every kind, within one time limit counted from ``clock
 Decisions maximise (a kind that minimises a cost reports ``objective = -cost``), so one comparison
 serves every kind. Status and bound: the solver's status and bound describe the decision only when
 its answer is returned; a fallback carries the solver's bound (still a bound of the round) and status
-``heuristic-fallback``.
+``heuristic-fallback``. A bound is never below the returned decision's objective
+(:func:`bounded`, the same tolerance): one below it within :data:`TOLERANCE` is float noise and reported
+as the objective (gap 0); one below it by more does not bound the decision (the decision lies outside
+the model's space), so the decision has no bound and gap, ``optimal`` becomes ``feasible``, and the
+message says why. A kind whose model restricts the round's rules states the restriction itself (its
+bound is a bound of the round only when the model covers every decision the round's rules allow).
 
 A kind registers a factory ``PolicyOptions -> ExactKind`` with :func:`register_exact`; its ``exact``
 methods are :class:`ExactPolicy` over it, and the gap studies (:mod:`optsched.experiments.gap`) probe the
@@ -32,7 +37,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ClassVar, Generic, TypeVar, cast
 
 from optsched.core.deadline import Deadline
@@ -58,6 +63,19 @@ def not_worse(candidate: float, reference: float) -> bool:
     """Whether ``candidate`` is at least ``reference`` (maximised objectives) within :data:`TOLERANCE`,
     relative to ``|reference|`` when that is above 1, absolute below."""
     return candidate >= reference - TOLERANCE * max(1.0, abs(reference))
+
+
+def bounded(decision: Decision) -> Decision:
+    """``decision`` with a bound that bounds its objective (module docstring, "Status and bound")."""
+    b, obj = decision.bound, decision.objective
+    if b is None or obj is None or b >= obj:
+        return decision
+    if not_worse(b, obj):
+        return replace(decision, bound=obj, gap=0.0)
+    note = (f"the solver's bound ({b:.6g}) is below this decision's objective ({obj:.6g}): the decision is outside "
+            f"the model's space, so no bound is reported")
+    status = "feasible" if decision.status == "optimal" else decision.status
+    return replace(decision, bound=None, gap=None, status=status, message=join_notes(decision.message, note))
 
 
 @dataclass(frozen=True)
@@ -205,7 +223,7 @@ class ExactPolicy:
         c = self.contract
         p = c.round_of(problem, self.name)
         try:
-            return c.finish(p, self._decide(p))
+            return bounded(c.finish(p, self._decide(p)))
         except InfeasibleError as e:
             raise c.explain(e) from None
 
@@ -294,5 +312,5 @@ def exact_method(name: str, factory: ContractFactory) -> Callable[[PolicyOptions
     return build
 
 
-__all__ = ["ContractFactory", "ExactKind", "ExactPolicy", "Outcome", "TOLERANCE", "WarmStart", "exact_contract",
-           "exact_kinds", "exact_method", "hint_of", "not_worse", "register_exact"]
+__all__ = ["ContractFactory", "ExactKind", "ExactPolicy", "Outcome", "TOLERANCE", "WarmStart", "bounded",
+           "exact_contract", "exact_kinds", "exact_method", "hint_of", "not_worse", "register_exact"]

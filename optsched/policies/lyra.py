@@ -17,7 +17,11 @@ the flexible workers bring.
 ``placement`` (Sec. 3.5.3, :mod:`optsched.heuristics.lyra_placement`): ``lyra`` (alias ``heuristic``),
 best-fit decreasing with Lyra's pool preferences and base/flexible server groups; ``bfd``, naive
 best-fit decreasing (Table 3.6); ``exact``, the CP-SAT bin packing
-(:mod:`optsched.formulations.lyra_placement`) under Lyra's rules, warm-started by ``lyra``.
+(:mod:`optsched.formulations.lyra_placement`) under the round's rules
+(:func:`~optsched.rounds.placement.evaluate.violations`), warm-started by ``lyra``. Lyra's server
+groups are the heuristic's choice, not a rule of the round (``bfd`` places without them), so the
+model does not impose them: its bound then bounds every placement the round allows, ``bfd``'s too
+(issue 26: with the groups the model's "optimum" 0 was below ``bfd``'s 1).
 
 ``lyra`` (the round the simulator drives; :class:`LyraSimPolicy`: allocation, then placement, as
 per-job allocations; it returns lent servers when the inference side asks, preempting or scaling in):
@@ -61,6 +65,7 @@ from optsched.heuristics.lyra_placement import best_fit_decreasing
 from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one
 from optsched.heuristics.lyra_reclaim import lyra_reclaim, random_reclaim, scf_reclaim
 from optsched.policies.checks import round_of
+from optsched.policies.notes import join_notes
 from optsched.policies.exact import (ExactKind, ExactPolicy, Outcome, WarmStart, exact_method, hint_of, not_worse,
                                      register_exact)
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
@@ -71,7 +76,7 @@ from optsched.rounds.lyra.problem import INFERENCE, TRAINING, LyraRound
 from optsched.rounds.lyra_sim import LyraSimRound
 from optsched.rounds.lyra_allocate import LyraAllocateRound
 from optsched.rounds.lyra_allocate.decision import allocation_decision, counts
-from optsched.rounds.lyra_allocate.items import flexible_items
+from optsched.rounds.lyra_allocate.items import flexible_items, placed_value
 from optsched.rounds.lyra_allocate.payload import WorkerCount
 from optsched.rounds.lyra_reclaim import LyraReclaimRound, ReclaimView, reclaim_decision
 from optsched.rounds.placement import PlacementRound
@@ -190,6 +195,8 @@ class AllocationPlan:
     bound: float | None = None
     heuristic_objective: float | None = None
     message: str = ""
+    #: the flexible workers the heuristic (the dynamic program) gave, when a solver was warm-started by it
+    heuristic_extra: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +218,7 @@ class Allocator:
         deadline = deadline or Deadline(self.time_limit)
         first = phase_one(problem, self.order, self.blocking, self.whole_request)
         extra: dict[str, int] = {}
+        dp_extra: dict[str, int] = {}
         total = dp_total = 0.0
         bound: float | None = 0.0 if self.scaler == "exact" else None
         status = "optimal" if self.scaler == "exact" else "heuristic"   # no items: nothing to scale
@@ -229,6 +237,7 @@ class Allocator:
             else:
                 got, value = mckp_dp(items, cap)
             dp_total += value
+            dp_extra.update(got)
             if self.scaler == "exact" and deadline.expired(reserve=MIN_SOLVER_SECONDS):
                 notes.append(f"{pool}: no time left for the solver within {self.time_limit:g} s")
                 status, bound = _weaker(status, "heuristic-fallback"), None
@@ -245,8 +254,9 @@ class Allocator:
                 bound = None if sol.bound is None or bound is None else bound + max(sol.bound, value)
             extra.update(got)
             total += value
-        return AllocationPlan(first, extra, total, status, bound, dp_total if self.scaler == "exact" else total,
-                              "; ".join(notes))
+        exact = self.scaler == "exact"
+        return AllocationPlan(first, extra, total, status, bound, dp_total if exact else total, "; ".join(notes),
+                              dp_extra if exact else None)
 
 
 @dataclass(frozen=True)
@@ -310,25 +320,26 @@ class PlacementPolicy:
 
 @dataclass(frozen=True)
 class PlacementExact(ExactKind[PlacementRound, PlacementRound, WorkerPlacement]):
-    """The CP-SAT packing under Lyra's rules (``lyra``) warm-started by best-fit decreasing with the same
-    rules, for the driver (module docstring)."""
+    """The CP-SAT packing under the round's rules (``groups``: also Lyra's base/flexible server groups, a
+    restriction whose bound is not a bound of the round) warm-started by Lyra's best-fit decreasing, for
+    the driver (module docstring)."""
 
     problem_type: ClassVar[type[RoundProblem]] = PlacementRound
     answer_key: ClassVar[str] = "placement"
 
-    lyra: bool = True
+    groups: bool = False
 
     def prepare(self, problem: PlacementRound, deadline: Deadline) -> PlacementRound:
         return problem
 
     def warm_start(self, ctx: PlacementRound, deadline: Deadline) -> WarmStart[WorkerPlacement]:
-        heur = best_fit_decreasing(ctx, self.lyra)
+        heur = best_fit_decreasing(ctx, True)
         return WarmStart(heur, placement_objective(ctx, heur))
 
     def solve(self, ctx: PlacementRound, warm: WarmStart[WorkerPlacement] | None, *, time_limit: float, seed: int,
               workers: int, backend: str, cold: bool = False,
               trace: list[tuple[float, float, float]] | None = None) -> Solution:
-        return lyra_placement.solve(ctx, lyra=self.lyra, time_limit=time_limit, seed=seed, workers=workers,
+        return lyra_placement.solve(ctx, lyra=self.groups, time_limit=time_limit, seed=seed, workers=workers,
                                     hint=hint_of(warm, cold))
 
     def describe(self, sol: Solution) -> str:
@@ -349,7 +360,8 @@ for _name, _build, _summary in (
         ("heuristic", lambda o: PlacementPolicy("heuristic"), _LYRA_PLACE + " (alias of lyra)"),
         ("bfd", lambda o: PlacementPolicy("bfd", lyra=False), "naive best-fit decreasing (Table 3.6 ablation)"),
         ("exact", exact_method("exact", lambda o: PlacementExact()),
-         "CP-SAT bin packing under Lyra's rules (fewest servers), warm-started by lyra; never worse than it")):
+         "CP-SAT bin packing under the round's rules (fewest servers), warm-started by lyra; never worse than "
+         "it or bfd")):
     register_method("placement", _name, _build, _summary)
 
 
@@ -407,6 +419,18 @@ class LyraSimPolicy:
                             scaling=p.scaling, flexible=p.flexible, opportunistic=p.opportunistic,
                             workers=wc.counts)
         placed = best_fit_decreasing(pr, self.lyra_placement)
+        objective, status, bound, worth = self._placed(p, plan, placed)
+        heuristic_objective = None
+        if plan.heuristic_extra is not None:  # the warm start's decision, placed the same way, scored the same way
+            same = {j: k for j, k in plan.heuristic_extra.items() if k} == {j: k for j, k in plan.extra.items() if k}
+            hwc = counts(p, plan.first.base, plan.first.pool, plan.heuristic_extra)
+            hp = placed if same else best_fit_decreasing(dataclasses.replace(pr, workers=hwc.counts),
+                                                         self.lyra_placement)
+            heuristic_objective = self._placed(p, dataclasses.replace(plan, extra=plan.heuristic_extra), hp)[0]
+            if not not_worse(objective, heuristic_objective):  # never below the warm start's placed value
+                worth = join_notes(worth, f"the solver's allocation places {objective:.6g}, below the heuristic's "
+                                          f"{heuristic_objective:.6g}: the heuristic's decision is returned")
+                placed, wc, objective, status = hp, hwc, heuristic_objective, "heuristic-fallback"
         self.flexible = {pl.job: dict(pl.flexible) for pl in placed.placements if pl.flexible}
         out = []
         workers = wc.as_dict()
@@ -424,11 +448,28 @@ class LyraSimPolicy:
             action = "start" if cur is None else ("keep" if cur == alloc else "reconfigure")
             out.append(JobDecision(j.name, cur if action == "keep" else alloc, rate, rate / requested, action))
         unplaced = f"{len(placed.unplaced)} job(s) with workers left unplaced" if placed.unplaced else ""
-        return Decision(self.kind, self.name, plan.status, plan.objective, JobAllocations(tuple(out)),
-                        bound=plan.bound, gap=relative_gap(plan.bound, plan.objective),
-                        solve_seconds=deadline.elapsed(), heuristic_objective=plan.heuristic_objective,
-                        warm_start=self.allocator.scaler == "exact",
-                        message="; ".join(m for m in (plan.message, unplaced) if m))
+        exact = self.allocator.scaler == "exact"
+        return Decision(self.kind, self.name, status, objective, JobAllocations(tuple(out)),
+                        bound=bound, gap=relative_gap(bound, objective),
+                        solve_seconds=deadline.elapsed(),
+                        heuristic_objective=heuristic_objective if exact else objective,
+                        warm_start=exact, message="; ".join(m for m in (plan.message, unplaced, worth) if m))
+
+    @staticmethod
+    def _placed(p: LyraRound, plan: AllocationPlan, placed: WorkerPlacement) -> tuple[float, str, float | None, str]:
+        """The decision's objective, status, bound and note (module docstring of the kind in docs/rounds.md):
+        the value of the flexible workers placed (:func:`~optsched.rounds.lyra_allocate.items.placed_value`);
+        the knapsack's bound still bounds it (what is placed is part of what was allocated); ``optimal``
+        only when it is the knapsack's optimum within the tolerance (:func:`not_worse`), else ``feasible``."""
+        held = {pl.job: sum(g // p.worker_gpus(p.job(pl.job), n) for n, g in pl.gpus_per_node().items())
+                for pl in placed.placements}
+        value = placed_value(p, {j: plan.first.base[j] for j, k in plan.extra.items() if k > 0}, held)
+        bound = None if plan.bound is None else max(plan.bound, value)
+        if not_worse(value, plan.objective):
+            return value, plan.status, bound, ""
+        status = "feasible" if plan.status == "optimal" else plan.status
+        return value, status, bound, (f"objective: the flexible workers placed are worth {value:.6g} of the "
+                                      f"allocation's knapsack value {plan.objective:.6g}")
 
     def return_servers(self, problem: RoundProblem, candidates: tuple[str, ...], count: int) -> ServerReturn:
         p = self._remembered(round_of(problem, LyraSimRound, self.name))

@@ -22,6 +22,14 @@ deadline), so the guarantee is kept, deferred only with ``defer_unreachable_guar
 by ``InfeasibleError``. The same for an admitted deadline job whose minimum share no part has room for
 (:mod:`optsched.rounds.rubick.partition`). Such a decision's method is the plain method and its message
 starts with ``not partitioned:`` naming the jobs.
+
+A part the method finds infeasible (``InfeasibleError``: the admitted guaranteed jobs dealt to it cannot
+all reach their guarantees on its nodes, e.g. their minimum demands together exceed its GPUs, or node
+shapes, CPUs or memory do not fit them, which the split, counting requested GPUs, does not see) is not an
+answer for the round: the parts not yet started are cancelled and the method solves the round whole
+with the time left (same deadline), as above; the message starts with ``not partitioned: part i of k``
+naming the first such part in part order and why. Only when the whole round is infeasible too is
+``InfeasibleError`` raised.
 """
 
 from __future__ import annotations
@@ -29,13 +37,13 @@ from __future__ import annotations
 import math
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
-from optsched.core.errors import ValidationError
+from optsched.core.errors import InfeasibleError, ValidationError, one_line
 from optsched.core.kinds import round_kind
 from optsched.core.round import RoundProblem
 from optsched.policies.options import PolicyOptions
@@ -54,8 +62,41 @@ def _solve_part(args: tuple[RoundProblem, str, dict[str, Any], float]) -> tuple[
     problem, method, opts, ends = args
     cpu0 = time.process_time()
     opts = {**opts, "time_limit": max(1e-3, min(opts["time_limit"], ends - time.time()))}
-    decision = make_policy(method, PolicyOptions(**opts), kind=problem.kind).decide(problem)
+    try:
+        decision = make_policy(method, PolicyOptions(**opts), kind=problem.kind).decide(problem)
+    except InfeasibleError as e:  # one line, a plain InfeasibleError: what crosses a process boundary intact
+        raise InfeasibleError(one_line(str(e))) from None
     return decision, time.process_time() - cpu0
+
+
+def _short(why: str, limit: int = 400) -> str:
+    """``why`` cut to ``limit`` characters (a part's infeasibility lists every guaranteed job of the part)."""
+    return why if len(why) <= limit else why[:limit - 3] + "..."
+
+
+def _solve_parts(work: list[tuple[RoundProblem, str, dict[str, Any], float]], procs: int
+                 ) -> tuple[list[tuple[Decision, float]], tuple[int, str] | None]:
+    """The parts of ``work`` solved on ``procs`` processes (1: in this process, in order): their results,
+    or, when a part is infeasible, (its index, why) for the first such part in part order, the parts not
+    yet started being cancelled (module docstring)."""
+    results: list[tuple[Decision, float]] = []
+    if procs == 1:
+        for i, w in enumerate(work):
+            try:
+                results.append(_solve_part(w))
+            except InfeasibleError as e:
+                return results, (i, _short(one_line(str(e))))
+        return results, None
+    with ProcessPoolExecutor(max_workers=procs) as pool:
+        futures: list[Future[tuple[Decision, float]]] = [pool.submit(_solve_part, w) for w in work]
+        for i, f in enumerate(futures):
+            try:
+                results.append(f.result())
+            except InfeasibleError as e:
+                for later in futures[i + 1:]:
+                    later.cancel()
+                return results, (i, _short(one_line(str(e))))
+    return results, None
 
 
 @dataclass(frozen=True)
@@ -102,15 +143,17 @@ class PartitionedPolicy:
         ends = time.time() + deadline.remaining() - MERGE_RESERVE_S
         work = [(p, self.method, opts, ends) for p in split.parts]
         s0 = time.perf_counter()
-        if procs == 1:
-            results = [_solve_part(w) for w in work]
-        else:
-            with ProcessPoolExecutor(max_workers=procs) as pool:
-                results = list(pool.map(_solve_part, work))
+        results, infeasible = _solve_parts(work, procs)
+        sizes = ", ".join(f"{len(p.cluster.nodes)} nodes/{len(p.jobs)} jobs" for p in split.parts)
+        if infeasible is not None:
+            i, why = infeasible
+            part = split.parts[i]
+            note = (f"part {i + 1} of {k} ({len(part.cluster.nodes)} nodes/{len(part.jobs)} jobs) is infeasible for "
+                    f"{self.method}: {why}")
+            return self._unpartitioned(problem, deadline, {}, split_s, t0, infeasible=note)
         critical = time.perf_counter() - s0
         decisions = [d for d, _ in results]
         cpu = sum(c for _, c in results)
-        sizes = ", ".join(f"{len(p.cluster.nodes)} nodes/{len(p.jobs)} jobs" for p in split.parts)
         message = (f"partitioned into {k} parts on {procs} process(es): critical path {critical:.2f} s, parts' CPU "
                    f"{cpu:.2f} s, split {split_s:.2f} s; "
                    f"parts: {sizes}")
@@ -118,12 +161,14 @@ class PartitionedPolicy:
                                  solve_seconds=time.perf_counter() - t0, message=message)
 
     def _unpartitioned(self, problem: RoundProblem, deadline: Deadline, unhosted: Mapping[str, str],
-                       split_s: float, t0: float) -> Decision:
+                       split_s: float, t0: float, infeasible: str = "") -> Decision:
         """The method on the whole round within what is left of ``deadline`` (module docstring), its
-        message saying why the round was not partitioned."""
+        message saying why the round was not partitioned (``infeasible``: a part was, and why)."""
         decision = make_policy(self.method, replace(self.options, clock_start=deadline.start),
                                kind=problem.kind).decide(problem)
-        if unhosted:
+        if infeasible:
+            why = f"{infeasible}; solved the round whole"
+        elif unhosted:
             shown = "; ".join(f"{n!r}: {why}" for n, why in list(unhosted.items())[:10])
             why = (f"no part of {self.parts} can hold the admitted guaranteed or deadline job(s) ({len(unhosted)}) "
                    f"{shown}; solved the round whole")

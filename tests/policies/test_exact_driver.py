@@ -167,3 +167,19 @@ def test_a_round_of_another_kind_is_refused_naming_the_policy() -> None:
     from optsched.rounds.experts.generate import generate_experts_round
     with pytest.raises(ValidationError, match="policy 'exact' solves rubick rounds, got a round of kind 'experts'"):
         make_policy("exact").decide(generate_experts_round(4, 4, 0))
+
+
+def test_a_bound_below_the_objective_within_the_tolerance_is_the_objective() -> None:
+    """Issue 26: placement's exact proved the optimum 0.0 with a bound -2.2e-16 (float noise)."""
+    d = run(Scripted(WarmStart("heur", 0.0), solution=solution(0.0, bound=-2.220446049250313e-16, status="optimal")))
+    assert d.status == "optimal" and d.objective == 0.0 and d.bound == 0.0 and d.gap == 0.0
+
+
+def test_a_bound_below_the_decision_is_no_bound() -> None:
+    """A fallback whose warm start lies outside the model's space (the solver's bound 9.5 under the
+    heuristic's 10): the bound does not bound the decision, so none is reported, and the message says so."""
+    d = run(Scripted(WarmStart("heur", 10.0), solution=solution(9.0, bound=9.5)))
+    assert d.status == "heuristic-fallback" and d.objective == 10.0 and d.bound is None and d.gap is None
+    assert "the solver's bound (9.5) is below this decision's objective (10)" in d.message
+    d = run(Scripted(heuristic_error=InfeasibleError("none"), solution=solution(10.0, bound=9.0, status="optimal")))
+    assert d.status == "feasible" and d.bound is None and "outside the model's space" in d.message

@@ -161,3 +161,55 @@ def test_seeds_cpsat_and_numpy_cannot_take(problem: optsched.RubickRound, seed: 
     for parts in (None, 2):
         with pytest.raises(ValidationError, match=r"seed must be an integer in \[0, 2\*\*31\)"):
             optsched.solve(problem, "exact", 5.0, seed, partitions=parts)
+
+
+
+@pytest.mark.parametrize("method", ["rubick", "exact"])
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_part_whose_guarantees_need_more_gpus_than_it_has_makes_the_round_solved_whole(method: str,
+                                                                                       processes: int) -> None:
+    """Issue 26: the split deals jobs by requested GPUs, so the admitted guaranteed jobs of a part may need
+    more GPUs together than its nodes have (the whole round is feasible); the round is then solved whole,
+    never reported infeasible, and the message says so (found on 160 nodes / 2,000 jobs, K = 8)."""
+    from optsched.policies.options import PolicyOptions
+    from optsched.policies.partitioned import PartitionedPolicy
+
+    problem = generate_rubick_round(8, 8, 40, 1)
+    split = split_round(problem, 4, 0, build_round_table(problem))
+    assert len(split.unhosted) == 1 and "need at least" in next(iter(split.unhosted.values()))
+    whole = optsched.solve(problem, method, 20.0)
+    d = PartitionedPolicy("rubick", method, 4, PolicyOptions(time_limit=20.0), processes=processes).decide(problem)
+    assert d.method == method and d.message.startswith("not partitioned: no part of 4 can hold")
+    assert "GPUs together" in d.message and "solved the round whole" in d.message
+    assert sorted(x.job for x in d.jobs) == sorted(j.name for j in problem.jobs)
+    if method == "rubick":
+        assert d.objective == pytest.approx(whole.objective)
+
+
+def test_a_part_found_infeasible_makes_the_round_solved_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: a part the method finds infeasible (node shapes, CPUs, memory: what the split's GPU
+    count does not see; on 160 nodes / 2,000 jobs with K = 16) makes the round solved whole with the
+    time left, the later parts not started, and the message names the part and why."""
+    from optsched.core.errors import InfeasibleError
+    from optsched.policies import partitioned
+    from optsched.policies.options import PolicyOptions
+
+    problem = generate_rubick_round(16, 8, 70, 3)
+    real = partitioned._solve_part
+    started: list[int] = []
+
+    def second_part_infeasible(args: tuple) -> tuple:
+        started.append(len(started))
+        if len(started) == 2:
+            raise InfeasibleError("round infeasible: the performance guarantees cannot all be met",
+                                  ("guaranteed job 'x' needs at least 9 GPUs",))
+        return real(args)
+    monkeypatch.setattr(partitioned, "_solve_part", second_part_infeasible)
+    whole = optsched.solve(problem, "rubick", 20.0)
+    d = partitioned.PartitionedPolicy("rubick", "rubick", 4, PolicyOptions(time_limit=20.0), processes=1
+                                      ).decide(problem)
+    assert started == [0, 1]
+    assert d.method == "rubick" and d.message.startswith("not partitioned: part 2 of 4 (")
+    assert ("is infeasible for rubick: round infeasible: the performance guarantees cannot all be met: guaranteed "
+            "job 'x' needs at least 9 GPUs; solved the round whole") in d.message
+    assert d.objective == pytest.approx(whole.objective)

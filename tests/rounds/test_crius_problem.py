@@ -185,3 +185,45 @@ def test_a_cache_fed_a_new_cluster_object_every_round_stays_bounded() -> None:
         assert len(cache._estimators) <= MAX_CLUSTERS
         assert len({id(cl) for _, cl, _ in cache._blocks.values()}) <= MAX_CLUSTERS
     assert np.array_equal(table.throughput, first.throughput)
+
+
+class _CountingTuple(tuple):
+    """A tuple that counts the membership tests made on it."""
+
+    tests = 0
+
+    def __contains__(self, item: object) -> bool:
+        type(self).tests += 1
+        return super().__contains__(item)
+
+
+def test_the_decision_tests_left_out_jobs_by_hash_not_by_scanning() -> None:
+    """Issue 26: a Crius round of 20,000 jobs at --time-limit 1 took 7.5 s because every idle job's reason
+    scanned the tuple of the jobs the table left out (quadratic); the decision now tests a set."""
+    from optsched.rounds.crius.decision import to_decision
+    from optsched.rounds.crius.table import build_crius_table
+
+    problem = generate_crius_round(60, seed=0)
+    table = build_crius_table(problem)
+    names = _CountingTuple(j.name for j in problem.jobs)
+    d = to_decision(problem, table, {}, method="x", status="partial", left_out=names)
+    assert all(x.reason.startswith("not considered") for x in d.jobs)
+    assert _CountingTuple.tests == 0
+
+
+def test_the_round_check_finds_the_gpu_types_once_not_per_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: the check of a 20,000-job Crius round scanned every node per job for its usable GPU types
+    (0.7 s); the types with GPUs are found once."""
+    from optsched.rounds.crius import problem as crius_problem
+
+    calls: list[int] = []
+    real = crius_problem.gpu_types_with_gpus
+
+    def counted(cluster: object) -> list[str]:
+        calls.append(1)
+        return real(cluster)  # type: ignore[arg-type]
+    monkeypatch.setattr(crius_problem, "gpu_types_with_gpus", counted)
+    problem = generate_crius_round(60, seed=0)
+    calls.clear()
+    RoundProblem.from_dict(json.loads(json.dumps(problem.to_dict())))
+    assert len(calls) == 1

@@ -85,6 +85,7 @@ def to_decision(problem: CriusRound, table: CriusTable, choices: Mapping[str, Ch
     """A :class:`Decision` from ``choices`` (module docstring); a job that gets nothing carries
     :func:`idle_reason` (``left_out``: the jobs the table left out)."""
     admission = admission or admit(problem, table)
+    left_out = frozenset(left_out)  # tested once per idle job: a tuple made this quadratic (issue 26)
     obj = objective(problem, table, choices)
     jobs: list[JobDecision] = []
     cells: list[CellInfo] = []

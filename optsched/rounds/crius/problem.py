@@ -41,7 +41,7 @@ from typing import Any, ClassVar, Mapping
 from optsched.core.checks import json_int, require_int, require_name, require_number
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.job import CONSTRAINT_FIELDS, OBJECTIVE_FIELDS
-from optsched.core.pool import usable_gpu_types
+from optsched.core.pool import gpu_types_with_gpus, usable_gpu_types
 from optsched.core.round import RoundProblem
 from optsched.perf.crius.models import MODEL_SHAPES, resolve_model
 from optsched.perf.crius.op_graph import OperatorGraph
@@ -98,6 +98,7 @@ class CriusRound(RoundProblem):
         types = {n.gpu_type: 0 for n in self.cluster.nodes}
         for n in self.cluster.nodes:
             types[n.gpu_type] += n.num_gpus
+        with_gpus = gpu_types_with_gpus(self.cluster)  # once, not per job (issue 26: 0.7 s of 20,000 jobs)
         for j in self.jobs:
             who = f"round: job {j.name!r}"
             try:
@@ -110,7 +111,7 @@ class CriusRound(RoundProblem):
                 raise ValidationError(f"{who}: requests {j.requested_gpus} GPUs, not a power of two (Crius Cells "
                                       "run powers of two of GPUs, Sec. 4.2)")
             smallest = max(1, j.requested_gpus // 2)
-            usable = usable_gpu_types(self.cluster, j)
+            usable = usable_gpu_types(self.cluster, j, with_gpus)
             if all(types.get(t, 0) < smallest for t in usable):
                 have = ", ".join(f"{t}: {types.get(t, 0)}" for t in usable)
                 raise ValidationError(f"{who}: its smallest Cell needs {smallest} GPUs of one type, more than any type "

@@ -69,4 +69,20 @@ def flexible_items(problem: LyraRound, base: Mapping[str, int]) -> Items:
                  np.concatenate(values))
 
 
-__all__ = ["Items", "flexible_items"]
+def placed_value(problem: LyraRound, base: Mapping[str, int], held: Mapping[str, int]) -> float:
+    """The value (module docstring) of the flexible workers a placement gives the jobs of ``base`` (job ->
+    workers before phase two, as for :func:`flexible_items`): job ``j`` holding ``held[j]`` workers (0 or
+    absent: it does not run) has the item of ``held[j]`` minus its start workers, none when it holds no
+    more than its start. What the ``lyra`` kind's decision is worth: the knapsack's value of what is
+    placed, never more than the knapsack's value of what was allocated."""
+    items = flexible_items(problem, base)
+    extra: dict[str, int] = {}
+    for name in items.jobs:
+        job = problem.job(name)
+        k = min(held.get(name, 0), max_workers(job)) - max(base[name], base_workers(job))
+        if k > 0:
+            extra[name] = k
+    return items.value_of(extra)
+
+
+__all__ = ["Items", "flexible_items", "placed_value"]

@@ -23,7 +23,10 @@ Rules (POP leaves the split to the problem; these are ours):
   seed and dealt, most requested GPUs first, to the part of a type they may use with the most GPUs
   neither held by its running jobs nor asked for by the queued jobs dealt to it so far; a job whose
   request exceeds the GPUs of every part it may use is in no part (it waits this round; the message
-  names it). An admitted guaranteed job that no part can hold is not dropped: it is named in
+  names it). When the admitted guaranteed jobs dealt to a part need more GPUs together (minimum
+  demands) than the part's nodes can give jobs, the part's job of largest minimum demand is named in
+  ``unhosted`` (the part could not keep every guarantee). An admitted guaranteed job that no part can
+  hold is not dropped: it is named in
   ``unhosted`` and the partitioned policy solves the round unpartitioned instead
   (:mod:`optsched.policies.partitioned`), so the guarantee is kept or the round reported infeasible.
 * **Own models and coefficients.** Every part carries the round's own models and fitted parameters; a
@@ -180,6 +183,7 @@ def split_round(problem: RubickRound, parts: int, seed: int, table: CoefficientT
         dealt[job.name] = (p, t)
         asked[p][t] = asked[p].get(t, 0) + job.requested_gpus
     unhosted = _deal_deadline_jobs(problem, admission, part_of_node, dealt, jobs_of, parts)
+    unhosted.update(_overfull_parts(problem, admission, part_of_node, jobs_of, left_out, parts))
     subs = []
     for p in range(parts):
         names = set(part_nodes[p])
@@ -266,6 +270,25 @@ def _deal_deadline_jobs(problem: RubickRound, admission: Admission, part_of_node
             dealt[name] = (p, t)
         room[p][t] -= g
     return unhosted
+
+
+def _overfull_parts(problem: RubickRound, admission: Admission, part_of_node: Mapping[str, int],
+                    jobs_of: Sequence[Sequence[str]], left_out: Mapping[str, str], parts: int) -> dict[str, str]:
+    """The admitted guaranteed jobs of each part whose minimum demands together exceed the GPUs the round
+    may give jobs on the part's nodes (module docstring, "Jobs"), as ``unhosted`` entries naming the
+    part's job of largest minimum demand: such a part cannot reach every guarantee (a minimum demand is
+    the fewest GPUs of any row, on any type, reaching the job's reference throughput)."""
+    usable = [0] * parts
+    for node, gpus in usable_gpus(problem, by_node=True).items():
+        usable[part_of_node[node]] += gpus
+    out: dict[str, str] = {}
+    for p in range(parts):
+        needs = {n: admission.protected[n] for n in jobs_of[p] if n in admission.protected and n not in left_out}
+        if needs and sum(needs.values()) > usable[p]:
+            top = max(sorted(needs), key=lambda n: needs[n])
+            out[top] = (f"the admitted guaranteed jobs of its part ({len(needs)}) need at least {sum(needs.values())} "
+                        f"GPUs together, the part's nodes have {usable[p]}")
+    return out
 
 
 def _part_coefficients(problem: RubickRound, names: Sequence[str], cluster: Cluster,
