@@ -9,7 +9,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from optsched.cli.common import check_output_dir, check_output_file, format_table, out, write_text
+from optsched.cli.common import check_output_dir, check_output_file, format_table, out, plots_skipped, write_text
 from optsched.core.errors import ValidationError
 from optsched.core.jsonio import read_json
 from optsched.core.round import RoundProblem
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         writer.writerow(GAP_COLUMNS)
         writer.writerows(body)
         write_text(args.out, buf.getvalue())
-    if args.plots:
+    if args.plots and not plots_skipped():
         for path in plot_study(rows, args.plots):
             out(f"wrote {path}")
     return 0
