@@ -95,3 +95,51 @@ def test_the_readme_has_exactly_the_two_set_up_commands() -> None:
     assert shell == ['pip install -e . && optsched simulate', 'pip install -e ".[test]" && python -m pytest']
     first_screen = "\n".join(text.splitlines()[:40])
     assert "Python >= 3.11" in first_screen and "venv" in first_screen
+
+
+def _readme_python_tour() -> str:
+    """The README's fenced ``python`` block (its Python tour)."""
+    blocks = re.findall(r"^```python\n(.*?)^```", _read(REPO_ROOT / "README.md"), flags=re.S | re.M)
+    assert len(blocks) == 1, "the README has one Python tour"
+    return blocks[0]
+
+
+def _claim_holds(claim: str, value: object) -> bool:
+    """Whether ``value`` is what one element of a tour comment says: ``'text'`` equal, ``40.38...`` a number
+    whose printed digits start so, ``~2e-08`` a number of at most that order (up to 10x it), a plain number equal
+    to 4 significant digits."""
+    claim = claim.strip()
+    if claim[:1] in "'\"":
+        return value == claim[1:-1]
+    if not isinstance(value, (int, float)):
+        return False
+    if claim.startswith("~"):
+        return abs(float(value)) <= 10 * abs(float(claim[1:]))
+    if claim.endswith("..."):
+        return repr(float(value)).startswith(claim[:-3])
+    return f"{float(value):.4g}" == f"{float(claim):.4g}"
+
+
+def test_the_readme_python_tour_prints_what_its_comments_say() -> None:
+    """Issue 26: run the README's Python tour statement by statement; every expression whose comment is a
+    value or a tuple of values (``# ('optimal', 40.38..., ~2e-08)``) must evaluate to it."""
+    import ast
+    source = _readme_python_tour()
+    lines = source.splitlines()
+    namespace: dict[str, object] = {}
+    checked = 0
+    for stmt in ast.parse(source).body:
+        code = ast.Module(body=[stmt], type_ignores=[])
+        if not isinstance(stmt, ast.Expr):
+            exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+            continue
+        value = eval(compile(ast.Expression(stmt.value), "README.md", "eval"), namespace)  # noqa: S307
+        comment = lines[stmt.end_lineno - 1].partition("#")[2].strip()
+        if not re.match(r"^\(?['\"~\d]", comment):
+            continue  # prose, not a value
+        claims = [c for c in comment.strip("()").split(",") if c.strip()]
+        values = value if isinstance(value, tuple) else (value,)
+        assert len(claims) == len(values) and all(map(_claim_holds, claims, values)), (
+            f"README Python tour, line {stmt.end_lineno}: prints {values!r}, its comment says {comment!r}")
+        checked += 1
+    assert checked >= 1

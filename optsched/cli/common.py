@@ -30,7 +30,7 @@ DEFAULT_CLUSTER = "a800-8x8"
 DEFAULT_GPU_TYPE = "A800"
 
 __all__ = ["DEFAULT_CLUSTER", "DEFAULT_GPU_TYPE", "PROG", "check_output_dir", "check_output_file", "emit_json", "err",
-           "format_table", "log", "one_line", "out", "plan_configs", "resolve_cluster",
+           "format_table", "log", "one_line", "out", "plan_configs", "plots_skipped", "resolve_cluster",
            "write_text"]
 
 
@@ -43,6 +43,17 @@ def out(text: str) -> None:
 def err(text: str) -> None:
     """Write ``text`` (a newline is added when missing) to stderr."""
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
+
+
+def plots_skipped() -> bool:
+    """Whether plots asked for must be skipped because matplotlib is not installed; if so, says it on stderr
+    with how to install it (the ``plot`` extra). The library skips plots quietly; the commands say so."""
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is not None:
+        return False
+    err(f"{PROG}: warning: plots skipped: matplotlib is not installed (install the plot extra: "
+        "pip install -e \".[plot]\" in the repository)")
+    return True
 
 
 def write_text(path: str | Path, text: str) -> None:

@@ -9,15 +9,15 @@ import io
 from pathlib import Path
 from typing import Any
 
-from optsched.cli.common import check_output_dir, check_output_file, format_table, out, write_text
+from optsched.cli.common import check_output_dir, check_output_file, format_table, out, plots_skipped, write_text
 from optsched.core.errors import ValidationError
 from optsched.core.jsonio import read_json
 from optsched.core.round import RoundProblem
 
 #: the columns of the table, in order
 GAP_COLUMNS = ("instance", "kind", "gpus", "jobs", "heuristic_objective", "exact_objective", "bound", "gap",
-               "heuristic_gap", "exact_s", "status", "first_warm_s", "gap1_warm_s", "first_cold_s", "gap1_cold_s",
-               "lp_bound")
+               "heuristic_gap", "exact_s", "status", "deferred", "first_warm_s", "gap1_warm_s", "first_cold_s",
+               "gap1_cold_s", "lp_bound")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,13 +50,16 @@ def run(args: argparse.Namespace) -> int:
             for path, problem in problems]
     body = [[_cell(r.get(c)) for c in GAP_COLUMNS] for r in rows]
     out(format_table(GAP_COLUMNS, body))
+    for r in rows:  # a round studied with guarantees deferred says so (docs/rounds.md, "Gap studies")
+        if r.get("note"):
+            out(f"{r['instance']}: {r['note']}")
     if args.out:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(GAP_COLUMNS)
         writer.writerows(body)
         write_text(args.out, buf.getvalue())
-    if args.plots:
+    if args.plots and not plots_skipped():
         for path in plot_study(rows, args.plots):
             out(f"wrote {path}")
     return 0

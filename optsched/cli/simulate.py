@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from optsched.cli.common import check_output_dir, format_table, out
+from optsched.cli.common import check_output_dir, format_table, out, plots_skipped
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import DEFAULT_KIND, methods_of
 from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S, SimConfig
@@ -140,6 +140,6 @@ def run(args: argparse.Namespace) -> int:
         out("measured share of job-time: " + ", ".join(f"{n} {v:.2f}" for n, v in shares.items())
             + (" (candidates restricted to measured configurations)" if restricted else ""))
     extra = {"preset": args.preset, **inputs.summary} if inputs.summary else None
-    written = write_outputs(results, args.out, config, extra=extra, plots=not args.no_plots)
+    written = write_outputs(results, args.out, config, extra=extra, plots=not args.no_plots and not plots_skipped())
     out("wrote " + ", ".join(str(p) for p in written))
     return 0

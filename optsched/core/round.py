@@ -22,6 +22,11 @@ Rules of the common part (each checked in the tests of ``core``):
   the round the object (``own_models``). An object whose name is a catalogue model must have that model's
   shape (it is the catalogue model then and is not stored); two objects of one name must agree.
   ``to_dict`` writes a job's model as the object again, so the round stays self-contained.
+* **Finished and future jobs** (issue 26). A job with no work left (``completed_iterations`` equal to
+  ``total_iterations``) is refused naming it, a per-job rule (``on_invalid_job: "skip"`` skips it): every
+  kind would otherwise start or keep it. A job whose ``submit_time`` is after the round's ``time`` is
+  valid (hand-made rounds at time 0 use ``submit_time`` as the queue order) but :meth:`warnings` names it:
+  the round schedules it as if it were already submitted.
 
 **Invalid jobs** (``on_invalid_job``; docs/rounds.md, "Invalid jobs"; :mod:`optsched.core.skip`). With
 ``"error"`` (the default) the first rule a job breaks fails the round, as always. With ``"skip"`` (kinds
@@ -142,6 +147,10 @@ class RoundProblem:
                 if j.name in jobs:
                     raise ValidationError(f"round: job name {j.name!r} used twice")
                 self._check_bound(j)
+                if j.completed_iterations >= j.total_iterations:
+                    raise ValidationError(f"round: job {j.name!r} has no work left (completed_iterations "
+                                          f"{j.completed_iterations:g} of total_iterations {j.total_iterations}): a "
+                                          "finished job is not scheduled (drop it from the round)")
                 if j.gpu_type is not None:
                     try:
                         self.cluster.gpu_type(j.gpu_type)
@@ -191,7 +200,14 @@ class RoundProblem:
         """What in the round is valid but likely not meant (numbers implausible for their unit,
         :func:`~optsched.core.units.unit_warnings`, and what the kind adds); ``optsched.solve`` puts
         them in the decision's message, ``optsched solve`` also on stderr."""
-        return unit_warnings(self.cluster, self.jobs)
+        out = unit_warnings(self.cluster, self.jobs)
+        future = [j.name for j in self.jobs if j.submit_time > self.time]
+        if future:  # module docstring, "Finished and future jobs"
+            named = ", ".join(map(repr, future[:5])) + (f" and {len(future) - 5} more" if len(future) > 5 else "")
+            out.append(f"{len(future)} job(s) have a submit_time after the round's time {self.time:g} s ({named}): "
+                       "they are scheduled as if already submitted (set the round's time, or leave them out until "
+                       "then)")
+        return out
 
     def _check_bound(self, job: Job) -> None:
         """A ``ValidationError`` when ``job`` sets a field the kind does not bind (:attr:`UNBOUND_JOB_FIELDS`)."""

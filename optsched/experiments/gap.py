@@ -45,7 +45,8 @@ def contract_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[
     preparation (``table_s``), its warm-start heuristic, the model warm and cold
     (:func:`_warm_cold_rows`), and the contract's LP-relaxation bound where it has one (``lp_bound``,
     else None). Uses the contract's :meth:`~optsched.policies.exact.ExactKind.for_study` form (Rubick:
-    unreachable guarantees deferred, so a generated round never fails)."""
+    unreachable guarantees deferred, so a generated round never fails; the row's ``deferred`` columns,
+    :func:`deferred_columns`, name the jobs whose guarantee was deferred)."""
     contract = exact_contract(problem.kind, PolicyOptions(time_limit=time_limit, seed=seed)).for_study()
     p = contract.round_of(problem, "gap study")
     never = Deadline.never()
@@ -56,6 +57,7 @@ def contract_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[
     warm = contract.warm_start(ctx, never)
     row: dict[str, Any] = {"table_s": table_s, "heuristic_objective": warm.objective,
                            "heuristic_s": time.perf_counter() - t1}
+    row.update(deferred_columns(contract.deferred(ctx, warm)))
 
     def solve(cold: bool, trace: list[tuple[float, float, float]]) -> Solution:
         return contract.solve(ctx, warm, time_limit=time_limit, seed=seed, workers=1, backend="cpsat", cold=cold,
@@ -66,6 +68,20 @@ def contract_probe(problem: RoundProblem, time_limit: float, seed: int) -> dict[
     if row["lp_bound"] is not None:
         row["lp_s"] = time.perf_counter() - t2
     return row
+
+
+def deferred_columns(names: Sequence[str]) -> dict[str, Any]:
+    """The columns saying which rules a study's round dropped: ``deferred`` (how many guaranteed jobs had
+    their unreachable guarantee deferred, 0 if none), ``deferred_jobs`` (their names, comma-separated) and
+    ``note`` (a sentence saying so, "" if none). A study measures a round ``solve`` calls infeasible by
+    deferring those guarantees; its status and bound then describe the round without them."""
+    if not names:
+        return {"deferred": 0, "deferred_jobs": "", "note": ""}
+    listed = ", ".join(names)
+    return {"deferred": len(names), "deferred_jobs": listed,
+            "note": (f"deferred the unreachable performance guarantee of {len(names)} job(s) ({listed}); status and "
+                     "bound describe the round without those guarantees (as solve --defer-unreachable); "
+                     "solve without it reports this round infeasible")}
 
 
 def _trace_times(label: str, trace: Sequence[tuple[float, float, float]], objective: float | None,
@@ -109,7 +125,7 @@ def policy_probe(heuristic: str, exact: str = "exact") -> Callable[[RoundProblem
         e = make_policy(exact, options, kind=problem.kind).decide(problem)
         return {"heuristic_objective": h.objective, "heuristic_s": h.solve_seconds, "exact_objective": e.objective,
                 "bound": e.bound, "gap": e.gap, "exact_s": e.solve_seconds, "status": e.status,
-                "heuristic_gap": relative_gap(e.bound, h.objective)}
+                "heuristic_gap": relative_gap(e.bound, h.objective), **deferred_columns(())}
     return probe
 
 
@@ -272,5 +288,5 @@ def plot_study(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[P
     return paths
 
 
-__all__ = ["GapPoint", "PROBES", "Probe", "TARGET_GAP", "contract_probe", "gap_row", "growth_exponent", "median_by",
-           "plot_study", "policy_probe", "probe_kinds", "probe_of", "run_gap_point", "size_of"]
+__all__ = ["GapPoint", "PROBES", "Probe", "TARGET_GAP", "contract_probe", "deferred_columns", "gap_row", "growth_exponent",
+           "median_by", "plot_study", "policy_probe", "probe_kinds", "probe_of", "run_gap_point", "size_of"]

@@ -192,6 +192,12 @@ class ExactKind(ABC, Generic[P, C, A]):
         feasible decision (default: itself; Rubick defers unreachable guarantees)."""
         return self
 
+    def deferred(self, ctx: C, warm: WarmStart[A]) -> tuple[str, ...]:
+        """The jobs whose rules ``warm`` dropped that the round states (default none; Rubick: the guaranteed
+        jobs whose unreachable guarantee the :meth:`for_study` form deferred). A gap study reports them,
+        since ``solve`` without deferral calls such a round infeasible."""
+        return ()
+
     def size(self, problem: P) -> tuple[str, int]:
         """(name of the measure, size) of a round in gap studies (default: GPUs)."""
         return "GPUs", sum(n.num_gpus for n in problem.cluster.nodes)

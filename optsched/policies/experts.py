@@ -109,6 +109,8 @@ register_method("experts", "exact", exact_method("exact", _contract),
                 uses_backend=True)
 register_method("experts", "lina", lambda o: ExpertsHeuristicPolicy("lina", lina_plan),
                 "Lina: Eq. 4.1 device counts and first-fit decreasing (heuristic)")
+register_method("experts", "heuristic", lambda o: ExpertsHeuristicPolicy("heuristic", lina_plan),
+                "Lina: Eq. 4.1 device counts and first-fit decreasing (heuristic; alias of lina)")
 register_method("experts", "uniform", lambda o: ExpertsHeuristicPolicy("uniform", uniform_plan),
                 "experts round-robin on devices, equal shares (baseline)")
 

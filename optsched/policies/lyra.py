@@ -522,6 +522,7 @@ def _sim(name: str, reclaimer: str = "lyra", lyra_placement: bool = True,
 
 for _name, _build, _summary in (
         ("lyra", _sim("lyra"), "Lyra: loaning and scaling (SJF + knapsack DP, Lyra placement and reclaiming)"),
+        ("heuristic", _sim("heuristic"), "Lyra: loaning and scaling (alias of lyra)"),
         ("lyra-exact", _sim("lyra-exact", reclaimer="exact", scaler="exact"),
          "Lyra with the knapsack in CP-SAT and exact reclaiming"),
         ("exact", _sim("exact", reclaimer="exact", scaler="exact"),

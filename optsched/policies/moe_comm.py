@@ -146,5 +146,7 @@ for _name, _summary in (("fair", "baseline: two streams fair-sharing the link (F
                         ("microop", "micro-ops with all-to-all priority (Fig. 4.8a)"),
                         ("lina", "Lina: micro-ops, all-to-all priority, pipelined expert FFN (Fig. 4.8b)")):
     register_method("moe-comm", _name, _rule(_name), _summary)
+register_method("moe-comm", "heuristic", lambda o: CommRulePolicy("heuristic", POLICIES["lina"]),
+                "Lina: micro-ops, all-to-all priority, pipelined expert FFN (Fig. 4.8b; alias of lina)")
 
 __all__ = ["CommExact", "CommRulePolicy", "HINT_RULES"]

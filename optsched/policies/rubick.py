@@ -353,6 +353,10 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
                                                  time_limit=time_limit)
         return bound if bound is None or ctx.held is None else bound + ctx.held.value
 
+    def deferred(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]]) -> tuple[str, ...]:
+        kept = warm.info.protected
+        return tuple(name for name in ctx.admission.protected if name not in kept)
+
     def for_study(self) -> RubickExact:
         return replace(self, defer_unreachable_guarantees=True)
 

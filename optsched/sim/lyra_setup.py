@@ -42,6 +42,17 @@ class LyraSimulation:
     inference_nodes: tuple[str, ...]
     usage: UsageSeries | None
     trace_name: str
+    #: trace rows left out because they ask for more GPUs than the training servers hold (``max_gpus``)
+    dropped: int = 0
+    max_gpus: int = 0
+
+    def describe_dropped(self) -> str:
+        """"" when no trace row was left out, else a sentence saying how many and why."""
+        if not self.dropped:
+            return ""
+        total = len(self.jobs) + self.dropped
+        return (f"{self.dropped} of the trace's {total} jobs left out: they ask for more than the {self.max_gpus} GPUs "
+                "the training servers hold; more training servers, --training, would hold them")
 
     def events(self, method: str, loaning: bool = True) -> dict[str, Any]:
         """``round_fields``, ``pool_targets`` and ``capacity_changes`` of a run of ``method`` (keyword
@@ -66,7 +77,8 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
                     start_hour: float = 0.0, seed: int = 0) -> LyraSimulation:
     """The inputs of a Lyra simulation (module docstring). ``trace``: ``"synthetic"`` (``jobs`` jobs over
     12 hours, :func:`~optsched.sim.traces.lyra.synthetic_rows`) or a Philly CSV (its first ``max_jobs``
-    rows); rows asking for more GPUs than the training servers hold are dropped. ``usage``:
+    rows); rows asking for more GPUs than the training servers hold are dropped (counted in ``dropped``,
+    said by :meth:`LyraSimulation.describe_dropped`). ``usage``:
     ``"synthetic"`` (``usage_days`` of the Fig. 3.1-shaped series, time 0 at ``start_hour`` o'clock),
     ``"none"`` (no loaning) or a ``time_s,usage`` CSV. ``seed`` drives the synthetic trace, the job mix
     and the synthetic series."""
@@ -89,9 +101,11 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
         series = None
     else:
         series = load_usage_csv(usage)
-    return LyraSimulation(cluster, tuple(lyra_jobs(rows, seed=seed, max_gpus=8 * training)),
+    max_gpus = 8 * training
+    return LyraSimulation(cluster, tuple(lyra_jobs(rows, seed=seed, max_gpus=max_gpus)),
                           LyraGroundTruth(frozenset({INFERENCE_GPU})),
-                          tuple(inference_name(i) for i in range(inference)), series, name)
+                          tuple(inference_name(i) for i in range(inference)), series, name,
+                          dropped=sum(1 for r in rows if r[2] > max_gpus), max_gpus=max_gpus)
 
 
 __all__ = ["LyraSimulation", "OPPORTUNISTIC", "lyra_simulation"]

@@ -168,3 +168,26 @@ def test_simulate_params_option(tmp_path, capsys) -> None:
                           (["--params", str(tmp_path / "none.json")], "none.json")):
         code, out, err = _run(capsys, *common, "--out", str(tmp_path / "x"), *extra)
         assert code == 2 and needle in err and "Traceback" not in err, (extra, err)
+
+
+def test_without_matplotlib_the_commands_say_plots_were_skipped(tmp_path, capsys, monkeypatch) -> None:
+    """Issue 26: with no matplotlib, ``simulate`` (unless --no-plots) and ``gap --plots`` say on stderr that the
+    plots were skipped and how to install it (the ``plot`` extra)."""
+    import importlib.util
+    import json
+
+    from optsched import cli
+    from optsched.rounds.rubick.generate import generate_rubick_round
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    line = ("plots skipped: matplotlib is not installed (install the plot extra: pip install -e \".[plot]\" in the "
+            "repository)")
+    base = ["simulate", "--kind", "lyra", "--jobs", "10", "--policy", "lyra", "--no-progress"]
+    assert cli.main([*base, "--out", str(tmp_path / "a")]) == 0
+    assert line in capsys.readouterr().err
+    assert cli.main([*base, "--no-plots", "--out", str(tmp_path / "b")]) == 0
+    assert "plots skipped" not in capsys.readouterr().err
+    round_file = tmp_path / "r.json"
+    round_file.write_text(json.dumps(generate_rubick_round(1, 8, 4, 0).to_dict()))
+    assert cli.main(["gap", str(round_file), "--time-limit", "5", "--plots", str(tmp_path / "plots")]) == 0
+    assert line in capsys.readouterr().err

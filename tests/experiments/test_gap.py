@@ -99,3 +99,32 @@ def test_each_kind_has_its_size_measure() -> None:
     assert size_of(comm) == ("operations", len(comm.stream) + len(comm.allreduces))
     rubick = round_kind("rubick").generate(seed=0, nodes=3, jobs=5)
     assert size_of(rubick) == ("GPUs", 24)
+
+
+def test_gap_says_when_it_deferred_a_guarantee_solve_would_refuse(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26: a round ``solve`` calls infeasible (``big``'s guarantee needs 4 GPUs on one node, no node has
+    4 free) is studied with the guarantee deferred, and the row and the command's output say so."""
+    from optsched.core import Job, NodeShare, a800_cluster
+    from optsched.rounds.rubick.problem import RubickRound
+    from optsched.rounds.rubick.table import build_round_table
+    from helpers import best_row, row_alloc
+    cluster = a800_cluster(2, 4)
+    a = Job("a", "vit", 2, 1000, tenant="t", guaranteed=True, submit_time=0.0)
+    big = Job("big", "bert", 4, 1000, tenant="t", guaranteed=True, submit_time=5.0)
+    table = build_round_table(RubickRound(cluster, (a,)))
+    running = row_alloc(table, "a", best_row(table, "a", 2), ["n000"])
+    problem = RubickRound(cluster, (a, big), (running,), occupied=(("n000", NodeShare(1, 0, 0.0)),
+                                                                  ("n001", NodeShare(1, 0, 0.0))), quotas=(("t", 6),))
+    round_file = tmp_path / "frag.json"
+    round_file.write_text(json.dumps(problem.to_dict()))
+    assert cli.main(["solve", str(round_file)]) == 2  # the default contract refuses the round
+    capsys.readouterr()
+    row = gap_row(problem, time_limit=5.0, label="frag")
+    assert row["deferred"] == 1 and row["deferred_jobs"] == "big" and "infeasible" in row["note"]
+    assert cli.main(["gap", str(round_file), "--time-limit", "5"]) == 0
+    printed = capsys.readouterr().out
+    assert "frag.json: deferred the unreachable performance guarantee of 1 job(s) (big)" in printed
+    assert "solve without it reports this round infeasible" in printed
+    clean = gap_row(generate_rubick_round(2, 8, 8, 1), time_limit=10.0)
+    assert clean["deferred"] == 0 and clean["note"] == ""

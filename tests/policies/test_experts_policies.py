@@ -22,7 +22,7 @@ from optsched.rounds.rubick.generate import generate_rubick_round
 
 
 def test_methods_are_registered() -> None:
-    assert set(describe_methods()["experts"]) == {"exact", "lina", "uniform"}
+    assert set(describe_methods()["experts"]) == {"exact", "lina", "heuristic", "uniform"}
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -26,7 +26,7 @@ RULES = ("fair", "priority", "defer", "microop", "lina")
 
 
 def test_methods_are_registered() -> None:
-    assert set(describe_methods()["moe-comm"]) == {"exact", *RULES}
+    assert set(describe_methods()["moe-comm"]) == {"exact", "heuristic", *RULES}
 
 
 def test_fig_4_7_order() -> None:

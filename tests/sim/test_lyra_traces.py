@@ -49,3 +49,18 @@ def test_ground_truth_speeds() -> None:
     assert v100 == pytest.approx(1 / 8) and t4 == pytest.approx(1 / 8)   # 4 workers either way
     sub = LyraGroundTruth(frozenset({"T4"}), scaling="sublinear")
     assert sub.job_iteration_time(job, "V100-32G", ExecutionPlan(dp=8), (8,), 0.0) == pytest.approx(1 / (2 * 3.6))
+
+
+def test_the_lyra_simulation_says_how_many_trace_jobs_it_left_out_and_why(tmp_path, capsys) -> None:
+    """Issue 26: ``simulate --kind lyra`` on the default 120-job synthetic trace runs 119 jobs; the trace line
+    says that one was left out because it asks for more GPUs than the 2 training servers hold."""
+    from optsched import cli
+    from optsched.sim.lyra_setup import lyra_simulation
+    sim = lyra_simulation(jobs=120)
+    assert len(sim.jobs) == 119 and sim.dropped == 1 and sim.max_gpus == 16
+    assert "1 of the trace's 120 jobs left out: they ask for more than the 16 GPUs" in sim.describe_dropped()
+    assert lyra_simulation(jobs=120, training=4).describe_dropped() == ""
+    assert cli.main(["simulate", "--kind", "lyra", "--jobs", "120", "--policy", "lyra", "--no-plots", "--no-progress",
+                     "--out", str(tmp_path / "out")]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("trace "))
+    assert "119 jobs" in line and "1 of the trace's 120 jobs left out" in line

@@ -48,7 +48,9 @@ Choices where the paper is silent:
   multiple of :data:`MEM_GRANULARITY_GIB` per GPU (1/16 GiB, 64 MiB), so every part of a row, and so every
   share in a decision, is a multiple of 1/16 GiB (:func:`host_memory_rows`). The current row keeps the
   memory the job holds. Requested CPUs are not a minimum: CPUs are a performance resource, the rows'
-  throughputs account for them and a guaranteed job's guarantee is its request's throughput.
+  throughputs account for them and a guaranteed job's guarantee is its request's throughput. A queued job
+  none of whose rows fits the host memory of any node of its GPU type (e.g. ``requested_mem_gib: 1e300``)
+  is an invalid job naming the memory it asks for and the most a node holds (:func:`check_memory_fits`).
 * **Invalid jobs** (``on_invalid_job``, :mod:`optsched.core.skip`). Every error building a job's rows is
   the job's own (a model no lookup defines, a requested plan that cannot run on its request, a request no
   GPU type runs, own rows without the request or the running configuration), and every table variant
@@ -359,6 +361,8 @@ def _job_block(problem: RubickRound, job: Job, perf: PerfLookup, growth: int,
     rows, ref = _candidate_rows(problem, job, perf, growth, cpus_per_gpu_options, fixed_plan, fixed_resources,
                                 shared)
     rows = admissible_rows(host_memory_rows(rows, job), job)
+    if problem.current(job.name) is None:
+        check_memory_fits(problem, job, rows)
     cur_index = _with_current(rows, None if problem.current(job.name) is None else _current_row(problem, job, perf))
     gpus = np.array([r.gpus for r in rows])
     cpus = np.array([r.cpus for r in rows])
@@ -395,6 +399,23 @@ def host_memory_rows(rows: list[CandidateRow], job: Job) -> list[CandidateRow]:
         mem = math.ceil(per_gpu / MEM_GRANULARITY_GIB - 1e-9) * MEM_GRANULARITY_GIB * r.gpus
         out.append(r if mem == r.mem_gib else replace(r, mem_gib=mem))
     return out
+
+
+def check_memory_fits(problem: RubickRound, job: Job, rows: list[CandidateRow]) -> None:
+    """``PlanInfeasibleError`` naming ``job`` when none of its ``rows`` (after :func:`host_memory_rows`) has
+    every part within the host memory of the largest node of its GPU type (module docstring, "Host
+    memory"): its requested memory is more than the cluster can hold, so it could never start."""
+    cap: dict[str, float] = {}
+    for n in problem.cluster.nodes:
+        cap[n.gpu_type] = max(cap.get(n.gpu_type, 0.0), n.memory_gib)
+    if not rows or any(max(r.gpus_per_node) * r.mem_gib / r.gpus <= cap.get(r.gpu_type, 0.0) + 1e-9 for r in rows):
+        return
+    most = max((cap[t] for t in {r.gpu_type for r in rows} if t in cap), default=0.0)
+    raise PlanInfeasibleError(
+        f"job {job.name!r}: requests {job.requested_mem_gib:g} GiB of host memory for {job.requested_gpus} GPU(s) "
+        f"({job.requested_mem_gib / job.requested_gpus:g} GiB per GPU, the least any configuration gives it), but no "
+        f"node of cluster {problem.cluster.name!r} can hold any of its configurations (the most host memory a node "
+        f"of its GPU types holds is {most:g} GiB; requested_mem_gib is in GiB)")
 
 
 def _pruned_block(rows: list[CandidateRow], drop: np.ndarray, cur_index: int | None, ref: float) -> "_Block":
@@ -600,5 +621,5 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
 
 
 __all__ = ["CandidateRow", "DEFAULT_CPUS_PER_GPU_OPTIONS", "DEFAULT_GROWTH", "MEM_GRANULARITY_GIB", "RoundTableCache",
-           "host_memory_rows", "build_round_table", "invalid_jobs", "job_gpu_cap", "request_plan", "round_lookup",
-           "restrict_rows", "stand_in_row", "valid_round"]
+           "host_memory_rows", "build_round_table", "check_memory_fits", "invalid_jobs", "job_gpu_cap", "request_plan",
+           "round_lookup", "restrict_rows", "stand_in_row", "valid_round"]

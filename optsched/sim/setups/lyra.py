@@ -26,9 +26,11 @@ def build(request: SimulationRequest) -> SimulationInputs:
     training, inference, usage = (SETUP.option(request, n) for n in ("training", "inference", "usage"))
     sim = lyra_simulation(request.trace, training=training, inference=inference, jobs=request.jobs,
                           max_jobs=request.max_jobs, usage=usage, seed=request.seed)
+    dropped = sim.describe_dropped()
     return SimulationInputs(sim.cluster, sim.jobs, sim.truth, sim.trace_name,
                             f"trace {sim.trace_name}: {len(sim.jobs)} jobs on {sim.cluster.name} ({training} training "
-                            f"+ {inference} inference servers), usage {usage}", per_method=sim.events)
+                            f"+ {inference} inference servers), usage {usage}" + (f" ({dropped})" if dropped else ""),
+                            per_method=sim.events)
 
 
 SETUP = register_simulation(SimulationSetup(
