@@ -27,7 +27,12 @@ Rules:
   ``heuristic-fallback``, as ``optsched solve`` does. The server caps a request's limit at
   ``max_time_limit`` (400 above it).
 * **Concurrency.** Solving is CPU-bound and runs off the event loop on a pool of ``workers`` threads
-  (default: the number of CPUs); requests beyond that wait for a worker (their time limit running). Each
+  (default: the number of CPUs); requests beyond that wait for a worker (their time limit running). A
+  request a worker takes with less than half its time limit left (:data:`MIN_LEFT_SHARE`) is answered
+  503 with ``Retry-After`` (seconds until the earliest running request's limit ends), never a 200 with a
+  decision the time left could not fill; every 200 reports the seconds it waited in the header
+  ``X-Optsched-Queued-Seconds`` (:data:`QUEUED_HEADER`; they count in its time limit, not in the decision's
+  ``solve_seconds``). Each
   request parses its own round and gets a fresh policy (:func:`optsched.solve`), so requests share no
   mutable state; what they share is read-only: the catalogue, the registries and pure, thread-safe
   memoised functions of the performance model.
@@ -41,12 +46,13 @@ import asyncio
 import contextlib
 import errno
 import logging
+import math
 import os
 import socket
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from collections import Counter
 from typing import Any, AsyncIterator, Mapping, Sequence
 
 from optsched import __version__
@@ -181,6 +187,42 @@ def solve_request(data: Any, options: Mapping[str, Any], clock_start: float) -> 
     return decision.to_dict()
 
 
+#: a request a worker takes with less than this share of its time limit left is answered 503 (module
+#: docstring, "Concurrency"): what is left would not buy a decision worth returning
+MIN_LEFT_SHARE = 0.5
+#: the response header that reports the seconds a request waited for a worker
+QUEUED_HEADER = "X-Optsched-Queued-Seconds"
+
+
+class TooLate(Exception):
+    """A request that waited for a worker until less than :data:`MIN_LEFT_SHARE` of its time limit was left;
+    ``retry_after``: whole seconds until the earliest running request's limit ends."""
+
+    def __init__(self, waited: float, limit: float, workers: int, retry_after: int) -> None:
+        super().__init__(f"the request waited {waited:.2f} s of its {limit:g} s time limit for one of this server's "
+                         f"{workers} worker(s), too long to solve in what is left; retry after {retry_after} s "
+                         "(or start the server with more --workers)")
+        self.retry_after = retry_after
+
+
+def start_or_refuse(data: Any, options: Mapping[str, Any], started: float, running: dict[int, float],
+                    workers: int) -> tuple[dict[str, Any], float]:
+    """Run on a worker: :class:`TooLate` when the request has waited until less than :data:`MIN_LEFT_SHARE` of
+    its time limit is left, else :func:`solve_request` and the seconds it waited (module docstring)."""
+    now = time.perf_counter()
+    waited = now - started
+    limit = float(options.get("time_limit", DEFAULT_TIME_LIMIT))
+    if limit - waited < MIN_LEFT_SHARE * limit:
+        ends = [end for end in list(running.values()) if end > now]
+        raise TooLate(waited, limit, workers, max(1, math.ceil(min(ends) - now)) if ends else 1)
+    key = id(data)
+    running[key] = started + limit
+    try:
+        return solve_request(data, options, started), waited
+    finally:
+        running.pop(key, None)
+
+
 def _status_of(exc: Exception) -> int:
     if isinstance(exc, InfeasibleError):
         return 422
@@ -200,6 +242,7 @@ def create_app(config: ServiceConfig | None = None) -> Any:
         raise ValidationError("the solve service needs starlette and uvicorn: pip install 'optsched[serve]'") from None
     config = config or ServiceConfig()
     pool: dict[str, ThreadPoolExecutor] = {}
+    running: dict[int, float] = {}  # request id -> when its time limit ends (time.perf_counter())
 
     def error(status: int, message: str) -> Any:
         return JSONResponse({"error": f"optsched: error: {one_line(message)}"}, status_code=status)
@@ -224,7 +267,11 @@ def create_app(config: ServiceConfig | None = None) -> Any:
             body = await read_body(request)
             data, options = parse_solve_request(body, request.query_params.multi_items(), config)
             loop = asyncio.get_running_loop()
-            decision = await loop.run_in_executor(pool["solve"], solve_request, data, options, started)
+            decision, queued = await loop.run_in_executor(pool["solve"], start_or_refuse, data, options, started,
+                                                          running, config.threads)
+        except TooLate as exc:
+            return JSONResponse({"error": f"optsched: error: {one_line(str(exc))}"}, status_code=503,
+                                headers={"Retry-After": str(exc.retry_after)})
         except RequestError as exc:
             return error(exc.status, exc.message)
         except Exception as exc:  # noqa: BLE001 - every failure becomes one HTTP answer
@@ -233,7 +280,7 @@ def create_app(config: ServiceConfig | None = None) -> Any:
                 log.exception("internal error while solving a request")
                 return error(500, f"internal error: {type(exc).__name__}: {exc}")
             return error(status, str(exc))
-        return JSONResponse(decision)
+        return JSONResponse(decision, headers={QUEUED_HEADER: f"{queued:.3f}"})
 
     async def health(request: Request) -> Any:
         return JSONResponse({"status": "ok", "version": __version__, "workers": config.threads,
@@ -303,5 +350,6 @@ def serve(host: str = "127.0.0.1", port: int = 8000, config: ServiceConfig | Non
         server.run(sockets=[sock])
 
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TIME_LIMIT", "OPTIONS", "RequestError", "ServiceConfig",
-           "create_app", "listen_socket", "parse_solve_request", "serve", "solve_request"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TIME_LIMIT", "MIN_LEFT_SHARE", "OPTIONS", "QUEUED_HEADER",
+           "RequestError", "ServiceConfig", "TooLate", "create_app", "listen_socket", "parse_solve_request", "serve",
+           "solve_request", "start_or_refuse"]

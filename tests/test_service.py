@@ -279,3 +279,44 @@ def test_serve_on_a_busy_port_is_one_line_before_listening() -> None:
     assert proc.stderr.strip().splitlines() == [
         f"optsched: error: cannot listen on 127.0.0.1:{port} (address already in use); pick another "
         "port or stop what uses it"]
+
+
+def test_a_request_that_cannot_start_in_time_is_503_and_waiting_is_reported() -> None:
+    """One worker busy with a 4 s exact solve: a 1 s request waits past half its limit and gets 503 with
+    Retry-After; a 10 s request waits about 4 s, runs, and its 200 reports the wait in X-Optsched-Queued-Seconds."""
+    import threading
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "optsched.cli", "serve", "--port", str(port), "--workers", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        busy = generate_rubick_round(160, 8, 2000, 0).to_dict()  # exact runs to its limit on it
+        small = generate_rubick_round(2, 8, 4, 0).to_dict()
+        first = threading.Thread(target=_call, args=(url + "/solve?method=exact&time_limit=4", busy))
+        first.start()
+        time.sleep(1.0)
+        req = urllib.request.Request(url + "/solve?method=heuristic&time_limit=1", data=json.dumps(small).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as late:
+            urllib.request.urlopen(req, timeout=60)
+        assert late.value.code == 503 and int(late.value.headers["Retry-After"]) >= 1
+        assert "waited" in json.loads(late.value.read())["error"]
+        first.join()
+        second = threading.Thread(target=_call, args=(url + "/solve?method=exact&time_limit=4", busy))
+        second.start()
+        time.sleep(1.0)
+        req = urllib.request.Request(url + "/solve?method=heuristic&time_limit=10", data=json.dumps(small).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            assert r.status == 200 and float(r.headers["X-Optsched-Queued-Seconds"]) >= 1.0
+        second.join()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
