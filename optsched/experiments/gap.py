@@ -288,5 +288,5 @@ def plot_study(rows: Sequence[Mapping[str, Any]], out_dir: str | Path) -> list[P
     return paths
 
 
-__all__ = ["GapPoint", "PROBES", "Probe", "TARGET_GAP", "contract_probe", "deferred_columns", "gap_row", "growth_exponent",
-           "median_by", "plot_study", "policy_probe", "probe_kinds", "probe_of", "run_gap_point", "size_of"]
+__all__ = ["GapPoint", "PROBES", "Probe", "TARGET_GAP", "contract_probe", "deferred_columns", "gap_row",
+           "growth_exponent", "median_by", "plot_study", "policy_probe", "probe_kinds", "probe_of", "run_gap_point", "size_of"]

@@ -89,4 +89,5 @@ def generate_experts_round(experts: int = 16, devices: int | None = None, seed: 
     return ExpertsRound(cluster=lina_cluster(devices), experts=specs, slots=slots, layer=layer + 1)
 
 
-__all__ = ["GENERATED_LAYERS", "MAX_DEVICES", "MAX_EXPERTS", "MAX_TOKENS", "PROFILE_BATCHES", "PROFILE_TOKENS", "generate_experts_round", "lina_cluster"]
+__all__ = ["GENERATED_LAYERS", "MAX_DEVICES", "MAX_EXPERTS", "MAX_TOKENS", "PROFILE_BATCHES", "PROFILE_TOKENS",
+           "generate_experts_round", "lina_cluster"]
