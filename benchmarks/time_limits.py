@@ -1,0 +1,90 @@
+"""Time limits as a property over sizes (issue 26, item 2): every (kind, method) on generated rounds of
+growing size, each solve's wall time over its ``--time-limit``.
+
+    python benchmarks/time_limits.py [--sizes 2000,20000] [--kinds rubick,crius,...] [--methods ...]
+                                     [--limit 1] [--seed 0]
+
+For each kind whose generator takes ``jobs`` (rubick, crius, lyra-allocate, lyra) and each size N, one
+round is generated (seed ``--seed``; the cluster scaled with N as the kind's defaults are: rubick
+``nodes = ceil(N / 12.5)`` 8-GPU nodes, the 2,000-job / 160-node ratio of ``benchmarks/scale.py``; the Lyra
+kinds ``servers`` and ``training`` times N over the default jobs), then solved in this process by every
+method of the kind (``optsched.solve(problem, method, limit, clock_start=t0)``, deferring unreachable
+guarantees where the method takes that option, with ``t0`` taken just before the call: parsing and generation are not counted, Python's start-up neither). Columns: kind,
+method, jobs, limit_s, wall_s, ``wall_over_limit`` (the property: at most 1.2), status, and the decision's
+objective. Writes ``benchmarks/out/time_limits.csv``. The issue's sizes (20,000 jobs for every kind,
+100,000 for the Rubick and Lyra kinds) take minutes to generate alone; the defaults are smaller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import optsched  # noqa: E402
+from optsched.core.kinds import round_kind, round_kinds  # noqa: E402
+from optsched.policies.registry import method as registered, methods_of  # noqa: E402
+from optsched.rounds.rubick.admission import DEFER_OPTION as DEFER  # noqa: E402
+from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
+
+#: jobs per 8-GPU node of the generated Rubick rounds (benchmarks/scale.py: 2,000 jobs on 160 nodes)
+RUBICK_JOBS_PER_NODE = 12.5
+
+
+def scaled_round(kind: str, jobs: int, seed: int) -> object:
+    """The generated round of ``kind`` with ``jobs`` jobs and its cluster scaled with them (module docstring)."""
+    gen = round_kind(kind).generate
+    params = inspect.signature(gen).parameters
+    kw: dict[str, object] = {"seed": seed, "jobs": jobs}
+    if kind == "rubick":
+        kw["nodes"] = max(8, math.ceil(jobs / RUBICK_JOBS_PER_NODE))
+    for name in ("servers", "training"):
+        if name in params:
+            default = params[name].default
+            kw[name] = max(int(default), math.ceil(int(default) * jobs / int(params["jobs"].default)))
+    return gen(**kw)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="2000", help="comma-separated job counts")
+    ap.add_argument("--kinds", default=None, help="comma-separated kinds (default: every kind whose generator "
+                                                  "takes jobs)")
+    ap.add_argument("--methods", default=None, help="comma-separated methods (default: every method of a kind)")
+    ap.add_argument("--limit", type=float, default=1.0, help="--time-limit of every solve, seconds")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    kinds = args.kinds.split(",") if args.kinds else [
+        k for k in round_kinds() if "jobs" in inspect.signature(round_kind(k).generate).parameters]
+    rows = []
+    for kind in kinds:
+        for size in (int(s) for s in args.sizes.split(",")):
+            t = time.perf_counter()
+            problem = scaled_round(kind, size, args.seed)
+            sys.stdout.write(f"{kind} {size} jobs: generated in {time.perf_counter() - t:.1f} s\n")
+            methods = args.methods.split(",") if args.methods else list(methods_of(kind))
+            for method in (m for m in methods if m in methods_of(kind)):
+                t0 = time.perf_counter()
+                try:
+                    extras = {DEFER: True} if DEFER in registered(kind, method).extras else {}
+                    d = optsched.solve(problem, method, args.limit, seed=0, clock_start=t0, **extras)
+                    status, objective = d.status, f"{d.objective:.4g}"
+                except optsched.OptschedError as exc:
+                    status, objective = f"error: {type(exc).__name__}", "-"
+                wall = time.perf_counter() - t0
+                rows.append((kind, method, size, f"{args.limit:g}", f"{wall:.2f}", f"{wall / args.limit:.2f}", status,
+                             objective))
+                sys.stdout.write(f"  {method}: {wall:.2f} s ({wall / args.limit:.2f}x), {status}\n")
+                sys.stdout.flush()
+    emit(("kind", "method", "jobs", "limit_s", "wall_s", "wall_over_limit", "status", "objective"), rows,
+         "time_limits.csv")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
