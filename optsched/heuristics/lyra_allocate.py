@@ -21,6 +21,8 @@ Gandiva-like (scale out only when no job waits, one worker per job in turn).
 
 from __future__ import annotations
 
+import heapq
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -119,29 +121,39 @@ def mckp_dp(items: Items, capacity: int) -> tuple[dict[str, int], float]:
 
 def mckp_greedy(items: Items, capacity: int) -> tuple[dict[str, int], float]:
     """AFS-like (module docstring): one worker at a time to the job whose next worker brings the most
-    JCT reduction per GPU, while it fits."""
+    JCT reduction per GPU, while it fits (ties: the job listed first). A heap of each job's next worker:
+    O(items + workers given x log jobs); a job whose next worker does not fit never fits again (its
+    workers all have its GPUs per worker, and what is left only shrinks)."""
+    item_of: dict[tuple[int, int], int] = {(int(g), int(k)): i for i, (g, k) in
+                                           enumerate(zip(items.group.tolist(), items.extra.tolist()))}
+    values = items.value.tolist()
+    weights = items.weight.tolist()
+
+    def offer(g: int, k: int) -> tuple[float, int, int, float, int] | None:
+        """The heap entry of job ``g``'s ``k``-th extra worker: (-gain per GPU, job, k, gain, GPUs)."""
+        i = item_of.get((g, k))
+        if i is None:
+            return None
+        prev = item_of.get((g, k - 1))
+        gain = float(values[i] - (values[prev] if prev is not None else 0.0))
+        step = int(weights[i]) // k
+        return (-gain / step, g, k, gain, step)
+
+    heap = [e for e in (offer(g, 1) for g in range(len(items.jobs))) if e is not None and e[0] < -1e-12]
+    heapq.heapify(heap)
     extra = {job: 0 for job in items.jobs}
     left = int(capacity)
     value = 0.0
-    while True:
-        best, gain_best = None, 0.0
-        for g, job in enumerate(items.jobs):
-            k = extra[job] + 1
-            sel = np.flatnonzero((items.group == g) & (items.extra == k))
-            if sel.size == 0:
-                continue
-            i = int(sel[0])
-            prev = items.value[(items.group == g) & (items.extra == k - 1)]
-            gain = float(items.value[i] - (prev[0] if prev.size else 0.0))
-            step = int(items.weight[i]) // k
-            if step <= left and gain / step > gain_best + 1e-12:
-                best, gain_best = (job, step, gain), gain / step
-        if best is None:
-            break
-        job, step, gain = best
-        extra[job] += 1
+    while heap:
+        _, g, k, gain, step = heapq.heappop(heap)
+        if step > left:
+            continue
+        extra[items.jobs[g]] = k
         left -= step
         value += gain
+        nxt = offer(g, k + 1)
+        if nxt is not None and nxt[0] < -1e-12:
+            heapq.heappush(heap, nxt)
     return {j: k for j, k in extra.items() if k}, value
 
 
