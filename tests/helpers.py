@@ -202,6 +202,15 @@ def solve_tiny(problem: Any) -> tuple[CoefficientTable, Any]:
     return table, rubick_round.solve(problem, table, time_limit=20, encoding="per-node")
 
 
+def assert_exact_matches_brute_force(problem: Any, brute_force: Any) -> None:
+    """The per-node exact solution of a tiny Rubick round (:func:`solve_tiny`) is proven optimal and its
+    objective is ``brute_force(problem, table)``, the best a test's own enumeration finds."""
+    import pytest
+    table, sol = solve_tiny(problem)
+    assert sol.status == "optimal"
+    assert sol.objective == pytest.approx(brute_force(problem, table), abs=1e-5)
+
+
 #: the methods of kind ``rubick`` that take ``defer_unreachable_guarantees`` (the baselines never fail on a guarantee)
 DEFERRING = ("exact", "rubick-exact", "heuristic", "rubick", "rubick-e", "rubick-r", "rubick-n")
 

@@ -27,7 +27,7 @@ from optsched.rounds.rubick.generate import generate_rubick_round
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
 
-from helpers import alloc, best_assignment, decide, solve_tiny
+from helpers import alloc, assert_exact_matches_brute_force, best_assignment, decide, solve_tiny
 
 METHODS = methods_of("rubick")
 
@@ -187,10 +187,7 @@ def _tiny(seed: int) -> RubickRound:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_exact_equals_brute_force_on_tiny_constrained_rounds(seed: int) -> None:
-    problem = _tiny(seed)
-    table, sol = solve_tiny(problem)
-    assert sol.status == "optimal"
-    assert sol.objective == pytest.approx(_brute_force(problem, table), abs=1e-5)
+    assert_exact_matches_brute_force(_tiny(seed), _brute_force)
 
 
 @pytest.mark.parametrize("seed", range(8))

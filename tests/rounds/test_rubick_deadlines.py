@@ -27,7 +27,7 @@ from optsched.rounds.rubick.feasibility import violations
 from optsched.rounds.rubick.problem import RubickRound
 from optsched.rounds.rubick.table import build_round_table
 
-from helpers import alloc, best_assignment, roundtrip, solve_tiny
+from helpers import alloc, assert_exact_matches_brute_force, best_assignment, roundtrip
 from schema_check import structural_errors
 
 METHODS = methods_of("rubick")
@@ -419,10 +419,7 @@ def _brute_force(problem: RubickRound, table: Any) -> float:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_exact_equals_brute_force_on_tiny_deadline_rounds(seed: int) -> None:
-    problem = _tiny(seed)
-    table, sol = solve_tiny(problem)
-    assert sol.status == "optimal"
-    assert sol.objective == pytest.approx(_brute_force(problem, table), abs=1e-5)
+    assert_exact_matches_brute_force(_tiny(seed), _brute_force)
 
 
 def test_tiny_rounds_admit_some_deadlines_and_not_others() -> None:

@@ -33,7 +33,7 @@ from optsched.rounds.rubick.objective import objective
 from optsched.rounds.rubick.problem import DEFAULT_TOPOLOGY_PENALTY, RubickRound
 from optsched.rounds.rubick.table import build_round_table
 
-from helpers import REPO_ROOT, alloc, solve_tiny
+from helpers import REPO_ROOT, alloc, assert_exact_matches_brute_force
 from schema_check import structural_errors
 
 METHODS = methods_of("rubick")
@@ -342,10 +342,7 @@ def _brute_force(problem: RubickRound, table: Any) -> float:
 
 @pytest.mark.parametrize("seed", range(15))
 def test_exact_equals_brute_force_on_tiny_topology_rounds(seed: int) -> None:
-    problem = _tiny(seed)
-    table, sol = solve_tiny(problem)
-    assert sol.status == "optimal"
-    assert sol.objective == pytest.approx(_brute_force(problem, table), abs=1e-5)
+    assert_exact_matches_brute_force(_tiny(seed), _brute_force)
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -81,6 +81,7 @@ class _Holdings:
     free_c: np.ndarray
     free_m: np.ndarray
     shares: dict[str, list[tuple[int, int, int, float]]]  # job -> [(node index, gpus, cpus, GiB)]
+    index: dict[str, int]  # node name -> its index in ``names``
 
     @classmethod
     def of(cls, problem: RubickRound, table: CoefficientTable, choices: Mapping[str, Choice]) -> "_Holdings":
@@ -97,7 +98,7 @@ class _Holdings:
                 g[i] -= sg
                 c[i] -= sc
                 m[i] -= sm
-        return cls(problem, table, names, g, c, m, shares)
+        return cls(problem, table, names, g, c, m, shares, index)
 
     def release(self, name: str) -> list[tuple[int, int, int, float]]:
         held = self.shares.pop(name, [])
@@ -209,7 +210,7 @@ class _Rule:
         cur = self.problem.current(name)
         if cur is None or must_leave(self.problem, self.problem.job(name)):
             return None
-        index = {n: i for i, n in enumerate(self.hold.names)}
+        index = self.hold.index
         return [(index[n], s.gpus, s.cpus, float(s.mem_gib)) for n, s in cur.placement.shares]
 
     def room(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, list[str]]]:
