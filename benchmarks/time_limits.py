@@ -1,18 +1,24 @@
-"""Time limits as a property over sizes (issue 26, item 2): every (kind, method) on generated rounds of
+"""Time limits as a property over sizes (issue 26, item 2): every (kind, method, back end) on generated rounds of
 growing size, each solve's wall time over its ``--time-limit``.
 
     python benchmarks/time_limits.py [--sizes 2000,20000] [--kinds rubick,crius,...] [--methods ...]
-                                     [--limit 1] [--seed 0]
+                                     [--backends cpsat,cbc,highs] [--partitions 4] [--limit 1] [--seed 0]
 
-For each kind whose generator takes ``jobs`` (rubick, crius, lyra-allocate, lyra) and each size N, one
-round is generated (seed ``--seed``; the cluster scaled with N as the kind's defaults are: rubick
-``nodes = ceil(N / 12.5)`` 8-GPU nodes, the 2,000-job / 160-node ratio of ``benchmarks/scale.py``; the Lyra
-kinds ``servers`` and ``training`` times N over the default jobs), then solved in this process by every
-method of the kind (``optsched.solve(problem, method, limit, clock_start=t0)``, deferring unreachable
-guarantees where the method takes that option, with ``t0`` taken just before the call: parsing and generation are not counted, Python's start-up neither). Columns: kind,
-method, jobs, limit_s, wall_s, ``wall_over_limit`` (the property: at most 1.2), status, and the decision's
-objective. Writes ``benchmarks/out/time_limits.csv``. The issue's sizes (20,000 jobs for every kind,
-100,000 for the Rubick and Lyra kinds) take minutes to generate alone; the defaults are smaller.
+For each kind and each size N one round is generated (seed ``--seed``), its size set by N as
+:data:`SIZE_RULES` says per kind: the kinds whose generator takes ``jobs`` get N jobs on a cluster scaled
+with them as the kind's defaults are (rubick ``nodes = ceil(N / 12.5)`` 8-GPU nodes, the 2,000-job / 160-node
+ratio of ``benchmarks/scale.py``; the Lyra kinds ``servers`` and ``training`` times N over the default jobs);
+``experts`` and ``moe-comm`` have no jobs and take their own size, capped by what the kind accepts
+(experts: ``min(N // 20, 1,024)`` experts on as many devices, 64 tokens an expert up to 1,000,000; moe-comm:
+``min(N // 250, 60)`` MoE layers, the most below the kind's 1,000 micro-ops). Each round is solved in this
+process by every method of the kind (``optsched.solve(problem, method, limit, clock_start=t0)``, deferring
+unreachable guarantees where the method takes that option, with ``t0`` taken just before the call: generation
+and parsing are not counted, nor Python's start-up: ``optsched solve`` adds reading the round, about 18 us a
+Rubick job, and writing the decision), the methods that solve a MILP once per back end of ``--backends``, and
+with ``--partitions K`` once more partitioned into K parts where the kind has a partitioner. Columns: kind,
+method, backend, partitions, size (N), limit_s, wall_s, ``wall_over_limit`` (the property: at most 1.2),
+status, and the decision's objective. Writes ``benchmarks/out/time_limits.csv``. The issue's sizes (20,000 jobs
+for every kind, 100,000 for the Rubick and Lyra kinds) take minutes to generate; the defaults are smaller.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import optsched  # noqa: E402
 from optsched.core.kinds import round_kind, round_kinds  # noqa: E402
-from optsched.policies.registry import method as registered, methods_of  # noqa: E402
+from optsched.policies.registry import backend_methods, method as registered, methods_of  # noqa: E402
 from optsched.rounds.rubick.admission import DEFER_OPTION as DEFER  # noqa: E402
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
@@ -36,11 +42,23 @@ from report import emit  # noqa: E402  (benchmarks/report.py, next to this scrip
 RUBICK_JOBS_PER_NODE = 12.5
 
 
+#: per kind: the generator's arguments for size N (module docstring); the Rubick and Lyra kinds take jobs
+SIZE_RULES: dict[str, object] = {
+    "experts": lambda n: {"experts": min(max(n // 20, 2), 1024), "tokens": min(64 * max(n // 20, 2), 1_000_000)},
+    "moe-comm": lambda n: {"moe_layers": min(max(n // 250, 1), 60)},
+}
+
+
 def scaled_round(kind: str, jobs: int, seed: int) -> object:
-    """The generated round of ``kind`` with ``jobs`` jobs and its cluster scaled with them (module docstring)."""
+    """The generated round of ``kind`` of size ``jobs`` (module docstring)."""
     gen = round_kind(kind).generate
     params = inspect.signature(gen).parameters
-    kw: dict[str, object] = {"seed": seed, "jobs": jobs}
+    kw: dict[str, object] = {"seed": seed}
+    rule = SIZE_RULES.get(kind)
+    if callable(rule):
+        kw.update(rule(jobs))
+        return gen(**kw)
+    kw["jobs"] = jobs
     if kind == "rubick":
         kw["nodes"] = max(8, math.ceil(jobs / RUBICK_JOBS_PER_NODE))
     for name in ("servers", "training"):
@@ -50,39 +68,53 @@ def scaled_round(kind: str, jobs: int, seed: int) -> object:
     return gen(**kw)
 
 
+def runs(kind: str, methods: list[str], backends: list[str], partitions: int | None
+         ) -> list[tuple[str, str, int | None]]:
+    """(method, back end, parts) of every solve of one round (module docstring)."""
+    milp = set(backend_methods().get(kind, ()))
+    out = [(m, b, None) for m in methods for b in (backends if m in milp else ["cpsat"])]
+    if partitions and round_kind(kind).partitioner is not None:
+        out += [(m, "cpsat", partitions) for m in methods]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="2000", help="comma-separated job counts")
-    ap.add_argument("--kinds", default=None, help="comma-separated kinds (default: every kind whose generator "
-                                                  "takes jobs)")
+    ap.add_argument("--sizes", default="2000", help="comma-separated sizes N (job counts; SIZE_RULES for the others)")
+    ap.add_argument("--kinds", default=None, help="comma-separated kinds (default: every kind with a size rule)")
     ap.add_argument("--methods", default=None, help="comma-separated methods (default: every method of a kind)")
+    ap.add_argument("--backends", default="cpsat", help="comma-separated back ends of the methods that solve a MILP")
+    ap.add_argument("--partitions", type=int, default=None, help="also solve partitioned into K parts")
     ap.add_argument("--limit", type=float, default=1.0, help="--time-limit of every solve, seconds")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     kinds = args.kinds.split(",") if args.kinds else [
-        k for k in round_kinds() if "jobs" in inspect.signature(round_kind(k).generate).parameters]
+        k for k in round_kinds() if "jobs" in inspect.signature(round_kind(k).generate).parameters or k in SIZE_RULES]
     rows = []
     for kind in kinds:
         for size in (int(s) for s in args.sizes.split(",")):
             t = time.perf_counter()
             problem = scaled_round(kind, size, args.seed)
-            sys.stdout.write(f"{kind} {size} jobs: generated in {time.perf_counter() - t:.1f} s\n")
+            sys.stdout.write(f"{kind} size {size}: generated in {time.perf_counter() - t:.1f} s\n")
             methods = args.methods.split(",") if args.methods else list(methods_of(kind))
-            for method in (m for m in methods if m in methods_of(kind)):
+            methods = [m for m in methods if m in methods_of(kind)]
+            for method, backend, parts in runs(kind, methods, args.backends.split(","), args.partitions):
                 t0 = time.perf_counter()
                 try:
                     extras = {DEFER: True} if DEFER in registered(kind, method).extras else {}
-                    d = optsched.solve(problem, method, args.limit, seed=0, clock_start=t0, **extras)
+                    d = optsched.solve(problem, method, args.limit, seed=0, clock_start=t0, backend=backend,
+                                       partitions=parts, **extras)
                     status, objective = d.status, f"{d.objective:.4g}"
                 except optsched.OptschedError as exc:
                     status, objective = f"error: {type(exc).__name__}", "-"
                 wall = time.perf_counter() - t0
-                rows.append((kind, method, size, f"{args.limit:g}", f"{wall:.2f}", f"{wall / args.limit:.2f}", status,
-                             objective))
-                sys.stdout.write(f"  {method}: {wall:.2f} s ({wall / args.limit:.2f}x), {status}\n")
+                rows.append((kind, method, backend, parts or "", size, f"{args.limit:g}", f"{wall:.2f}",
+                             f"{wall / args.limit:.2f}", status, objective))
+                sys.stdout.write(f"  {method} {backend}{f' K={parts}' if parts else ''}: {wall:.2f} s "
+                                 f"({wall / args.limit:.2f}x), {status}\n")
                 sys.stdout.flush()
-    emit(("kind", "method", "jobs", "limit_s", "wall_s", "wall_over_limit", "status", "objective"), rows,
-         "time_limits.csv")
+    emit(("kind", "method", "backend", "partitions", "size", "limit_s", "wall_s", "wall_over_limit", "status",
+          "objective"), rows, "time_limits.csv")
     return 0
 
 

@@ -52,6 +52,7 @@ one worker (``workers=1``) is reproducible (DESIGN.md, "Determinism").
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
@@ -66,7 +67,10 @@ from ortools.sat.python import cp_model
 from scipy import sparse
 
 from optsched.core.errors import OptschedError, ValidationError
+from optsched.formulations.hard_stop import hard_stop
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, SOLUTION_STATUSES
+
+log = logging.getLogger(__name__)
 
 #: seconds to start the CBC process, kept off its time limit (module docstring)
 CBC_START_S = 0.05
@@ -167,9 +171,23 @@ def _bound(v: int) -> float:
     return -math.inf if v <= -_INF else math.inf if v >= _INF else float(v)
 
 
-def linear_form(model: cp_model.CpModel) -> LinearForm:
+class OutOfTime(Exception):
+    """The translation of a model passed its ``until`` (a ``time.perf_counter()`` reading)."""
+
+
+#: rows or variables translated between two looks at the clock
+_CLOCK_EVERY = 256
+
+
+def _check_clock(count: int, until: float | None) -> None:
+    if until is not None and count % _CLOCK_EVERY == 0 and time.perf_counter() > until:
+        raise OutOfTime
+
+
+def linear_form(model: cp_model.CpModel, until: float | None = None) -> LinearForm:
     """Read a CP-SAT model into a :class:`LinearForm` (module docstring); raises
-    :class:`~optsched.core.errors.ValidationError` naming the first constraint that is not linear."""
+    :class:`~optsched.core.errors.ValidationError` naming the first constraint that is not linear, and
+    :class:`OutOfTime` once past ``until`` (a ``time.perf_counter()`` reading; about 100 us a constraint)."""
     proto = model.proto
     n = len(proto.variables)
     lower = np.zeros(n, dtype=np.int64)
@@ -227,6 +245,7 @@ def linear_form(model: cp_model.CpModel) -> LinearForm:
         add_row(terms, lo_ - const, hi_ - const, name)
 
     for ci, c in enumerate(proto.constraints):
+        _check_clock(ci, until)
         kind = _kind(c)
         if kind is None:  # an empty constraint holds
             continue
@@ -292,15 +311,16 @@ def linear_form(model: cp_model.CpModel) -> LinearForm:
 
 
 def to_pulp(model: cp_model.CpModel | LinearForm, *, relax: bool = False, as_minimization: bool = False,
-            name: str = "cpsat_model") -> tuple[pulp.LpProblem, list[pulp.LpVariable]]:
+            name: str = "cpsat_model", until: float | None = None) -> tuple[pulp.LpProblem, list[pulp.LpVariable]]:
     """The :class:`pulp.LpProblem` of a CP-SAT model (or of its :func:`linear_form`) and its variables
     by CP-SAT index; ``relax`` makes every variable continuous (the LP relaxation);
     ``as_minimization`` states a maximisation as the minimisation of the negated objective (what
     :func:`solve_milp` gives CBC: pulp's CBC 2.10.3 reads a warm start's cost with the wrong sign under
     ``-max``, takes later worse solutions for improvements and may return one worse than the warm
     start). A row with a range becomes two constraints. A model that is infeasible as written
-    (:attr:`LinearForm.infeasible`) gets the constraint ``0 >= 1`` on a fixed variable."""
-    form = model if isinstance(model, LinearForm) else linear_form(model)
+    (:attr:`LinearForm.infeasible`) gets the constraint ``0 >= 1`` on a fixed variable. :class:`OutOfTime`
+    once past ``until`` (a ``time.perf_counter()`` reading)."""
+    form = model if isinstance(model, LinearForm) else linear_form(model, until)
     flip = -1.0 if (as_minimization and form.maximize) else 1.0
     maximize = form.maximize and not as_minimization
     prob = pulp.LpProblem(name, pulp.LpMaximize if maximize else pulp.LpMinimize)
@@ -308,6 +328,7 @@ def to_pulp(model: cp_model.CpModel | LinearForm, *, relax: bool = False, as_min
     make = getattr(prob, "add_variable", None) or pulp.LpVariable
     xs: list[pulp.LpVariable] = []
     for i in range(form.num_vars):
+        _check_clock(i, until)
         lo_, hi_ = int(form.lower[i]), int(form.upper[i])
         cat = pulp.LpContinuous if relax else pulp.LpBinary if (lo_, hi_) == (0, 1) else pulp.LpInteger
         xs.append(make(f"x{i}", lo_, hi_, cat))
@@ -315,6 +336,7 @@ def to_pulp(model: cp_model.CpModel | LinearForm, *, relax: bool = False, as_min
                                     constant=flip * form.constant), "objective"
     m = form.matrix
     for r in range(m.shape[0]):
+        _check_clock(r, until)
         a, b = m.indptr[r], m.indptr[r + 1]
         expr = pulp.LpAffineExpression([(xs[int(v)], int(c)) for v, c in zip(m.indices[a:b], m.data[a:b])])
         lo_, hi_ = form.row_lo[r], form.row_hi[r]
@@ -524,7 +546,11 @@ def solve_milp(model: cp_model.CpModel, backend: str, time_limit: float,
     found = require_backend(backend)
     cbc = found if backend == "cbc" else None
     highs = found if backend == "highs" else None
-    form = linear_form(model)
+    until = t0 + time_limit - MIN_SOLVER_SECONDS  # the translation leaves the solver its least time
+    try:
+        form = linear_form(model, until)
+    except OutOfTime:
+        return MilpResult("unknown", None, None, None, time.perf_counter() - t0, backend, hint is not None)
     start = _hint_array(form, hint, model)
     warm = bool(start)
     # the warm start, every variable inside its domain (unhinted ones at the value closest to 0)
@@ -534,12 +560,17 @@ def solve_milp(model: cp_model.CpModel, backend: str, time_limit: float,
     if form.infeasible:
         return MilpResult("infeasible", None, None, None, time.perf_counter() - t0, backend, warm)
     t_export = time.perf_counter()
-    prob, xs = to_pulp(form, as_minimization=cbc is not None)
+    try:
+        prob, xs = to_pulp(form, as_minimization=cbc is not None, until=until)
+    except OutOfTime:  # no time for a solver: the warm start, when it holds
+        return _warm_only(form, fill, warm, t0, backend)
     export_s = time.perf_counter() - t_export
     if warm:
         for i, x in enumerate(xs):
             x.setInitialValue(int(fill[i]))
     left = max(MIN_SOLVER_SECONDS, time_limit - (time.perf_counter() - t0))
+    if cbc is not None and left - 2 * export_s - CBC_START_S < MIN_SOLVER_SECONDS:
+        return _warm_only(form, fill, warm, t0, backend)  # CBC would not start, read and stop in time
     used = {v.name for v in prob.variables()}
     if not used:  # nothing for a solver to do
         status = "infeasible" if form.violations(fill) else "optimal"
@@ -562,7 +593,15 @@ def solve_milp(model: cp_model.CpModel, backend: str, time_limit: float,
         else:
             solver = pulp.HiGHS_CMD(msg=False, timeLimit=left, warmStart=warm, gapRel=0.0,
                                     threads=threads if threads > 1 else None)
-        prob.solve(solver)
+        with hard_stop(t0 + time_limit) as stop:
+            try:
+                prob.solve(solver)
+            except pulp.PulpSolverError:
+                if not stop.fired:
+                    raise
+                log.info("%s: killed at the end of its %.2f s time limit; the warm start stands", backend,
+                         time_limit)
+                return _warm_only(form, fill, warm, t0, backend)
     status = _status(prob)
     values_t: tuple[int, ...] | None = None
     obj: float | None = None
@@ -588,6 +627,15 @@ def solve_milp(model: cp_model.CpModel, backend: str, time_limit: float,
     elif bound is not None and obj is not None:
         bound = max(bound, obj) if form.maximize else min(bound, obj)
     return MilpResult(status, obj, bound, values_t, time.perf_counter() - t0, backend, warm)
+
+
+def _warm_only(form: LinearForm, fill: np.ndarray, warm: bool, t0: float, backend: str) -> MilpResult:
+    """The answer of :func:`solve_milp` when the time limit leaves no time for the solver: the warm start
+    (status ``feasible``, no bound) when there is one and it holds, else ``unknown``."""
+    if warm and not form.violations(fill):
+        obj = form.value(fill)
+        return MilpResult("feasible", obj, None, tuple(int(v) for v in fill), time.perf_counter() - t0, backend, warm)
+    return MilpResult("unknown", None, None, None, time.perf_counter() - t0, backend, warm)
 
 
 def _highs_bound(prob: pulp.LpProblem, form: LinearForm) -> float | None:
@@ -636,6 +684,6 @@ def lp_bound(model: cp_model.CpModel, time_limit: float) -> float | None:
     return approx
 
 
-__all__ = ["BACKENDS", "BackendUnavailableError", "CBC_INSTALL_HINT", "HIGHS_INSTALL_HINT", "LinearForm", "MilpResult",
+__all__ = ["BACKENDS", "BackendUnavailableError", "CBC_INSTALL_HINT", "HIGHS_INSTALL_HINT", "LinearForm", "MilpResult", "OutOfTime",
            "TRANSLATED_KINDS", "available_backends", "check_solve_options", "linear_form", "lp_bound", "require_backend", "solve_milp",
            "to_pulp"]

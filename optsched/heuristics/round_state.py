@@ -260,6 +260,54 @@ class RoundLedger(NodeLedger):
             self.log.append((holder, old))
 
 
+class _EligibleMasks:
+    """``masks[j]``: the read-only node mask of :attr:`RoundState.eligible` for job ``j``, made on first use and
+    shared by every job with the same GPU types, node rule and admission type (so a round of J jobs on N nodes
+    holds a few masks of N booleans, not a J x N matrix: 800 MB at 100,000 jobs on 8,000 nodes)."""
+
+    def __init__(self, problem: RubickRound, names: list[str], node_names: list[str], node_type: np.ndarray,
+                 job_types: np.ndarray, admitted_type: dict[str, int], node_rules: bool) -> None:
+        self.problem, self.names, self.node_names, self.node_type = problem, names, node_names, node_type
+        self.job_types, self.admitted_type, self.node_rules = job_types, admitted_type, node_rules
+        self._of_job: dict[int, np.ndarray] = {}
+        self._of_key: dict[tuple, np.ndarray] = {}
+
+    def __getitem__(self, j: int) -> np.ndarray:
+        mask = self._of_job.get(j)
+        if mask is None:
+            name = self.names[j]
+            job = self.problem.job(name) if self.node_rules else None
+            key = (self.job_types[j].tobytes(), node_rule_key(job) if job is not None else None,
+                   self.admitted_type.get(name))
+            mask = self._of_key.get(key)
+            if mask is None:
+                mask = self.job_types[j][self.node_type]
+                if job is not None:
+                    mask &= new_work_mask(self.problem, job, self.node_names)
+                if key[2] is not None:  # a protected job admitted on one GPU type runs there
+                    mask &= self.node_type == key[2]
+                mask.setflags(write=False)
+                self._of_key[key] = mask
+            self._of_job[j] = mask
+        return mask
+
+
+class _CurrentNodeMasks:
+    """``masks[j]`` (or ``masks[j, nodes]``): the nodes of job ``j``'s current shares
+    (:attr:`RoundState.current_nodes`) as a boolean mask over the nodes, made on use."""
+
+    def __init__(self, state: "RoundState", n_nodes: int) -> None:
+        self.state, self.n_nodes = state, n_nodes
+
+    def __getitem__(self, key: int | tuple[int, np.ndarray]) -> np.ndarray:
+        j, nodes = key if isinstance(key, tuple) else (key, None)
+        mask = np.zeros(self.n_nodes, dtype=bool)
+        mine = self.state.current_nodes[j]
+        if mine:
+            mask[list(mine)] = True
+        return mask if nodes is None else mask[nodes]
+
+
 class RoundState:
     """Configurations of the jobs of a Rubick round on a node ledger (module docstring)."""
 
@@ -296,7 +344,8 @@ class RoundState:
         self.reconfig_penalty: list[float] = [p.reconfig for p in pens]
         self.trim_penalty: list[float] = [p.trim for p in pens]
         self.preempt_penalty: list[float] = [p.preempt for p in pens]
-        self.on_current_node = np.zeros((n_jobs, n_nodes), dtype=bool)
+        #: on_current_node[j]: the nodes of job j's current shares, as a mask (made on use)
+        self.on_current_node = _CurrentNodeMasks(self, n_nodes)
         self.current: list[Config | None] = [None] * n_jobs
         self.current_parts: list[tuple[tuple[str, int], ...] | None] = [None] * n_jobs
         #: per row: whether it has its job's current plan (a mapping onto the current placement trims
@@ -307,24 +356,14 @@ class RoundState:
         row_type = np.array([self.type_id[x] for x in table.gpu_type], dtype=np.int64)
         job_types = np.zeros((n_jobs, len(types)), dtype=bool)
         job_types[table.job_index, row_type] = True
-        #: eligible[j, n]: node n has a GPU type job j has rows on (its admission type when it has one:
-        #: :attr:`~optsched.rounds.rubick.admission.Admission.gpu_type`), and job j may get new GPUs there (a
+        #: eligible[j]: the nodes with a GPU type job j has rows on (its admission type when it has one:
+        #: :attr:`~optsched.rounds.rubick.admission.Admission.gpu_type`) where job j may get new GPUs (a
         #: ready node its selector matches: :func:`~optsched.rounds.rubick.constraints.new_work_mask`;
-        #: a job on a cordoned node keeps, trims or shrinks its shares there, never through a new mapping)
-        self.eligible = job_types[:, node_type]
-        node_rules = node_constrained(problem)
-        if node_rules:
-            masks: dict[tuple, np.ndarray] = {}
-            for j, name in enumerate(self.names):
-                job = problem.job(name)
-                key = node_rule_key(job)
-                if key not in masks:
-                    masks[key] = new_work_mask(problem, job, node_names)
-                self.eligible[j] &= masks[key]
-        for name, gtype in admission.gpu_type.items():  # a protected job admitted on one GPU type runs there
-            j = table.job_position.get(name)
-            if j is not None:
-                self.eligible[j] &= node_type == self.type_id[gtype]
+        #: a job on a cordoned node keeps, trims or shrinks its shares there, never through a new mapping);
+        #: a read-only mask per job, shared by the jobs with the same types and rules (:class:`_EligibleMasks`)
+        self.eligible = _EligibleMasks(problem, self.names, node_names, node_type, job_types,
+                                       {name: self.type_id[t] for name, t in admission.gpu_type.items()},
+                                       node_constrained(problem))
         #: topology rules (module docstring, "Topology"): per job, the domain id of every node at its
         #: rule's level (None: no rule, or a preferred one that costs nothing), as an array and a list
         self.topo_dom: list[np.ndarray | None] = [None] * n_jobs
@@ -340,14 +379,12 @@ class RoundState:
         for j in np.flatnonzero(np.asarray(table.current_row) >= 0):
             j = int(j)
             cur = problem.current(self.names[j])
-            if cur is not None and not (node_rules and must_leave(problem, problem.job(self.names[j]))):
+            if cur is not None and not (self.eligible.node_rules and must_leave(problem, problem.job(self.names[j]))):
                 # a job on a draining node has no configuration to keep: it is placed anew or preempted
                 shares = tuple(sorted((self.ledger.index[n], s.gpus, s.cpus, float(s.mem_gib))
                                       for n, s in cur.placement.shares))
                 self.current[j] = Config(int(table.current_row[j]), shares, True)
                 self.current_parts[j] = tuple(sorted(cur.placement.gpu_parts))
-                for n, *_ in shares:
-                    self.on_current_node[j, n] = True
                 self.current_nodes[j] = frozenset(n for n, *_ in shares)
 
     # -- state ----------------------------------------------------------------------------------

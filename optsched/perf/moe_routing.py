@@ -61,6 +61,9 @@ KEEP_TOP1 = 0.4194
 KEEP_TOP2 = 0.5459
 #: Zipf exponent of expert popularity (16 experts: the most popular gets 5.3x the least, Fig. 4.6)
 DEFAULT_SKEW = 0.6
+#: tokens x experts of the Gumbel keys :meth:`SyntheticRouter.sample` draws at once (3 arrays of 32 MiB; drawn
+#: whole, 1,000,000 tokens of 1,024 experts took more than 24 GB)
+SAMPLE_CELLS = 1 << 22
 #: Dirichlet concentration (times the number of experts) of a batch's first-layer distribution
 BATCH_CONCENTRATION = 4.0
 
@@ -260,14 +263,18 @@ class SyntheticRouter:
         alpha = self.concentration * E * self.first
         pi0 = rng.dirichlet(alpha, size=batches)
         batch = np.repeat(np.arange(batches, dtype=np.int64), tokens_per_batch)
-        with np.errstate(divide="ignore"):
-            logp = np.log(np.maximum(pi0, 1e-300))[batch]
         choices = np.empty((n, self.num_layers, top_k), dtype=np.int64)
+        log_first = np.log(np.maximum(pi0, 1e-300))
+        step = max(1, SAMPLE_CELLS // E)  # tokens per chunk: the same draws in the same order, in bounded memory
         for i in range(self.num_layers):
-            if i > 0:
-                logp = self._log[i - 1][choices[:, i - 1, 0]]
-            keys = logp + rng.gumbel(size=(n, E))
-            choices[:, i, :] = np.argsort(-keys, axis=1, kind="stable")[:, :top_k]
+            for lo in range(0, n, step):
+                hi = min(n, lo + step)
+                logp = log_first[batch[lo:hi]] if i == 0 else self._log[i - 1][choices[lo:hi, i - 1, 0]]
+                keys = logp + rng.gumbel(size=(hi - lo, E))
+                if top_k == 1:  # the first of the largest keys, as the stable sort's first
+                    choices[lo:hi, i, 0] = np.argmax(keys, axis=1)
+                else:
+                    choices[lo:hi, i, :] = np.argsort(-keys, axis=1, kind="stable")[:, :top_k]
         return RoutingTrace(choices, batch, E)
 
 

@@ -198,6 +198,12 @@ class ExactKind(ABC, Generic[P, C, A]):
         since ``solve`` without deferral calls such a round infeasible."""
         return ()
 
+    def model_seconds(self, ctx: C) -> float:
+        """About how long building the model of ``ctx``, hinting it and handing it to the solver take, in
+        seconds (default 0: cheap next to the table and the heuristic). The driver starts no model it cannot
+        build in the time left: a kind whose model grows faster than its round says so here."""
+        return 0.0
+
     def size(self, problem: P) -> tuple[str, int]:
         """(name of the measure, size) of a round in gap studies (default: GPUs)."""
         return "GPUs", sum(n.num_gpus for n in problem.cluster.nodes)
@@ -249,8 +255,11 @@ class ExactPolicy:
                               **fields)
             return c.assemble(ctx, warm, answer, outcome, self.name)
 
-        if warm is not None and (not warm.complete or deadline.expired(reserve=MIN_SOLVER_SECONDS)):
-            note = "" if not warm.complete else f"no time left for the solver within {limit:g} s"
+        build_s = c.model_seconds(ctx) if warm is not None and warm.complete else 0.0
+        if warm is not None and (not warm.complete or deadline.expired(reserve=MIN_SOLVER_SECONDS + build_s)):
+            note = "" if not warm.complete else (
+                f"no time left for the solver within {limit:g} s" if not build_s else
+                f"no time left within {limit:g} s to build the model (about {build_s:.2g} s) and solve it")
             return decision(warm.answer, "heuristic-fallback" if warm.complete else "partial",
                             join_notes(note, warm.message))
         sol = c.solve(ctx, warm, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,

@@ -73,3 +73,19 @@ def test_share_lp_balances_a_fixed_hosting_and_drops_idle_replicas() -> None:
     plan = expert_packing.best_shares(r, np.array([[True, True], [True, True]]))
     assert makespan(r, plan) == pytest.approx(4.0) and violations(r, plan) == []
     assert plan.hosted.sum() < 4  # a replica serving nothing is dropped
+
+
+def test_exact_starts_no_model_it_cannot_build_within_the_limit() -> None:
+    """Issue 26: 1,000 experts on 1,000 devices at ``--time-limit 1`` took 37 s (the model has two variables per
+    (expert, device) pair: 19 s to build, 9 s to hint, 8 s for CP-SAT to load); the driver now asks the kind
+    how long its model takes (``model_seconds``) and answers with the warm start when that does not fit."""
+    import time
+
+    import optsched
+    from optsched.rounds.experts.generate import generate_experts_round
+
+    problem = generate_experts_round(300, 300, seed=0, tokens=3000)  # 90,000 pairs: about 2 s of model
+    t0 = time.perf_counter()
+    d = optsched.solve(problem, "exact", 0.5, clock_start=t0)
+    assert time.perf_counter() - t0 < 0.5 * 1.2
+    assert d.status == "heuristic-fallback" and "build the model" in d.message

@@ -192,3 +192,52 @@ def test_cbc_limit_leaves_time_for_the_export_and_the_start(monkeypatch: pytest.
     m, _ = _knapsack()
     milp.solve_milp(m, "cbc", time_limit=5.0)
     assert seen and seen[0] <= 5.0 - 3 * 0.3 - milp.CBC_START_S
+
+
+def _many_rows(n: int = 30_000) -> tuple[cp_model.CpModel, list[int]]:
+    """A model of ``n`` Booleans, each in a row of its own, with a feasible hint (all zero)."""
+    m = cp_model.CpModel()
+    xs = [m.new_bool_var(f"x{i}") for i in range(n)]
+    for i, x in enumerate(xs):
+        m.add(x + xs[(i + 1) % n] <= 1)
+    m.maximize(sum(xs))
+    return m, [0] * n
+
+
+@pytest.mark.parametrize("backend", ["cbc", "highs"])
+def test_a_translation_longer_than_the_limit_stops_in_time_with_the_warm_start(backend: str) -> None:
+    """Issue 26: the translation to a MILP (about 100 us a row) counted against nothing, so a large model ran
+    seconds past its limit; now the translation watches the clock and, once the solver's least time is all
+    that is left, the warm start stands (status ``feasible``, no bound)."""
+    import time
+
+    if backend not in milp.available_backends():
+        pytest.skip(f"{backend} is not installed")
+    m, hint = _many_rows()
+    t0 = time.perf_counter()
+    res = milp.solve_milp(m, backend, time_limit=0.3, hint=hint)
+    wall = time.perf_counter() - t0
+    assert wall < 0.3 * 1.2 + 0.1, wall
+    assert res.status in ("feasible", "unknown")
+    if res.status == "feasible":
+        assert res.objective == 0 and res.bound is None
+
+
+def test_hard_stop_kills_a_solver_process_pulp_starts_on_its_thread_only() -> None:
+    """A process started through pulp's command-line module inside ``hard_stop`` is killed at its time (CBC ran
+    about a second past a 0.1 s ``-sec`` on large models); outside the block nothing is armed."""
+    import sys
+    import time
+
+    from pulp.apis import coin_api
+
+    from optsched.formulations.hard_stop import hard_stop
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(5)"]
+    t0 = time.perf_counter()
+    with hard_stop(t0 + 0.2) as stop:
+        proc = coin_api.subprocess.Popen(sleeper)
+        rc = proc.wait()
+    assert stop.fired and rc != 0 and time.perf_counter() - t0 < 2.0
+    proc = coin_api.subprocess.Popen([sys.executable, "-c", "pass"])
+    assert proc.wait() == 0 and proc._timer is None

@@ -294,3 +294,41 @@ def test_node_walk_counts_agree_with_get_best_plan(monkeypatch: pytest.MonkeyPat
         monkeypatch.setattr(rubick_walk, "EXACT_REFRESHES", exact_refreshes)
         decisions.append(algorithm1(problem, table, admission, defer=True).choices)
     assert decisions[0] == decisions[1] == decisions[2]
+
+
+def test_round_state_holds_no_jobs_by_nodes_matrix() -> None:
+    """Issue 26: the heuristic's state held two jobs x nodes Boolean matrices (800 MB each at 100,000 jobs on
+    8,000 nodes, 3.4 s of a 1 s limit); the masks are now per job on use, shared by jobs alike."""
+    import tracemalloc
+
+    from optsched.heuristics.round_state import RoundState
+    from optsched.rounds.rubick.deadlines import admit_round
+
+    problem = generate_rubick_round(1600, 8, 3000, 0)
+    table = build_round_table(problem)
+    admission = admit_round(problem, table)
+    tracemalloc.start()
+    state = RoundState(problem, table, admission)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 3000 * 1600 * 0.9, peak  # one matrix alone is 4.8 MB; the two took 13.1 MB in all
+    running = [j for j, cur in enumerate(state.current) if cur is not None]
+    assert running and all(state.on_current_node[j].sum() == len(state.current_nodes[j]) for j in running)
+    assert all(state.eligible[j].any() for j in range(len(state.names)))
+
+
+def test_short_blocks_predict_in_batches_what_one_at_a_time_predicts() -> None:
+    """The rows of the running jobs a table had no time for come from one vectorised prediction per (model,
+    GPU type) (issue 26: one at a time, 9,686 running jobs took 2 s past an expired limit): the same rows."""
+    from optsched.rounds.rubick.table import _short_block, _short_blocks, round_lookup
+
+    problem = generate_rubick_round(120, 8, 1500, 1)
+    perf = round_lookup(problem)
+    one = [_short_block(problem, job, perf) for job in problem.jobs]
+    batched = _short_blocks(problem, list(problem.jobs), perf)
+    assert sum(1 for b in one if b.plans) > 100
+    for a, b in zip(one, batched, strict=True):
+        assert (a.plans, a.gpus_per_node, a.gpu_type, a.reference, a.current) == \
+            (b.plans, b.gpus_per_node, b.gpu_type, b.reference, b.current)
+        for name in ("gpus", "cpus", "mem_gib", "throughput"):
+            assert np.array_equal(getattr(a, name), getattr(b, name))

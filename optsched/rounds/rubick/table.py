@@ -73,6 +73,7 @@ import itertools
 import logging
 import math
 from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 import numpy as np
 
@@ -519,6 +520,38 @@ def _short_block(problem: RubickRound, job: Job, perf: PerfLookup) -> _Block:
                   float(r.throughput), 0)
 
 
+#: seconds :func:`_short_blocks` takes per running job (measured: 0.3-0.5 s for 9,686 running jobs of a 100,000-job
+#: round); :func:`build_round_table` stops that much before its deadline per running job it has not done
+SHORT_S_PER_RUNNING_JOB = 5e-5
+
+
+def _short_blocks(problem: RubickRound, jobs: Sequence[Job], perf: PerfLookup) -> list[_Block]:
+    """:func:`_short_block` of every job in ``jobs``, the current throughputs of the running jobs without
+    own rows predicted in one vectorised batch per (model, GPU type) (the same numbers: the prediction is
+    elementwise; about 30 us a running job instead of 200 us one at a time)."""
+    out: list[_Block | None] = [None] * len(jobs)
+    batches: dict[tuple[str, str], list[int]] = {}
+    for i, job in enumerate(jobs):
+        cur = problem.current(job.name)
+        if cur is None or problem.own_rows(job.name) is not None:
+            out[i] = _short_block(problem, job, perf)
+        else:
+            node_type = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
+            batches.setdefault((job.model, node_type), []).append(i)
+    for (model, node_type), members in batches.items():
+        curs = [problem.current(jobs[i].name) for i in members]
+        configs = [(c.plan, c.placement.gpus_per_node, max(c.placement.total_cpus, 1) / c.plan.num_gpus)
+                   for c in curs if c is not None]
+        thr = perf(model, node_type).throughputs(configs)
+        for i, c, t in zip(members, curs, thr.tolist()):
+            assert c is not None
+            out[i] = _Block((c.plan,), (c.placement.gpus_per_node,), (node_type,),
+                            np.array([c.plan.num_gpus], dtype=np.int64),
+                            np.array([c.placement.total_cpus], dtype=np.int64),
+                            np.array([c.placement.total_mem_gib]), np.array([t]), float(t), 0)
+    return out  # type: ignore[return-value]
+
+
 def _memo(problem: RubickRound, perf: PerfLookup | None, cache: RoundTableCache | None
           ) -> tuple[PerfLookup, dict[tuple, CoefficientTable], dict[tuple, _Block]]:
     """The lookup, shared candidate tables and block memo of a table of ``problem`` (``cache``'s, or fresh)."""
@@ -570,7 +603,8 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
     one) share one block of rows.
 
     With a ``deadline``, the running jobs are done first, then the queued ones in round order, and once
-    it has passed the jobs not done yet get a short block (a running job its current row only, with
+    it has passed (less :data:`SHORT_S_PER_RUNNING_JOB` for each running job not done) the jobs not done yet
+    get a short block (a running job its current row only, with
     its current throughput standing in as its reference; a queued job no row, so it waits); their
     names are appended to ``left_out`` when given.
 
@@ -582,12 +616,13 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
     flags = (growth, tuple(cpus_per_gpu_options), fixed_plan, fixed_resources)
     jobs = problem.jobs
     order = sorted(range(len(jobs)), key=lambda i: problem.current(jobs[i].name) is None)
+    running = sum(1 for job in jobs if problem.current(job.name) is not None)
     blocks: list[_Block | None] = [None] * len(jobs)
     for at, i in enumerate(order):
         job = jobs[i]
-        if deadline is not None and deadline.expired():
-            for k in order[at:]:
-                blocks[k] = _short_block(problem, jobs[k], perf)
+        if deadline is not None and deadline.expired(SHORT_S_PER_RUNNING_JOB * max(running - at, 0)):
+            for k, block in zip(order[at:], _short_blocks(problem, [jobs[k] for k in order[at:]], perf)):
+                blocks[k] = block
             if left_out is not None:
                 left_out.extend(jobs[k].name for k in order[at:])
             break
