@@ -4,6 +4,7 @@ started and stopped by the tests, asked with a real HTTP client (``urllib.reques
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import http.client
 import json
 import socket
@@ -320,3 +321,56 @@ def test_a_request_that_cannot_start_in_time_is_503_and_waiting_is_reported() ->
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def _serving(*args: str, verbose: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``optsched [-v] serve *args`` in a child process on a free loopback port: (its URL, the process), stopped
+    after."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "optsched.cli", *(["-v"] if verbose else []), "serve", "--port",
+                             str(port), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        yield url, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _hang_up_mid_request(url: str, path: str, body: Any, after: float) -> None:
+    """POST ``body`` to ``path`` over a raw socket and close the connection ``after`` seconds later, unanswered."""
+    host, port = url.removeprefix("http://").split(":")
+    data = json.dumps(body).encode()
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        time.sleep(after)
+
+
+def test_a_solve_whose_client_hangs_up_is_cancelled() -> None:
+    """Issue 26: a client that hung up on a 20 s exact solve used to keep the only worker for 20 s, so that a later
+    2 s request waited and came back 503 (or an empty ``partial``). The solve is cancelled within a moment of the
+    hang-up: the later request answers 200 with a real decision within a few seconds."""
+    busy = generate_rubick_round(240, 8, 3000, 0).to_dict()  # exact needs about 18 s on it
+    small = generate_rubick_round(2, 8, 4, 0).to_dict()
+    with _serving("--workers", "1", verbose=True) as (url, proc):
+        _hang_up_mid_request(url, "/solve?method=exact&time_limit=20", busy, after=1.5)
+        started = time.perf_counter()
+        status, d = _call(url + "/solve?method=exact&time_limit=2", small)
+        took = time.perf_counter() - started
+    assert status == 200 and d["status"] in ("optimal", "feasible"), (status, d.get("status"), d.get("error"))
+    assert took < 8.0, took
+    log = proc.stderr.read().decode()  # type: ignore[union-attr]
+    assert "disconnected" in log and "Traceback" not in log, log
