@@ -31,9 +31,10 @@ Rules:
   (default: the number of CPUs); requests beyond that wait for a worker (their time limit running). A
   request a worker takes with less than half its time limit left (:data:`MIN_LEFT_SHARE`) is answered
   503 with ``Retry-After`` (seconds until the earliest running request's limit ends), never a 200 with a
-  decision the time left could not fill; every 200 reports the seconds it waited in the header
-  ``X-Optsched-Queued-Seconds`` (:data:`QUEUED_HEADER`; they count in its time limit, not in the decision's
-  ``solve_seconds``).
+  decision the time left could not fill; every 200 and every 503 reports the seconds the request waited, in
+  the field ``queued_seconds`` of its body (:data:`QUEUED_FIELD`; a 200's at the decision's top level, beside
+  ``solve_seconds``) and in the header ``X-Optsched-Queued-Seconds`` (:data:`QUEUED_HEADER`); they count in
+  its time limit, not in the decision's ``solve_seconds``.
 * **Disconnects.** While a request waits for a worker or solves, the service looks every
   :data:`DISCONNECT_POLL_S` at whether its client hung up; if so, the request's solve is cancelled
   (``optsched.solve(cancel=...)``, :mod:`optsched.core.deadline`, "Cancellation"): a request not yet
@@ -206,6 +207,8 @@ def solve_request(data: Any, options: Mapping[str, Any], clock_start: float,
 MIN_LEFT_SHARE = 0.5
 #: the response header that reports the seconds a request waited for a worker
 QUEUED_HEADER = "X-Optsched-Queued-Seconds"
+#: the field of a 200's decision (top level, beside ``solve_seconds``) and of a 503's body that reports them
+QUEUED_FIELD = "queued_seconds"
 #: seconds between two looks, while a request is waiting or solving, at whether its client hung up
 DISCONNECT_POLL_S = 0.1
 #: the status logged for a request whose client hung up (nginx's "client closed request"; nobody receives it)
@@ -217,6 +220,7 @@ class TooLate(Exception):
     ``retry_after``: whole seconds until the earliest running request's limit ends."""
 
     def __init__(self, waited: float, limit: float, workers: int, retry_after: int) -> None:
+        self.waited = waited
         super().__init__(f"the request waited {waited:.2f} s of its {limit:g} s time limit for one of this server's "
                          f"{workers} worker(s), too long to solve in what is left; retry after {retry_after} s "
                          "(or start the server with more --workers)")
@@ -247,6 +251,18 @@ def start_or_refuse(data: Any, options: Mapping[str, Any], started: float, runni
         return solve_request(data, options, started, cancel), waited
     finally:
         running.pop(key, None)
+
+
+def with_queued(decision: Mapping[str, Any], queued: float) -> dict[str, Any]:
+    """The decision's JSON with :data:`QUEUED_FIELD` (``queued`` seconds, to the millisecond) right after
+    ``solve_seconds`` (module docstring, "Concurrency")."""
+    out: dict[str, Any] = {}
+    for key, value in decision.items():
+        out[key] = value
+        if key == "solve_seconds":
+            out[QUEUED_FIELD] = round(queued, 3)
+    out.setdefault(QUEUED_FIELD, round(queued, 3))
+    return out
 
 
 def _status_of(exc: Exception) -> int:
@@ -320,8 +336,9 @@ def create_app(config: ServiceConfig | None = None) -> Any:
                      time.perf_counter() - started)
             return Response(status_code=CLIENT_CLOSED)
         except TooLate as exc:
-            return JSONResponse({"error": f"optsched: error: {one_line(str(exc))}"}, status_code=503,
-                                headers={"Retry-After": str(exc.retry_after)})
+            return JSONResponse({"error": f"optsched: error: {one_line(str(exc))}",
+                                 QUEUED_FIELD: round(exc.waited, 3)}, status_code=503,
+                                headers={"Retry-After": str(exc.retry_after), QUEUED_HEADER: f"{exc.waited:.3f}"})
         except RequestError as exc:
             return error(exc.status, exc.message)
         except Exception as exc:  # noqa: BLE001 - every failure becomes one HTTP answer
@@ -330,7 +347,7 @@ def create_app(config: ServiceConfig | None = None) -> Any:
                 log.exception("internal error while solving a request")
                 return error(500, f"internal error: {type(exc).__name__}: {exc}")
             return error(status, str(exc))
-        return JSONResponse(decision, headers={QUEUED_HEADER: f"{queued:.3f}"})
+        return JSONResponse(with_queued(decision, queued), headers={QUEUED_HEADER: f"{queued:.3f}"})
 
     async def health(request: Request) -> Any:
         return JSONResponse({"status": "ok", "version": __version__, "workers": config.threads,
@@ -401,6 +418,6 @@ def serve(host: str = "127.0.0.1", port: int = 8000, config: ServiceConfig | Non
 
 
 __all__ = ["Abandoned", "CLIENT_CLOSED", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TIME_LIMIT", "DISCONNECT_POLL_S",
-           "MIN_LEFT_SHARE", "OPTIONS", "QUEUED_HEADER",
+           "MIN_LEFT_SHARE", "OPTIONS", "QUEUED_FIELD", "QUEUED_HEADER",
            "RequestError", "ServiceConfig", "TooLate", "create_app", "listen_socket", "parse_solve_request", "serve",
-           "solve_request", "start_or_refuse"]
+           "solve_request", "start_or_refuse", "with_queued"]

@@ -10,6 +10,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +26,7 @@ from optsched.core.decision import Decision
 from optsched.core.errors import ValidationError
 from optsched.policies.registry import methods_of
 from optsched.rounds.rubick.generate import generate_rubick_round
+from optsched.schemas import load_schema
 from optsched.service import ServiceConfig, parse_solve_request
 
 pytest.importorskip("starlette", reason="the service needs the 'serve' extra (starlette)")
@@ -374,3 +376,28 @@ def test_a_solve_whose_client_hangs_up_is_cancelled() -> None:
     assert took < 8.0, took
     log = proc.stderr.read().decode()  # type: ignore[union-attr]
     assert "disconnected" in log and "Traceback" not in log, log
+
+
+def test_queued_seconds_is_in_the_body_of_a_200_and_of_a_503() -> None:
+    """Issue 26: "time spent waiting counts against the request's limit and is reported (``queued_seconds``)". A 200
+    used to report it only in a header; the decision now carries it at its top level (beside ``solve_seconds``,
+    valid against the decision schema and read back by ``Decision.from_dict``), and a 503 in its body."""
+    from schema_check import check
+
+    busy = generate_rubick_round(160, 8, 2000, 0).to_dict()
+    small = generate_rubick_round(2, 8, 4, 0).to_dict()
+    with _serving("--workers", "1") as (url, _):
+        status, d = _call(url + "/solve?method=heuristic&time_limit=5", small)
+        assert status == 200 and 0.0 <= d["queued_seconds"] < 1.0 and "solve_seconds" in d
+        schema = load_schema("decision")
+        assert check(d, schema, schema) == []
+        Decision.from_dict(d)
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:  # both small requests wait for the busy one
+            pool.submit(_call, url + "/solve?method=exact&time_limit=3", busy)
+            time.sleep(1.0)
+            late = pool.submit(_call, url + "/solve?method=heuristic&time_limit=1", small)
+            time.sleep(0.2)
+            waited = pool.submit(_call, url + "/solve?method=heuristic&time_limit=8", small)
+            (status, late_body), (status_waited, waited_body) = late.result(), waited.result()
+    assert status == 503 and late_body["queued_seconds"] >= 0.5 and "waited" in late_body["error"]
+    assert status_waited == 200 and waited_body["queued_seconds"] >= 0.5, waited_body.get("queued_seconds")
