@@ -34,19 +34,20 @@ Rules:
   decision the time left could not fill; every 200 and every 503 reports the seconds the request waited, in
   the field ``queued_seconds`` of its body (:data:`QUEUED_FIELD`; a 200's at the decision's top level, beside
   ``solve_seconds``) and in the header ``X-Optsched-Queued-Seconds`` (:data:`QUEUED_HEADER`); they count in
-  its time limit, not in the decision's ``solve_seconds``.
+  its time limit, not in the decision's ``solve_seconds``. A request whose client hangs up gives its worker
+  back within a moment (next rule).
 * **Disconnects.** While a request waits for a worker or solves, the service looks every
   :data:`DISCONNECT_POLL_S` at whether its client hung up; if so, the request's solve is cancelled
   (``optsched.solve(cancel=...)``, :mod:`optsched.core.deadline`, "Cancellation"): a request not yet
   started is not solved, and a running one has no time left from then on, so that every step stops at
   its next look at its deadline (the table, the heuristics, building the model) and a CP-SAT search stops
   within about 0.05 s (``stop_search``). The worker is free again within a moment, the hang-up is logged
-  (INFO) and nothing is answered. What does not stop early: the parts of a partitioned solve (``partitions``,
-  solved in other processes) and the MILP back ends' solver processes (``backend`` ``cbc``, ``highs``) run to
-  their own time limits, which the request's limit bounds.
-* **Sharing.** Each
-  request parses its own round and gets a fresh policy (:func:`optsched.solve`), so requests share no
-  mutable state; what they share is read-only: the catalogue, the registries and pure, thread-safe
+  (INFO) and nothing is answered. What does not stop early: parsing the round's JSON (before the solve
+  starts), the parts of a partitioned solve (``partitions``, solved in other processes) and the MILP back
+  ends' solvers (``backend`` ``cbc`` or ``highs``: pulp runs them to their own time limits, which the
+  request's limit bounds).
+* **Sharing.** Each request parses its own round and gets a fresh policy (:func:`optsched.solve`), so
+  requests share no mutable state; what they share is read-only: the catalogue, the registries and pure, thread-safe
   memoised functions of the performance model.
 * **Size.** A body over ``max_body_bytes`` (default 64 MiB, about 300,000 jobs) is refused with 413
   before it is parsed.
@@ -228,7 +229,7 @@ class TooLate(Exception):
 
 
 class Abandoned(Exception):
-    """A request whose client hung up before a worker took it: not solved (module docstring, "Concurrency")."""
+    """A request whose client hung up: not solved, or its solve cancelled (module docstring, "Disconnects")."""
 
 
 def start_or_refuse(data: Any, options: Mapping[str, Any], started: float, running: dict[int, float],
