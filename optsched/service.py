@@ -8,7 +8,8 @@ is the reference. Endpoints:
   ..., "time_limit": ..., "seed": ..., "defer_unreachable": ..., "backend": ..., "partitions": ...,
   "on_invalid_job": ...}`` (``on_invalid_job``: the mode of a round that does not state one); the
   same options may come as query parameters (``/solve?method=heuristic&time_limit=2``), each in one place
-  and once only (a repeated query parameter is a 400 naming it). Answers 200 with the decision (``optsched.decision/1``).
+  and once only (a repeated query parameter is a 400 naming it). Answers 200 with the decision
+  (``optsched.decision/1``).
 * ``GET /health``: ``{"status": "ok", "version", "methods": {kind: [method, ...]}, "workers"}``.
 * ``GET /schemas`` lists the JSON Schemas; ``GET /schemas/{name}`` (``round``, ``decision``,
   ``perf-params``, also as ``round.schema.json``) serves one.
@@ -30,11 +31,23 @@ Rules:
   (default: the number of CPUs); requests beyond that wait for a worker (their time limit running). A
   request a worker takes with less than half its time limit left (:data:`MIN_LEFT_SHARE`) is answered
   503 with ``Retry-After`` (seconds until the earliest running request's limit ends), never a 200 with a
-  decision the time left could not fill; every 200 reports the seconds it waited in the header
-  ``X-Optsched-Queued-Seconds`` (:data:`QUEUED_HEADER`; they count in its time limit, not in the decision's
-  ``solve_seconds``). Each
-  request parses its own round and gets a fresh policy (:func:`optsched.solve`), so requests share no
-  mutable state; what they share is read-only: the catalogue, the registries and pure, thread-safe
+  decision the time left could not fill; every 200 and every 503 reports the seconds the request waited, in
+  the field ``queued_seconds`` of its body (:data:`QUEUED_FIELD`; a 200's at the decision's top level, beside
+  ``solve_seconds``) and in the header ``X-Optsched-Queued-Seconds`` (:data:`QUEUED_HEADER`); they count in
+  its time limit, not in the decision's ``solve_seconds``. A request whose client hangs up gives its worker
+  back within a moment (next rule).
+* **Disconnects.** While a request waits for a worker or solves, the service looks every
+  :data:`DISCONNECT_POLL_S` at whether its client hung up; if so, the request's solve is cancelled
+  (``optsched.solve(cancel=...)``, :mod:`optsched.core.deadline`, "Cancellation"): a request not yet
+  started is not solved, and a running one has no time left from then on, so that every step stops at
+  its next look at its deadline (the table, the heuristics, building the model) and a CP-SAT search stops
+  within about 0.05 s (``stop_search``). The worker is free again within a moment, the hang-up is logged
+  (INFO) and nothing is answered. What does not stop early: parsing the round's JSON (before the solve
+  starts), the parts of a partitioned solve (``partitions``, solved in other processes) and the MILP back
+  ends' solvers (``backend`` ``cbc`` or ``highs``: pulp runs them to their own time limits, which the
+  request's limit bounds).
+* **Sharing.** Each request parses its own round and gets a fresh policy (:func:`optsched.solve`), so
+  requests share no mutable state; what they share is read-only: the catalogue, the registries and pure, thread-safe
   memoised functions of the performance model.
 * **Size.** A body over ``max_body_bytes`` (default 64 MiB, about 300,000 jobs) is refused with 413
   before it is parsed.
@@ -49,6 +62,7 @@ import logging
 import math
 import os
 import socket
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -176,14 +190,16 @@ def parse_solve_request(body: bytes, query: Mapping[str, str] | Sequence[tuple[s
     return data, options
 
 
-def solve_request(data: Any, options: Mapping[str, Any], clock_start: float) -> dict[str, Any]:
+def solve_request(data: Any, options: Mapping[str, Any], clock_start: float,
+                  cancel: threading.Event | None = None) -> dict[str, Any]:
     """Parse the round ``data`` and solve it with ``options`` (module docstring), the time limit counted
-    from ``clock_start``; the decision as JSON. Raises what :func:`optsched.solve` raises."""
+    from ``clock_start`` and the solve ended early once ``cancel`` is set (``optsched.solve``); the decision as
+    JSON. Raises what :func:`optsched.solve` raises."""
     problem = RoundProblem.from_dict(data, on_invalid_job=options.get("on_invalid_job"))
     extras = {DEFER: True} if options.get("defer_unreachable") else {}
     decision = solve(problem, options.get("method", "exact"), options.get("time_limit", DEFAULT_TIME_LIMIT),
                      options.get("seed", 0), clock_start=clock_start, partitions=options.get("partitions"),
-                     backend=options.get("backend", "cpsat"), **extras)
+                     backend=options.get("backend", "cpsat"), cancel=cancel, **extras)
     return decision.to_dict()
 
 
@@ -192,6 +208,12 @@ def solve_request(data: Any, options: Mapping[str, Any], clock_start: float) -> 
 MIN_LEFT_SHARE = 0.5
 #: the response header that reports the seconds a request waited for a worker
 QUEUED_HEADER = "X-Optsched-Queued-Seconds"
+#: the field of a 200's decision (top level, beside ``solve_seconds``) and of a 503's body that reports them
+QUEUED_FIELD = "queued_seconds"
+#: seconds between two looks, while a request is waiting or solving, at whether its client hung up
+DISCONNECT_POLL_S = 0.1
+#: the status logged for a request whose client hung up (nginx's "client closed request"; nobody receives it)
+CLIENT_CLOSED = 499
 
 
 class TooLate(Exception):
@@ -199,18 +221,27 @@ class TooLate(Exception):
     ``retry_after``: whole seconds until the earliest running request's limit ends."""
 
     def __init__(self, waited: float, limit: float, workers: int, retry_after: int) -> None:
+        self.waited = waited
         super().__init__(f"the request waited {waited:.2f} s of its {limit:g} s time limit for one of this server's "
                          f"{workers} worker(s), too long to solve in what is left; retry after {retry_after} s "
                          "(or start the server with more --workers)")
         self.retry_after = retry_after
 
 
+class Abandoned(Exception):
+    """A request whose client hung up: not solved, or its solve cancelled (module docstring, "Disconnects")."""
+
+
 def start_or_refuse(data: Any, options: Mapping[str, Any], started: float, running: dict[int, float],
-                    workers: int) -> tuple[dict[str, Any], float]:
-    """Run on a worker: :class:`TooLate` when the request has waited until less than :data:`MIN_LEFT_SHARE` of
-    its time limit is left, else :func:`solve_request` and the seconds it waited (module docstring)."""
+                    workers: int, cancel: threading.Event | None = None) -> tuple[dict[str, Any], float]:
+    """Run on a worker: :class:`Abandoned` when ``cancel`` is already set (the client hung up while the request
+    waited), :class:`TooLate` when the request has waited until less than :data:`MIN_LEFT_SHARE` of its time limit
+    is left, else :func:`solve_request` (ended early once ``cancel`` is set) and the seconds it waited (module
+    docstring)."""
     now = time.perf_counter()
     waited = now - started
+    if cancel is not None and cancel.is_set():
+        raise Abandoned()
     limit = float(options.get("time_limit", DEFAULT_TIME_LIMIT))
     if limit - waited < MIN_LEFT_SHARE * limit:
         ends = [end for end in list(running.values()) if end > now]
@@ -218,9 +249,21 @@ def start_or_refuse(data: Any, options: Mapping[str, Any], started: float, runni
     key = id(data)
     running[key] = started + limit
     try:
-        return solve_request(data, options, started), waited
+        return solve_request(data, options, started, cancel), waited
     finally:
         running.pop(key, None)
+
+
+def with_queued(decision: Mapping[str, Any], queued: float) -> dict[str, Any]:
+    """The decision's JSON with :data:`QUEUED_FIELD` (``queued`` seconds, to the millisecond) right after
+    ``solve_seconds`` (module docstring, "Concurrency")."""
+    out: dict[str, Any] = {}
+    for key, value in decision.items():
+        out[key] = value
+        if key == "solve_seconds":
+            out[QUEUED_FIELD] = round(queued, 3)
+    out.setdefault(QUEUED_FIELD, round(queued, 3))
+    return out
 
 
 def _status_of(exc: Exception) -> int:
@@ -236,7 +279,7 @@ def create_app(config: ServiceConfig | None = None) -> Any:
     try:
         from starlette.applications import Starlette
         from starlette.requests import Request
-        from starlette.responses import JSONResponse
+        from starlette.responses import JSONResponse, Response
         from starlette.routing import Route
     except ImportError:  # pragma: no cover - exercised only without the extra
         raise ValidationError("the solve service needs starlette and uvicorn: pip install 'optsched[serve]'") from None
@@ -261,17 +304,42 @@ def create_app(config: ServiceConfig | None = None) -> Any:
             chunks.append(chunk)
         return b"".join(chunks)
 
+    async def run_until_disconnect(request: Request, data: Any, options: Mapping[str, Any], started: float,
+                                   cancel: threading.Event) -> tuple[dict[str, Any], float]:
+        """:func:`start_or_refuse` on a worker, ``cancel`` set as soon as the client hangs up (or this task is
+        cancelled): then :class:`Abandoned`, once the worker has let the request go."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(pool["solve"], start_or_refuse, data, options, started, running,
+                                      config.threads, cancel)
+        try:
+            while True:
+                done, _ = await asyncio.wait({future}, timeout=DISCONNECT_POLL_S)
+                if done:
+                    return future.result()
+                if await request.is_disconnected():
+                    cancel.set()
+                    with contextlib.suppress(Exception):  # what a cancelled solve returns or raises: nobody reads it
+                        await future
+                    raise Abandoned()
+        except asyncio.CancelledError:
+            cancel.set()  # this task cancelled (the server shutting down, the connection lost): the worker stops soon
+            raise
+
     async def solve_endpoint(request: Request) -> Any:
         started = time.perf_counter()  # the time limit covers the wait for a worker and the parsing
+        cancel = threading.Event()  # set when the client hangs up: the solve stops (module docstring)
         try:
             body = await read_body(request)
             data, options = parse_solve_request(body, request.query_params.multi_items(), config)
-            loop = asyncio.get_running_loop()
-            decision, queued = await loop.run_in_executor(pool["solve"], start_or_refuse, data, options, started,
-                                                          running, config.threads)
+            decision, queued = await run_until_disconnect(request, data, options, started, cancel)
+        except Abandoned:
+            log.info("client of POST /solve disconnected after %.2f s; its solve was cancelled",
+                     time.perf_counter() - started)
+            return Response(status_code=CLIENT_CLOSED)
         except TooLate as exc:
-            return JSONResponse({"error": f"optsched: error: {one_line(str(exc))}"}, status_code=503,
-                                headers={"Retry-After": str(exc.retry_after)})
+            return JSONResponse({"error": f"optsched: error: {one_line(str(exc))}",
+                                 QUEUED_FIELD: round(exc.waited, 3)}, status_code=503,
+                                headers={"Retry-After": str(exc.retry_after), QUEUED_HEADER: f"{exc.waited:.3f}"})
         except RequestError as exc:
             return error(exc.status, exc.message)
         except Exception as exc:  # noqa: BLE001 - every failure becomes one HTTP answer
@@ -280,7 +348,7 @@ def create_app(config: ServiceConfig | None = None) -> Any:
                 log.exception("internal error while solving a request")
                 return error(500, f"internal error: {type(exc).__name__}: {exc}")
             return error(status, str(exc))
-        return JSONResponse(decision, headers={QUEUED_HEADER: f"{queued:.3f}"})
+        return JSONResponse(with_queued(decision, queued), headers={QUEUED_HEADER: f"{queued:.3f}"})
 
     async def health(request: Request) -> Any:
         return JSONResponse({"status": "ok", "version": __version__, "workers": config.threads,
@@ -350,6 +418,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, config: ServiceConfig | Non
         server.run(sockets=[sock])
 
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TIME_LIMIT", "MIN_LEFT_SHARE", "OPTIONS", "QUEUED_HEADER",
+__all__ = ["Abandoned", "CLIENT_CLOSED", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_TIME_LIMIT", "DISCONNECT_POLL_S",
+           "MIN_LEFT_SHARE", "OPTIONS", "QUEUED_FIELD", "QUEUED_HEADER",
            "RequestError", "ServiceConfig", "TooLate", "create_app", "listen_socket", "parse_solve_request", "serve",
-           "solve_request", "start_or_refuse"]
+           "solve_request", "start_or_refuse", "with_queued"]

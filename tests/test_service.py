@@ -4,11 +4,13 @@ started and stopped by the tests, asked with a real HTTP client (``urllib.reques
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import http.client
 import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +26,7 @@ from optsched.core.decision import Decision
 from optsched.core.errors import ValidationError
 from optsched.policies.registry import methods_of
 from optsched.rounds.rubick.generate import generate_rubick_round
+from optsched.schemas import load_schema
 from optsched.service import ServiceConfig, parse_solve_request
 
 pytest.importorskip("starlette", reason="the service needs the 'serve' extra (starlette)")
@@ -320,3 +323,81 @@ def test_a_request_that_cannot_start_in_time_is_503_and_waiting_is_reported() ->
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def _serving(*args: str, verbose: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``optsched [-v] serve *args`` in a child process on a free loopback port: (its URL, the process), stopped
+    after."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "optsched.cli", *(["-v"] if verbose else []), "serve", "--port",
+                             str(port), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        yield url, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _hang_up_mid_request(url: str, path: str, body: Any, after: float) -> None:
+    """POST ``body`` to ``path`` over a raw socket and close the connection ``after`` seconds later, unanswered."""
+    host, port = url.removeprefix("http://").split(":")
+    data = json.dumps(body).encode()
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        time.sleep(after)
+
+
+def test_a_solve_whose_client_hangs_up_is_cancelled() -> None:
+    """Issue 26: a client that hung up on a 20 s exact solve used to keep the only worker for 20 s, so that a later
+    2 s request waited and came back 503 (or an empty ``partial``). The solve is cancelled within a moment of the
+    hang-up: the later request answers 200 with a real decision within a few seconds."""
+    busy = generate_rubick_round(240, 8, 3000, 0).to_dict()  # exact needs about 18 s on it
+    small = generate_rubick_round(2, 8, 4, 0).to_dict()
+    with _serving("--workers", "1", verbose=True) as (url, proc):
+        _hang_up_mid_request(url, "/solve?method=exact&time_limit=20", busy, after=1.5)
+        started = time.perf_counter()
+        status, d = _call(url + "/solve?method=exact&time_limit=2", small)
+        took = time.perf_counter() - started
+    assert status == 200 and d["status"] in ("optimal", "feasible"), (status, d.get("status"), d.get("error"))
+    assert took < 8.0, took
+    log = proc.stderr.read().decode()  # type: ignore[union-attr]
+    assert "disconnected" in log and "Traceback" not in log, log
+
+
+def test_queued_seconds_is_in_the_body_of_a_200_and_of_a_503() -> None:
+    """Issue 26: "time spent waiting counts against the request's limit and is reported (``queued_seconds``)". A 200
+    used to report it only in a header; the decision now carries it at its top level (beside ``solve_seconds``,
+    valid against the decision schema and read back by ``Decision.from_dict``), and a 503 in its body."""
+    from schema_check import check
+
+    busy = generate_rubick_round(160, 8, 2000, 0).to_dict()
+    small = generate_rubick_round(2, 8, 4, 0).to_dict()
+    with _serving("--workers", "1") as (url, _):
+        status, d = _call(url + "/solve?method=heuristic&time_limit=5", small)
+        assert status == 200 and 0.0 <= d["queued_seconds"] < 1.0 and "solve_seconds" in d
+        schema = load_schema("decision")
+        assert check(d, schema, schema) == []
+        Decision.from_dict(d)
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:  # both small requests wait for the busy one
+            pool.submit(_call, url + "/solve?method=exact&time_limit=3", busy)
+            time.sleep(1.0)
+            late = pool.submit(_call, url + "/solve?method=heuristic&time_limit=1", small)
+            time.sleep(0.2)
+            waited = pool.submit(_call, url + "/solve?method=heuristic&time_limit=8", small)
+            (status, late_body), (status_waited, waited_body) = late.result(), waited.result()
+    assert status == 503 and late_body["queued_seconds"] >= 0.5 and "waited" in late_body["error"]
+    assert status_waited == 200 and waited_body["queued_seconds"] >= 0.5, waited_body.get("queued_seconds")

@@ -59,8 +59,10 @@ STATUSES = ("optimal", "feasible", "heuristic", "heuristic-fallback", "partial")
 #: the denominator floor of :func:`relative_gap`
 GAP_FLOOR = 1e-9
 
+#: the top-level fields of a decision's JSON; ``queued_seconds`` is written by the service only (the seconds a
+#: request waited for a worker, :mod:`optsched.service`) and is read but not kept by :meth:`Decision.from_dict`
 _TOP_LEVEL = ("format", "kind", "method", "status", "objective", "bound", "gap", "solve_seconds",
-              "heuristic_objective", "warm_start", "message", "skipped")
+              "heuristic_objective", "warm_start", "message", "skipped", "queued_seconds")
 
 
 def relative_gap(bound: float | None, objective: float | None) -> float | None:
@@ -331,7 +333,7 @@ class Decision:
         assert kind is not None
         if data.get("format", DECISION_FORMAT) != DECISION_FORMAT:
             raise ValidationError(f"decision: unsupported format {data['format']!r}, expected {DECISION_FORMAT}")
-        for key in ("objective", "bound", "gap", "solve_seconds", "heuristic_objective"):
+        for key in ("objective", "bound", "gap", "solve_seconds", "heuristic_objective", "queued_seconds"):
             v = data.get(key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                 raise ValidationError(f"decision: {key} must be a number or null, got {v!r}")

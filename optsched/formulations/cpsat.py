@@ -1,19 +1,56 @@
 """What every CP-SAT formulation sets up the same way: the solver with its time, seed and worker
 count (``num_workers=1`` is reproducible, DESIGN.md "Determinism"), and the solution callback that
 records a solve's progress for gap studies (:mod:`optsched.experiments.gap`: times to the first
-solution and to a 1% gap)."""
+solution and to a 1% gap).
+
+A solver made inside a :func:`~optsched.core.deadline.cancel_scope` also stops its search (``stop_search``)
+within :data:`CANCEL_POLL_S` of the scope's event being set: a watcher thread runs beside each ``solve`` and
+does nothing else, so an uncancelled search is the same search (``num_workers=1`` stays reproducible)."""
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 from ortools.sat.python import cp_model
 
+from optsched.core.deadline import current_cancel
+
+#: seconds between two looks at the cancel event while a cancellable search runs
+CANCEL_POLL_S = 0.05
+
+
+class CancellableSolver(cp_model.CpSolver):
+    """A CP-SAT solver whose searches stop once ``cancel`` is set (module docstring)."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        super().__init__()
+        self.cancel = cancel
+
+    def solve(self, model: cp_model.CpModel, solution_callback: Any = None) -> Any:
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(CANCEL_POLL_S):
+                if self.cancel.is_set():
+                    self.stop_search()  # again until the search returns: a stop before it starts is not kept
+
+        watcher = threading.Thread(target=watch, name="optsched-cpsat-cancel", daemon=True)
+        watcher.start()
+        try:
+            return super().solve(model, solution_callback)
+        finally:
+            done.set()
+            watcher.join()
+
 
 def cp_solver(seconds: float, seed: int, workers: int) -> cp_model.CpSolver:
-    """A CP-SAT solver limited to ``seconds`` of wall time, with ``seed`` and ``workers``; callers set
-    further parameters on ``solver.parameters``."""
-    solver = cp_model.CpSolver()
+    """A CP-SAT solver limited to ``seconds`` of wall time, with ``seed`` and ``workers``, stopped early when the
+    enclosing :func:`~optsched.core.deadline.cancel_scope` is cancelled (module docstring); callers set further
+    parameters on ``solver.parameters``."""
+    cancel = current_cancel()
+    solver = cp_model.CpSolver() if cancel is None else CancellableSolver(cancel)
     solver.parameters.max_time_in_seconds = seconds
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
@@ -47,4 +84,4 @@ def solve_scaled(solver: cp_model.CpSolver, model: cp_model.CpModel, scale: floa
     return name, found, bound, list(solver.response_proto.solution) if found else None
 
 
-__all__ = ["SolutionTrace", "cp_solver", "solve_scaled"]
+__all__ = ["CANCEL_POLL_S", "CancellableSolver", "SolutionTrace", "cp_solver", "solve_scaled"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import Any
 
+from optsched.core.deadline import cancel_scope
 from optsched.core.decision import Decision
 from optsched.core.errors import ValidationError
 from optsched.core.round import RoundProblem
@@ -16,7 +18,8 @@ from optsched.policies.registry import make_policy
 
 def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFAULT_TIME_LIMIT, seed: int = 0, *,
           workers: int = 1, perf_models: FittedModels | None = None, clock_start: float | None = None,
-          partitions: int | None = None, backend: str = "cpsat", **extras: Any) -> Decision:
+          partitions: int | None = None, backend: str = "cpsat", cancel: threading.Event | None = None,
+          **extras: Any) -> Decision:
     """Solve one round with ``method`` of its kind (``optsched.solve``), within ``time_limit`` seconds.
 
     ``perf_models`` override the built-in performance models, keyed by model name or by (model name,
@@ -32,7 +35,10 @@ def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFA
     solve is an error, :func:`~optsched.policies.registry.make_policy`). The round's warnings
     (:meth:`RoundProblem.warnings <optsched.core.round.RoundProblem.warnings>`: numbers implausible for their unit,
     a kind's own, such as Rubick's reconfiguration penalty above its preemption penalty) are named in the decision's
-    message, each as ``warning: ...``."""
+    message, each as ``warning: ...``. ``cancel``: an event the caller sets when it no longer wants the answer (the
+    service, when its client hangs up); from then on the call has no time left and returns soon, with what a limit
+    cut short returns (:mod:`optsched.core.deadline`, "Cancellation": the parts of a partitioned solve and the MILP
+    back ends' solver processes still stop only at their limits)."""
     if not isinstance(problem, RoundProblem):
         raise ValidationError(f"solve: problem must be a RoundProblem, got {type(problem).__name__}")
     options = PolicyOptions(time_limit=time_limit, seed=seed, workers=workers, perf_models=perf_models, extras=extras,
@@ -41,7 +47,8 @@ def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFA
     if partitions is not None:  # 1 is refused (PartitionedPolicy): None is the unpartitioned solve
         policy = PartitionedPolicy(problem.kind, method, partitions, options)
     warnings = problem.warnings()  # inside the time limit (clock_start runs)
-    decision = policy.decide(problem)
+    with cancel_scope(cancel):
+        decision = policy.decide(problem)
     if not warnings:
         return decision
     notes = "; ".join(f"warning: {w}" for w in warnings)

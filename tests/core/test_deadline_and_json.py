@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 
 import pytest
 
 from optsched.core import ValidationError
-from optsched.core.deadline import Deadline
+from optsched.core.deadline import Deadline, cancel_scope, current_cancel
 from optsched.core.jsonio import format_json
 
 
@@ -24,6 +25,23 @@ def test_deadline_counts_from_its_start_and_moves_earlier() -> None:
     assert d.earlier(10.0).expired() and d.earlier(10.0).seconds > 0  # never before its start
     assert d.earlier(-1.0).seconds == 5.0  # a negative amount does not extend it
     assert math.isinf(Deadline.never().earlier(100.0).remaining())
+
+
+def test_a_cancelled_deadline_has_no_time_left_and_deadlines_made_in_a_scope_carry_its_event() -> None:
+    """Issue 26 (a solve whose client hangs up is cancelled): once the scope's event is set, every deadline made in
+    the scope, and every deadline moved earlier from one, is expired; outside the scope deadlines are as before."""
+    cancel = threading.Event()
+    assert current_cancel() is None and Deadline(5.0).cancel is None
+    with cancel_scope(cancel):
+        d = Deadline(5.0)
+        e = Deadline.since(5.0, time.perf_counter()).earlier(1.0)
+        assert current_cancel() is cancel and not d.expired() and d.remaining() > 4.0
+        cancel.set()
+        assert d.expired() and e.expired() and d.remaining() <= 0.0 and d.cancelled
+        assert Deadline.never().expired() and d == Deadline(5.0, d.start, None)  # the event is not compared
+    assert current_cancel() is None and not Deadline(5.0).expired()
+    with cancel_scope(None):
+        assert current_cancel() is None
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, True, "5", float("nan")])

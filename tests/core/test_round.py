@@ -391,8 +391,10 @@ def test_schema_properties_match_the_value_objects() -> None:
         a800_cluster(1, 8).gpu_types[0]))}
     assert set(r["$defs"]["allocation"]["properties"]) == {f.name for f in dataclasses.fields(Allocation)}
     d = load_schema("decision")
-    # skipped is written only when a round left jobs out (tests/rounds/test_invalid_jobs.py)
-    assert set(d["required"]) == set(d["properties"]) - {"skipped"} == set(sample_decision().to_dict()) - {"jobs"}
+    # skipped is written only when a round left jobs out (tests/rounds/test_invalid_jobs.py), queued_seconds only by
+    # the service (tests/test_service.py)
+    assert set(d["required"]) == set(d["properties"]) - {"skipped", "queued_seconds"} \
+        == set(sample_decision().to_dict()) - {"jobs"}
     jd = d["$defs"]["jobDecision"]
     assert set(jd["required"]) == set(jd["properties"]) == set(sample_decision().jobs[0].to_dict())
 
