@@ -43,9 +43,10 @@ Rules:
   its next look at its deadline (the table, the heuristics, building the model) and a CP-SAT search stops
   within about 0.05 s (``stop_search``). The worker is free again within a moment, the hang-up is logged
   (INFO) and nothing is answered. What does not stop early: parsing the round's JSON (before the solve
-  starts), the parts of a partitioned solve (``partitions``, solved in other processes) and the MILP back
-  ends' solvers (``backend`` ``cbc`` or ``highs``: pulp runs them to their own time limits, which the
-  request's limit bounds).
+  starts), the parts of a partitioned solve (``partitions``, solved in other processes) and HiGHS run
+  in-process through ``highspy`` (``backend`` ``highs`` with the ``highs`` extra: it stops at its own time
+  limit, which the request's bounds); a CBC or ``highs`` binary process is killed within about 0.05 s
+  (:mod:`optsched.formulations.hard_stop`).
 * **Sharing.** Each request parses its own round and gets a fresh policy (:func:`optsched.solve`), so
   requests share no mutable state; what they share is read-only: the catalogue, the registries and pure, thread-safe
   memoised functions of the performance model.

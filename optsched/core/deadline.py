@@ -8,8 +8,9 @@ set the deadline has no time left (``remaining()`` at most 0, ``expired()`` true
 deadline stops at its next check, as it would at the end of its limit. A CP-SAT search stops too
 (:func:`optsched.formulations.cpsat.cp_solver`). What a cancelled call returns is what its limit cut short would
 return (``partial``, ``heuristic-fallback``); nobody is expected to read it. The scope is a context variable: it
-reaches what the call runs on its own thread, not other processes (the parts of a partitioned solve) nor solver
-subprocesses (the MILP back ends), which stop at their own limits."""
+reaches what the call runs on its own thread, not other processes (the parts of a partitioned solve); a solver
+process pulp starts (CBC, the ``highs`` binary) is killed (:mod:`optsched.formulations.hard_stop`), HiGHS run
+in-process through ``highspy`` stops at its own limit."""
 
 from __future__ import annotations
 

@@ -684,6 +684,6 @@ def lp_bound(model: cp_model.CpModel, time_limit: float) -> float | None:
     return approx
 
 
-__all__ = ["BACKENDS", "BackendUnavailableError", "CBC_INSTALL_HINT", "HIGHS_INSTALL_HINT", "LinearForm", "MilpResult", "OutOfTime",
-           "TRANSLATED_KINDS", "available_backends", "check_solve_options", "linear_form", "lp_bound", "require_backend", "solve_milp",
-           "to_pulp"]
+__all__ = ["BACKENDS", "BackendUnavailableError", "CBC_INSTALL_HINT", "HIGHS_INSTALL_HINT", "LinearForm", "MilpResult",
+           "OutOfTime", "TRANSLATED_KINDS", "available_backends", "check_solve_options", "linear_form", "lp_bound",
+           "require_backend", "solve_milp", "to_pulp"]

@@ -240,4 +240,25 @@ def test_hard_stop_kills_a_solver_process_pulp_starts_on_its_thread_only() -> No
         rc = proc.wait()
     assert stop.fired and rc != 0 and time.perf_counter() - t0 < 2.0
     proc = coin_api.subprocess.Popen([sys.executable, "-c", "pass"])
-    assert proc.wait() == 0 and proc._timer is None
+    assert proc.wait() == 0 and proc._watcher is None
+
+
+def test_a_cancelled_call_kills_its_solver_process() -> None:
+    """A solver process started inside a cancelled call (the service's client hung up) is killed at once,
+    not at the end of its limit."""
+    import sys
+    import threading
+    import time
+
+    from pulp.apis import coin_api
+
+    from optsched.core.deadline import cancel_scope
+    from optsched.formulations.hard_stop import hard_stop
+
+    event = threading.Event()
+    t0 = time.perf_counter()
+    with cancel_scope(event), hard_stop(t0 + 30) as stop:
+        proc = coin_api.subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        threading.Timer(0.2, event.set).start()
+        proc.wait()
+    assert stop.fired and time.perf_counter() - t0 < 3.0
