@@ -162,6 +162,10 @@ def _typed_choice(ledger: QuotaLedger, tenant: str, options: list[tuple[int, str
             f"throughput (in use: by jobs admitted before it): " + "; ".join(parts))
 
 
+#: why a job of a table cut short by its time limit has no row (``build_round_table``'s ``deadline``)
+NOT_CONSIDERED = "not considered: the time limit ran out before its configurations were built"
+
+
 def admit(problem: RubickRound, table: CoefficientTable) -> Admission:
     """Admission of guaranteed jobs against tenant quotas (module docstring)."""
     check_round_table(problem, table)
@@ -177,7 +181,8 @@ def admit(problem: RubickRound, table: CoefficientTable) -> Admission:
         j = table.index_of(job.name)
         need = int(needs[j])
         if need < 0:
-            waiting[job.name] = "no configuration of the table reaches the throughput of its request"
+            waiting[job.name] = (NOT_CONSIDERED if len(table.rows_of(j)) == 0 else
+                                 "no configuration of the table reaches the throughput of its request")
             continue
         if by_type is None or not ledger.typed(job.tenant):
             short = ledger.shortfall(job.tenant, None, need)

@@ -38,7 +38,7 @@ from optsched.core.allocation import Allocation
 from optsched.core.decision import Decision, JobAllocations, JobDecision, relative_gap
 from optsched.core.errors import ValidationError
 from optsched.perf.coefficients import CoefficientTable
-from optsched.rounds.rubick.admission import Admission
+from optsched.rounds.rubick.admission import NOT_CONSIDERED, Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, is_kept, is_trim, placement_of
 from optsched.rounds.rubick.deadlines import admit_round, reports
 from optsched.rounds.rubick.constraints import new_work_mask, requires_topology
@@ -151,7 +151,7 @@ def wait_reason(problem: RubickRound, table: CoefficientTable, admission: Admiss
     if name in admission.waiting:
         return admission.waiting[name]
     if len(table.rows_of(j)) == 0:
-        return "not considered: the time limit ran out before its configurations were built"
+        return NOT_CONSIDERED
     job = problem.job(name)
     level = requires_topology(job)
     if level is not None:
