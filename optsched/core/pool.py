@@ -93,7 +93,8 @@ def gpu_types_with_gpus(cluster: Cluster) -> list[str]:
     per cluster (issue 26: asked per job, it scanned every node: 1.4 s of a 20,000-job round's split)."""
     found = cluster.memo.get("gpu_types_with_gpus")
     if found is None:
-        found = cluster.memo["gpu_types_with_gpus"] = tuple(sorted({n.gpu_type for n in cluster.nodes if n.num_gpus > 0}))
+        found = tuple(sorted({n.gpu_type for n in cluster.nodes if n.num_gpus > 0}))
+        cluster.memo["gpu_types_with_gpus"] = found
     return list(found)
 
 
