@@ -58,6 +58,9 @@ class Partitioner(Protocol[ProblemT, DecisionT]):
     """How a kind's rounds are split into independent parts and the parts' decisions joined again
     (partitioned solving in the manner of POP, :mod:`optsched.policies.partitioned`)."""
 
+    def check(self, problem: ProblemT, parts: int) -> None:
+        """``ValidationError`` unless ``problem`` can be split into ``parts`` parts (before any work)."""
+
     def split(self, problem: ProblemT, parts: int, seed: int, perf_models: Any = None,
               deadline: Any = None) -> Split[ProblemT]: ...
 

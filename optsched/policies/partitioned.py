@@ -9,7 +9,9 @@ admission, within a share of the limit the kind's partitioner sets: Rubick's ``S
 the rest, less :data:`MERGE_RESERVE_S`, is shared by the waves of parts (``k`` parts on ``p`` processes run in
 ``ceil(k / p)`` waves, each part gets its wave's share, cut to the time left when the part starts, so that
 starting a process counts). When less than :data:`MIN_PARTS_S` plus :data:`PART_S_PER_JOB` per job of the
-largest part per wave (plus the reserve) is left after the split, no process is started: the method runs
+largest part per wave (plus the reserve, :data:`MERGE_S_PER_JOB` a job more) is left after the split, or would
+be left after a split of :data:`SPLIT_S_PER_JOB` a job into parts of equal size (checked first, so that a limit
+too short for parts leaves the whole round all of it), no process is started: the method runs
 on the whole round in this process with the time left, and returns what its time limit allows (the
 heuristic's decision, ``partial`` when cut short). The decision's
 message reports the critical path (the wall time of solving the parts), the total CPU time of the parts
@@ -55,9 +57,14 @@ MERGE_RESERVE_S = 0.2
 #: seconds the parts need at least after the split (starting processes included) to be worth starting
 MIN_PARTS_S = 0.1
 #: and seconds per job of the largest part, per wave of parts: what a part takes however short its limit (its
-#: table's short rows, admission, the heuristic's state, the decision, pickling: 0.87 s for two waves of 3,300-job
-#: parts at a 1 s limit on a 20,000-job round, measured)
-PART_S_PER_JOB = 3e-5
+#: table's short rows, admission, the heuristic's state, the decision, sending the part to its process and the
+#: decision back: 1.6 s a wave beyond the parts' limits for two waves of 16,400-job parts of a 100,000-job round,
+#: measured with another process busy on the second core)
+PART_S_PER_JOB = 1e-4
+#: seconds per job of the round to split it beyond its table (admission, dealing jobs and nodes: 1.4 s of
+#: 100,000 jobs) and to join the parts' decisions (0.4 s of 100,000 jobs), measured
+SPLIT_S_PER_JOB = 1.4e-5
+MERGE_S_PER_JOB = 4e-6
 
 
 def _solve_part(args: tuple[RoundProblem, str, dict[str, Any], float]) -> tuple[Decision, float]:
@@ -135,19 +142,26 @@ class PartitionedPolicy:
         deadline = Deadline.since(o.time_limit, o.clock_start)
         partitioner = round_kind(problem.kind).partitioner
         assert partitioner is not None
+        partitioner.check(problem, self.parts)
+        jobs = len(problem.jobs)
+        merge_s = MERGE_RESERVE_S + MERGE_S_PER_JOB * jobs
+        ahead = SPLIT_S_PER_JOB * jobs + merge_s + self._parts_s(self.parts, math.ceil(jobs / self.parts))
+        if deadline.expired(reserve=ahead):  # the parts could not be more than their floors: solve it whole
+            return self._unpartitioned(problem, deadline, {}, 0.0, t0, ahead=ahead)
         split = partitioner.split(problem, self.parts, o.seed, o.perf_models, deadline=deadline)
         split_s = time.perf_counter() - t0
         k = len(split.parts)
-        procs = min(k, os.cpu_count() or 1) if self.processes is None else min(k, self.processes)
-        waves = math.ceil(k / procs)
+        waves = math.ceil(k / self._processes(k))
         largest = max((len(p.jobs) for p in split.parts), default=0)
-        needed = MERGE_RESERVE_S + waves * (MIN_PARTS_S + PART_S_PER_JOB * largest)
+        needed = merge_s + self._parts_s(k, largest)
         if split.unhosted or not split.parts or deadline.expired(reserve=needed):
             return self._unpartitioned(problem, deadline, split.unhosted, split_s, t0)
-        share = max(1e-3, (deadline.remaining() - MERGE_RESERVE_S) / waves)
+        procs = self._processes(k)
+        floor = PART_S_PER_JOB * largest  # what a part takes past its limit (module docstring)
+        share = max(1e-3, (deadline.remaining() - merge_s) / waves - floor)
         opts = {"time_limit": share, "seed": o.seed, "workers": o.workers, "perf_models": o.perf_models,
                 "extras": dict(o.extras), "backend": o.backend}
-        ends = time.time() + deadline.remaining() - MERGE_RESERVE_S
+        ends = time.time() + deadline.remaining() - merge_s - floor
         work = [(p, self.method, opts, ends) for p in split.parts]
         s0 = time.perf_counter()
         results, infeasible = _solve_parts(work, procs)
@@ -167,10 +181,20 @@ class PartitionedPolicy:
         return partitioner.merge(problem, split, decisions, method=f"{self.method}/partitions={k}",
                                  solve_seconds=time.perf_counter() - t0, message=message)
 
+    def _processes(self, parts: int) -> int:
+        """The processes that solve ``parts`` parts."""
+        return min(parts, os.cpu_count() or 1) if self.processes is None else min(parts, self.processes)
+
+    def _parts_s(self, parts: int, largest: int) -> float:
+        """The least time ``parts`` parts take whatever their limits (module docstring: per wave, MIN_PARTS_S and
+        PART_S_PER_JOB per job of the largest part, ``largest`` jobs)."""
+        return math.ceil(parts / self._processes(parts)) * (MIN_PARTS_S + PART_S_PER_JOB * largest)
+
     def _unpartitioned(self, problem: RoundProblem, deadline: Deadline, unhosted: Mapping[str, str],
-                       split_s: float, t0: float, infeasible: str = "") -> Decision:
+                       split_s: float, t0: float, infeasible: str = "", ahead: float = 0.0) -> Decision:
         """The method on the whole round within what is left of ``deadline`` (module docstring), its
-        message saying why the round was not partitioned (``infeasible``: a part was, and why)."""
+        message saying why the round was not partitioned (``infeasible``: a part was, and why; ``ahead``: the
+        seconds the split, the parts and the merge were estimated to need at least, more than the limit)."""
         decision = make_policy(self.method, replace(self.options, clock_start=deadline.start),
                                kind=problem.kind).decide(problem)
         if infeasible:
@@ -179,6 +203,9 @@ class PartitionedPolicy:
             shown = "; ".join(f"{n!r}: {why}" for n, why in list(unhosted.items())[:10])
             why = (f"no part of {self.parts} can hold the admitted guaranteed or deadline job(s) ({len(unhosted)}) "
                    f"{shown}; solved the round whole")
+        elif ahead:
+            why = (f"splitting {len(problem.jobs)} jobs into {self.parts} parts, solving and joining them take at "
+                   f"least about {ahead:.2f} s, more than the time limit leaves; solved the round whole")
         else:
             why = f"the split took {split_s:.2f} s and left no time for {self.parts} parts; solved the round whole"
         note = f"not partitioned: {why}"
@@ -186,4 +213,5 @@ class PartitionedPolicy:
                        solve_seconds=time.perf_counter() - t0)
 
 
-__all__ = ["MERGE_RESERVE_S", "MIN_PARTS_S", "PART_S_PER_JOB", "PartitionedPolicy"]
+__all__ = ["MERGE_RESERVE_S", "MERGE_S_PER_JOB", "MIN_PARTS_S", "PART_S_PER_JOB", "PartitionedPolicy",
+           "SPLIT_S_PER_JOB"]

@@ -389,6 +389,9 @@ SPLIT_SHARE = 0.4
 class RubickPartitioner:
     """The round kind's partitioner (:class:`~optsched.core.kinds.Partitioner`)."""
 
+    def check(self, problem: RubickRound, parts: int) -> None:
+        check_parts(problem, parts)
+
     def split(self, problem: RubickRound, parts: int, seed: int, perf_models: FittedModels | None = None,
               deadline: Deadline | None = None) -> RoundSplit:
         """:func:`split_round` on the round's table, built within :data:`SPLIT_SHARE` of what is left of
