@@ -28,6 +28,7 @@ import argparse
 import importlib
 import logging
 import sys
+import time
 from typing import Any
 
 from optsched import __version__
@@ -103,7 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``optsched`` with ``argv`` (default: the process's arguments); the exit code."""
+    """Run ``optsched`` with ``argv`` (default: the process's arguments); the exit code. ``args.started`` is
+    when the call began (a ``time.perf_counter()`` reading, before the subcommand's layers are imported): the
+    clock of ``solve --time-limit`` (issue 26: importing the solve path took 0.8 s outside the limit)."""
+    started = time.perf_counter()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -114,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
+    args.started = started
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("optsched")
@@ -130,6 +135,20 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
+
+
+def console_main() -> None:
+    """The ``optsched`` command: :func:`main`, then the process ends at once with its exit code, its output
+    flushed, without the interpreter's teardown (freeing every object of a large round and the solver
+    libraries: 0.24 s after a 2,000-job solve, past ``--time-limit``; issue 26). Every file the commands
+    write is closed before :func:`main` returns."""
+    import os
+
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 def __getattr__(name: str) -> Any:

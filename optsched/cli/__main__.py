@@ -1,7 +1,5 @@
 """``python -m optsched.cli ...``: the same as the ``optsched`` command."""
 
-import sys
+from optsched.cli import console_main
 
-from optsched.cli import main
-
-sys.exit(main())
+console_main()

@@ -43,7 +43,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from ortools.sat.python import cp_model
-from scipy.optimize import linprog
 
 from optsched.formulations import milp
 from optsched.formulations.cpsat import SolutionTrace, cp_solver
@@ -166,6 +165,7 @@ def best_shares(problem: ExpertsRound, hosted: np.ndarray) -> ReplicaPlan:
     fixed = problem.replica_cost * hosted.sum(axis=0) / speed + (w[:, None] * np.where(w[:, None] > 0, 0.0, share)
                                                                  ).sum(axis=0) / speed
     rows = np.flatnonzero(np.abs(a_eq).sum(axis=1) > 0)
+    from scipy.optimize import linprog  # imported on use: scipy.optimize costs 0.2 s (issue 26, item 4)
     res = linprog(cost, A_ub=a_ub, b_ub=-fixed, A_eq=a_eq[rows], b_eq=np.ones(rows.size),
                   bounds=[(0, None)] * n + [(0, None)], method="highs")
     if res.status == 0:

@@ -128,3 +128,41 @@ def test_a_backend_the_method_does_not_use_is_refused(capsys: pytest.CaptureFixt
     assert err.startswith(f"optsched: error: method 'exact' of round kind '{kind}' does not use backend "
                           f"'{backend}'")
     assert "rubick: exact, rubick-exact" in err
+
+
+def test_solve_counts_its_time_limit_from_the_call_not_after_importing_the_solve_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: ``solve``'s clock started after its module had imported the solve path (0.8 s of OR-Tools,
+    SciPy and the policies), so ``--time-limit 1`` took 1.8-2.0 s; it now starts when :func:`cli.main` is
+    called, before the subcommand is imported."""
+    import time
+
+    import optsched.cli.solve as solve_cli
+
+    round_file = tmp_path / "r.json"
+    assert cli.main(["gen-round", "--jobs", "6", "--nodes", "2", "--out", str(round_file)]) == 0
+    seen: dict[str, float] = {}
+    real = solve_cli.solve
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen["clock_start"] = float(kwargs["clock_start"])  # type: ignore[arg-type]
+        seen["called"] = time.perf_counter()
+        return real(*args, **kwargs)
+    monkeypatch.setattr(solve_cli, "solve", spy)
+    before = time.perf_counter()
+    assert cli.main(["solve", str(round_file), "--method", "heuristic", "--out", str(tmp_path / "d.json")]) == 0
+    assert before <= seen["clock_start"] < seen["called"]
+
+
+def test_the_command_flushes_its_output_and_exit_code_before_it_ends_the_process(tmp_path: Path) -> None:
+    """``python -m optsched.cli`` (and the ``optsched`` script) ends with ``os._exit`` to skip the interpreter's
+    teardown (0.24 s past the limit after a 2,000-job solve): what it wrote and its exit code still arrive."""
+    import subprocess
+    import sys
+
+    ok = subprocess.run([sys.executable, "-m", "optsched.cli", "gen-round", "--jobs", "4", "--nodes", "2"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and ok.stdout.strip().startswith("{") and ok.stdout.strip().endswith("}")
+    bad = subprocess.run([sys.executable, "-m", "optsched.cli", "solve", str(tmp_path / "missing.json")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.strip().endswith("(No such file or directory)")
