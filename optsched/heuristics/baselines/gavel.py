@@ -21,7 +21,7 @@ type has room, else kept where it ran if that is still free (else it is suspende
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import lil_matrix
+from scipy.sparse import csr_matrix
 
 from optsched.core.deadline import Deadline
 from optsched.heuristics.baselines.cells import (NO_ADMISSION, cells_by_spec, dp_value, fcfs, request_gpus,
@@ -35,8 +35,11 @@ from optsched.rounds.crius.table import CriusTable
 NO_PROFILE_VALUE = 1e-3
 
 
-def gavel_shares(problem: CriusRound, table: CriusTable, jobs: list[int], types: list[str]) -> np.ndarray:
-    """The LP's ``y`` (jobs x types) of the module docstring."""
+def gavel_shares(problem: CriusRound, table: CriusTable, jobs: list[int], types: list[str],
+                 deadline: Deadline | None = None) -> np.ndarray:
+    """The LP's ``y`` (jobs x types) of the module docstring; all zero when ``deadline`` leaves HiGHS no time
+    to solve it (then no job starts and the running ones stay: the caller's deadline has passed too). The LP has
+    ``jobs x types`` variables and ``jobs + types`` rows, built at once."""
     n, m = len(jobs), len(types)
     if n == 0:
         return np.zeros((0, m))
@@ -44,6 +47,10 @@ def gavel_shares(problem: CriusRound, table: CriusTable, jobs: list[int], types:
     gpus = np.zeros(n)
     allowed = np.zeros((n, m), dtype=bool)
     for a, j in enumerate(jobs):
+        if deadline is not None and a % 256 == 0 and deadline.expired():
+            return np.zeros((n, m))
+        if table.rows_of(j).size == 0:  # no Cell (left out by the table's time limit): no share
+            continue
         g = request_gpus(problem, table, j)
         cells = cells_by_spec(table, j)
         gpus[a] = g or 0
@@ -54,16 +61,21 @@ def gavel_shares(problem: CriusRound, table: CriusTable, jobs: list[int], types:
         best = value[a].max()
         value[a] = np.where(allowed[a], np.maximum(value[a] / best if best > 0 else 0.0, NO_PROFILE_VALUE), 0.0)
     cap = np.array([sum(nd.num_gpus for nd in problem.cluster.nodes_of_type(t)) for t in types], dtype=float)
-    rows = lil_matrix((n + m, n * m))
-    for a in range(n):
-        for b in range(m):
-            rows[a, a * m + b] = 1.0
-            rows[n + b, a * m + b] = gpus[a]
-    bounds = [(0.0, 1.0 if allowed[a, b] else 0.0) for a in range(n) for b in range(m)]
+    # row a: sum_t y[a, t] <= 1; row n + b: sum_a G_a y[a, b] <= cap[b] (column a * m + b is y[a, b])
+    row = np.concatenate([np.repeat(np.arange(n), m), n + np.tile(np.arange(m), n)])
+    col = np.concatenate([np.arange(n * m), np.arange(n * m)])
+    rows = csr_matrix((np.concatenate([np.ones(n * m), np.repeat(gpus, m)]), (row, col)), shape=(n + m, n * m))
+    rows.eliminate_zeros()
+    bounds = np.column_stack([np.zeros(n * m), np.where(allowed.ravel(), 1.0, 0.0)])
+    options = {}
+    if deadline is not None:
+        if deadline.expired():
+            return np.zeros((n, m))
+        options["time_limit"] = max(deadline.remaining(), 1e-3)
     from scipy.optimize import linprog  # imported on use: scipy.optimize costs 0.2 s (issue 26, item 4)
-    res = linprog(-value.ravel(), A_ub=rows.tocsr(), b_ub=np.concatenate([np.ones(n), cap]), bounds=bounds,
-                  method="highs")
-    if res.status != 0:  # pragma: no cover - the LP is always feasible (y = 0)
+    res = linprog(-value.ravel(), A_ub=rows, b_ub=np.concatenate([np.ones(n), cap]), bounds=bounds,
+                  method="highs", options=options)
+    if res.status != 0:  # the time limit (the LP is always feasible: y = 0)
         return np.zeros((n, m))
     return res.x.reshape(n, m)
 
@@ -73,7 +85,7 @@ def schedule_gavel(problem: CriusRound, table: CriusTable, *, deadline: Deadline
     st = CellState(problem, table, NO_ADMISSION)
     types = type_order(problem)
     jobs = [*fcfs(problem, table, queued=False), *fcfs(problem, table)]
-    y = gavel_shares(problem, table, jobs, types)
+    y = gavel_shares(problem, table, jobs, types, deadline)
     share = {j: y[a] for a, j in enumerate(jobs)}
     for j in jobs:  # running jobs on a type the LP gives them at least half of stay (and those without Cells)
         c = st.choice[j]
