@@ -289,17 +289,7 @@ def test_a_request_that_cannot_start_in_time_is_503_and_waiting_is_reported() ->
     Retry-After; a 10 s request waits about 4 s, runs, and its 200 reports the wait in X-Optsched-Queued-Seconds."""
     import threading
 
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "optsched.cli", "serve", "--port", str(port), "--workers", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.1)
+    with _serving("--workers", "1") as (url, _):
         busy = generate_rubick_round(160, 8, 2000, 0).to_dict()  # exact runs to its limit on it
         small = generate_rubick_round(2, 8, 4, 0).to_dict()
         first = threading.Thread(target=_call, args=(url + "/solve?method=exact&time_limit=4", busy))
@@ -320,9 +310,6 @@ def test_a_request_that_cannot_start_in_time_is_503_and_waiting_is_reported() ->
         with urllib.request.urlopen(req, timeout=60) as r:
             assert r.status == 200 and float(r.headers["X-Optsched-Queued-Seconds"]) >= 1.0
         second.join()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @contextlib.contextmanager
