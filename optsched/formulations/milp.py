@@ -68,14 +68,14 @@ from scipy import sparse
 
 from optsched.core.errors import OptschedError, ValidationError
 from optsched.formulations.hard_stop import hard_stop
-from optsched.formulations.solution import MIN_SOLVER_SECONDS, SOLUTION_STATUSES
+from optsched.formulations.solution import MILP_BACKENDS, MIN_SOLVER_SECONDS, SOLUTION_STATUSES
 
 log = logging.getLogger(__name__)
 
 #: seconds to start the CBC process, kept off its time limit (module docstring)
 CBC_START_S = 0.05
 #: the MILP back ends of :func:`solve_milp`
-BACKENDS = ("cbc", "highs")
+BACKENDS = MILP_BACKENDS
 #: CP-SAT writes an unbounded side of a domain as +-(2^63 - 1); anything this large is infinite
 _INF = 2**62
 #: constraint kinds translated (the others raise)

@@ -14,6 +14,9 @@ MIN_SOLVER_SECONDS = 0.1
 
 #: Formulation statuses: proven optimal; a solution with a gap; proven infeasible; nothing found in time.
 SOLUTION_STATUSES = ("optimal", "feasible", "infeasible", "unknown")
+#: the MILP back ends (:mod:`optsched.formulations.milp`), named here so that checking an option does not import
+#: pulp and OR-Tools
+MILP_BACKENDS = ("cbc", "highs")
 
 
 @dataclass(frozen=True)

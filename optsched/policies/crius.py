@@ -30,7 +30,6 @@ from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
-from optsched.formulations import crius_round
 from optsched.formulations.solution import Solution
 from optsched.heuristics.baselines import schedule_elasticflow, schedule_fcfs, schedule_gandiva, schedule_gavel
 from optsched.heuristics.crius import algorithm1
@@ -134,6 +133,8 @@ class CriusExact(ExactKind[CriusRound, CriusContext, Mapping[str, Choice]]):
     def solve(self, ctx: CriusContext, warm: WarmStart[Mapping[str, Choice]] | None, *, time_limit: float,
               seed: int, workers: int, backend: str, cold: bool = False,
               trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        from optsched.formulations import crius_round  # OR-Tools on use (issue 26, item 4)
+
         return crius_round.solve(ctx.problem, ctx.table, time_limit=time_limit, seed=seed, workers=workers,
                                  hint=hint_of(warm, cold), admission=ctx.admission,
                                  backend=backend, trace=trace)
@@ -155,6 +156,8 @@ class CriusExact(ExactKind[CriusRound, CriusContext, Mapping[str, Choice]]):
 
     def lp_bound(self, ctx: CriusContext, warm: WarmStart[Mapping[str, Choice]] | None,
                  time_limit: float) -> float | None:
+        from optsched.formulations import crius_round  # OR-Tools on use (issue 26, item 4)
+
         return crius_round.lp_relaxation_bound(ctx.problem, ctx.table, ctx.admission, time_limit=time_limit)
 
     def size(self, problem: CriusRound) -> tuple[str, int]:

@@ -27,7 +27,6 @@ from typing import Callable, ClassVar
 from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.round import RoundProblem
-from optsched.formulations import expert_packing
 from optsched.formulations.solution import Solution
 from optsched.heuristics.lina import lina_plan, uniform_plan
 from optsched.policies.checks import round_of
@@ -82,6 +81,8 @@ class ExpertsExact(ExactKind[ExpertsRound, ExpertsRound, ReplicaPlan]):
     def solve(self, ctx: ExpertsRound, warm: WarmStart[ReplicaPlan] | None, *, time_limit: float, seed: int,
               workers: int, backend: str, cold: bool = False,
               trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        from optsched.formulations import expert_packing  # OR-Tools on use (issue 26, item 4)
+
         return expert_packing.solve(ctx, time_limit=time_limit, seed=seed, workers=workers,
                                     hint=hint_of(warm, cold), trace=trace, backend=backend)
 

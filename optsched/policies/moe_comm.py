@@ -33,7 +33,6 @@ from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
-from optsched.formulations import moe_comm_schedule
 from optsched.formulations.solution import Solution
 from optsched.heuristics.moe_comm import POLICIES, CommPolicy
 from optsched.policies.checks import round_of
@@ -90,6 +89,8 @@ class CommExact(ExactKind[MoECommRound, MoECommRound, Timeline]):
               workers: int, backend: str, cold: bool = False,
               trace: list[tuple[float, float, float]] | None = None) -> Solution:
         hint = hint_of(warm, cold) if warm is not None and warm.info else None  # info: a hint rule ran
+        from optsched.formulations import moe_comm_schedule  # OR-Tools on use (issue 26, item 4)
+
         return moe_comm_schedule.solve(ctx, time_limit=time_limit, seed=seed, workers=workers, hint=hint, trace=trace)
 
     def assemble(self, ctx: MoECommRound, warm: WarmStart[Timeline] | None, answer: Timeline, outcome: Outcome,

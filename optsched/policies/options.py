@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from optsched.core.checks import require_seed
 from optsched.core.errors import ValidationError
-from optsched.formulations.milp import BACKENDS as MILP_BACKENDS
+from optsched.formulations.solution import MILP_BACKENDS
 from optsched.perf.lookup import ConfigFilter, FittedModels, PerfSource
 
 #: what may solve an exact formulation: CP-SAT, or a MILP through pulp

@@ -54,7 +54,6 @@ from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
-from optsched.formulations import rubick_round
 from optsched.formulations.solution import Solution
 from optsched.heuristics.baselines import antman_round, schedule_fifo, schedule_sia, schedule_synergy
 from optsched.heuristics.baselines.synergy import SYNERGY_TUNE_FRACTION
@@ -303,6 +302,8 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
     def solve(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None, *, time_limit: float,
               seed: int, workers: int, backend: str, cold: bool = False,
               trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        from optsched.formulations import rubick_round  # OR-Tools on use: a heuristic solve does not load it
+
         sol = rubick_round.solve(ctx.problem, ctx.table, time_limit=time_limit, seed=seed, workers=workers,
                                  hint=hint_of(warm, cold), admission=self._admission(ctx, warm), backend=backend,
                                  trace=trace)
@@ -349,6 +350,8 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
 
     def lp_bound(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None,
                  time_limit: float) -> float | None:
+        from optsched.formulations import rubick_round
+
         bound = rubick_round.lp_relaxation_bound(ctx.problem, ctx.table, self._admission(ctx, warm),
                                                  time_limit=time_limit)
         return bound if bound is None or ctx.held is None else bound + ctx.held.value

@@ -12,6 +12,7 @@ from crius_helpers import brute_force, late_deadline_round
 from optsched.cli import main
 from optsched.core import ValidationError
 from optsched.experiments.gap import GapPoint, gap_row, run_gap_point
+from optsched.formulations import crius_round
 from optsched.perf.crius.cell_estimator import EstimatorParams
 from optsched.policies.registry import methods_of
 from optsched.rounds.crius import generate_crius_round
@@ -128,7 +129,7 @@ def test_exact_reports_rather_than_returns_a_rule_breaking_fallback(monkeypatch:
         return Schedule(choices, admission)
 
     monkeypatch.setattr(crius_policies, "algorithm1", keep_all)
-    monkeypatch.setattr(crius_policies.crius_round, "solve", lambda *a, **k: Solution(
+    monkeypatch.setattr(crius_round, "solve", lambda *a, **k: Solution(
         "unknown", None, None, 0.0, True, ModelSize(0, 0, "unbuilt"), {}))
     with pytest.raises(InfeasibleError, match="breaks the round's rules"):
         optsched.make_policy("exact", kind="crius").decide(r)

@@ -21,7 +21,6 @@ type has room, else kept where it ran if that is still free (else it is suspende
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from optsched.core.deadline import Deadline
 from optsched.heuristics.baselines.cells import (NO_ADMISSION, cells_by_spec, dp_value, fcfs, request_gpus,
@@ -61,6 +60,9 @@ def gavel_shares(problem: CriusRound, table: CriusTable, jobs: list[int], types:
         best = value[a].max()
         value[a] = np.where(allowed[a], np.maximum(value[a] / best if best > 0 else 0.0, NO_PROFILE_VALUE), 0.0)
     cap = np.array([sum(nd.num_gpus for nd in problem.cluster.nodes_of_type(t)) for t in types], dtype=float)
+    from scipy.optimize import linprog  # imported on use: scipy costs 0.2-0.3 s (issue 26, item 4)
+    from scipy.sparse import csr_matrix
+
     # row a: sum_t y[a, t] <= 1; row n + b: sum_a G_a y[a, b] <= cap[b] (column a * m + b is y[a, b])
     row = np.concatenate([np.repeat(np.arange(n), m), n + np.tile(np.arange(m), n)])
     col = np.concatenate([np.arange(n * m), np.arange(n * m)])
@@ -72,7 +74,6 @@ def gavel_shares(problem: CriusRound, table: CriusTable, jobs: list[int], types:
         if deadline.expired():
             return np.zeros((n, m))
         options["time_limit"] = max(deadline.remaining(), 1e-3)
-    from scipy.optimize import linprog  # imported on use: scipy.optimize costs 0.2 s (issue 26, item 4)
     res = linprog(-value.ravel(), A_ub=rows, b_ub=np.concatenate([np.ones(n), cap]), bounds=bounds,
                   method="highs", options=options)
     if res.status != 0:  # the time limit (the LP is always feasible: y = 0)

@@ -43,13 +43,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-import networkx as nx
 import numpy as np
 
 from optsched.core.checks import json_fields, json_int, require_int, require_keys, require_name, require_number
 from optsched.core.errors import ValidationError
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+
+def _nx() -> Any:
+    """networkx, imported on first use (0.16 s: solving a round of another kind, or reading a Crius round
+    of catalogue models, does not need it)."""
+    import networkx
+
+    return networkx
+
 
 #: bytes of training state per parameter in mixed-precision Adam (fp16 weight and gradient, fp32 master
 #: weight and two moments)
@@ -124,7 +135,7 @@ class OperatorGraph:
         owner = f"operator graph {self.name!r}"
         require_int(owner, "global_batch", self.global_batch, 1)
         g = self.graph
-        if not isinstance(g, nx.DiGraph):
+        if not isinstance(g, _nx().DiGraph):
             raise ValidationError(f"{owner}: graph must be a networkx DiGraph, got {type(g).__name__}")
         if g.number_of_nodes() == 0:
             raise ValidationError(f"{owner}: needs at least one operator")
@@ -137,12 +148,12 @@ class OperatorGraph:
             if u == v:
                 raise ValidationError(f"{owner}: edge {u!r} -> {v!r} is a self-loop")
             require_number(f"{owner}: edge {u!r} -> {v!r}", "bytes", data.get("bytes"), 0.0)
-        if not nx.is_directed_acyclic_graph(g):
-            cycle = " -> ".join(str(u) for u, _ in nx.find_cycle(g))
+        if not _nx().is_directed_acyclic_graph(g):
+            cycle = " -> ".join(str(u) for u, _ in _nx().find_cycle(g))
             raise ValidationError(f"{owner}: the operators form a cycle ({cycle}); an operator graph is acyclic")
-        if not nx.is_weakly_connected(g):
+        if not _nx().is_weakly_connected(g):
             first = next(iter(g.nodes))
-            reach = nx.node_connected_component(g.to_undirected(as_view=True), first)
+            reach = _nx().node_connected_component(g.to_undirected(as_view=True), first)
             lost = next(n for n in g.nodes if n not in reach)
             raise ValidationError(f"{owner}: operator {lost!r} is not connected to {first!r}; an operator graph is "
                                   "one connected model")
@@ -156,7 +167,7 @@ class OperatorGraph:
         """A graph of ``operators`` (in this order, which should be topological) and ``(src, dst,
         bytes per sample)`` edges."""
         owner = f"operator graph {name!r}"
-        g = nx.DiGraph()
+        g = _nx().DiGraph()
         for op in operators:
             if not isinstance(op, Operator):
                 raise ValidationError(f"{owner}: operators must be Operator objects, got {op!r}")
@@ -180,7 +191,7 @@ class OperatorGraph:
     def from_networkx(cls, name: str, global_batch: int, graph: nx.DiGraph) -> "OperatorGraph":
         """A graph from a networkx ``DiGraph`` whose nodes carry the :class:`Operator` fields as
         attributes (or an ``op`` attribute) and whose edges carry ``bytes``."""
-        if not isinstance(graph, nx.DiGraph):
+        if not isinstance(graph, _nx().DiGraph):
             raise ValidationError(f"operator graph {name!r}: expected a networkx DiGraph, got {type(graph).__name__}")
         ops = []
         for n, data in graph.nodes(data=True):
@@ -196,7 +207,7 @@ class OperatorGraph:
     def order(self) -> tuple[str, ...]:
         """Operator names in topological order (ties: the order they were added)."""
         position = {n: i for i, n in enumerate(self.graph.nodes)}
-        return tuple(nx.lexicographical_topological_sort(self.graph, key=position.__getitem__))
+        return tuple(_nx().lexicographical_topological_sort(self.graph, key=position.__getitem__))
 
     @property
     def operators(self) -> tuple[Operator, ...]:

@@ -10,16 +10,29 @@ Cells), ``decision.py`` (decision assembly) and ``generate.py`` (random rounds).
 registers the kind (:mod:`optsched.core.kinds`).
 """
 
+from typing import Any
+
 from optsched.core.kinds import RoundKind, register_kind
-from optsched.rounds.crius.generate import generate_crius_round
 from optsched.rounds.crius.payload import CellInfo, CriusAllocations
 from optsched.rounds.crius.problem import CriusRound
 
 
 def generate(*, seed: int = 0, jobs: int = 40) -> CriusRound:
     """A random Crius round of ``jobs`` jobs on the 1,280-GPU cluster of Crius Table 1
-    (:func:`~optsched.rounds.crius.generate.generate_crius_round`)."""
+    (:func:`~optsched.rounds.crius.generate.generate_crius_round`; imported on use: the Cell estimator's
+    operator graphs need networkx, 0.16 s that solving a round of another kind does not need)."""
+    from optsched.rounds.crius.generate import generate_crius_round
+
     return generate_crius_round(jobs, seed)
+
+
+def __getattr__(name: str) -> Any:
+    """``generate_crius_round`` without importing the generator with the package (PEP 562)."""
+    if name == "generate_crius_round":
+        from optsched.rounds.crius.generate import generate_crius_round
+
+        return generate_crius_round
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 KIND = register_kind(RoundKind(
