@@ -73,3 +73,54 @@ def test_a_dynamic_program_cut_short_says_so_and_answers_as_the_greedy(
     assert cut.status == "partial" and "dynamic program" in cut.message and "AFS-like greedy" in cut.message
     assert cut.payload == afs.payload and cut.objective == afs.objective
     assert full.status == "heuristic" and full.objective >= afs.objective - 1e-6
+
+
+@pytest.fixture(scope="module")
+def sim_round() -> optsched.RoundProblem:
+    """A ``lyra`` round of 6,000 jobs drawn (about 4,700 in the round, 2,400 servers)."""
+    return scaled_round("lyra", 6_000, 0)
+
+
+@pytest.mark.parametrize("method", ["lyra", "exact", "lyra-loan", "afs", "bfd", "fifo"])
+def test_the_lyra_kind_holds_a_tiny_limit(sim_round: optsched.RoundProblem, method: str) -> None:
+    """The placement stops at its deadline (the rest of the decision's work kept back): jobs not reached
+    wait or keep what they hold, and the decision is ``partial``, saying so per job."""
+    t0 = time.perf_counter()
+    d = optsched.solve(sim_round, method, LIMIT_S, clock_start=t0)
+    wall = time.perf_counter() - t0
+    assert wall <= 1.2 * LIMIT_S + MARGIN_S, (method, wall)
+    assert sorted(x.job for x in d.jobs) == sorted(j.name for j in sim_round.jobs)
+    usage: dict[str, int] = {}
+    for x in d.jobs:
+        if x.allocation is not None:
+            for n, s in x.allocation.placement.shares:
+                usage[n] = usage.get(n, 0) + s.gpus
+        elif sim_round.current(x.job) is not None:
+            assert x.action == "preempt"
+    assert all(g <= sim_round.free(n).gpus for n, g in usage.items())
+    if d.status == "partial":
+        assert d.message.startswith("partial:")
+    if "cut the placement short" in d.message:
+        assert d.status == "partial"
+        assert any(x.reason.startswith("not considered") for x in d.jobs if x.action == "wait")
+
+
+def test_the_lyra_kind_with_time_enough_is_unchanged(sim_round: optsched.RoundProblem) -> None:
+    d = optsched.solve(sim_round, "lyra", 60.0)
+    assert d.status == "heuristic" and "not considered" not in d.message
+
+
+@pytest.fixture(scope="module")
+def placement_round() -> optsched.RoundProblem:
+    return scaled_round("placement", 6_000, 0)
+
+
+@pytest.mark.parametrize("method", methods_of("placement"))
+def test_placement_holds_a_tiny_limit(placement_round: optsched.RoundProblem, method: str) -> None:
+    from optsched.rounds.placement.evaluate import violations
+    t0 = time.perf_counter()
+    d = optsched.solve(placement_round, method, LIMIT_S, clock_start=t0)
+    wall = time.perf_counter() - t0
+    assert wall <= 1.2 * LIMIT_S + MARGIN_S, (method, wall)
+    assert violations(placement_round, d.payload) == []
+    _honest(d)

@@ -38,10 +38,15 @@ class Items:
     def value_of(self, extra: dict[str, int]) -> float:
         """Total value of giving each job ``extra[job]`` flexible workers (0 or absent: none)."""
         total = 0.0
+        if not any(extra.values()):
+            return total
+        first: dict[tuple[int, int], float] = {}   # (group, workers added) -> value of its first item
+        for key, v in zip(zip(self.group.tolist(), self.extra.tolist()), self.value.tolist()):
+            first.setdefault(key, v)
         for g, job in enumerate(self.jobs):
             k = extra.get(job, 0)
             if k:
-                total += float(self.value[(self.group == g) & (self.extra == k)][0])
+                total += first[(g, k)]
         return total
 
 
