@@ -4,15 +4,21 @@ growing size, each solve's wall time over its ``--time-limit``.
     python benchmarks/time_limits.py [--sizes 2000,20000] [--kinds rubick,crius,...] [--methods ...]
                                      [--limit 1] [--seed 0]
 
-For each kind whose generator takes ``jobs`` (rubick, crius, lyra-allocate, lyra) and each size N, one
-round is generated (seed ``--seed``; the cluster scaled with N as the kind's defaults are: rubick
+For each kind whose generator takes ``jobs`` (rubick, crius, lyra-allocate, lyra, placement) and each size
+N, one round is generated (seed ``--seed``; the cluster scaled with N as the kind's defaults are: rubick
 ``nodes = ceil(N / 12.5)`` 8-GPU nodes, the 2,000-job / 160-node ratio of ``benchmarks/scale.py``; the Lyra
-kinds ``servers`` and ``training`` times N over the default jobs), then solved in this process by every
-method of the kind (``optsched.solve(problem, method, limit, clock_start=t0)``, deferring unreachable
-guarantees where the method takes that option, with ``t0`` taken just before the call: parsing and generation are not counted, Python's start-up neither). Columns: kind,
-method, jobs, limit_s, wall_s, ``wall_over_limit`` (the property: at most 1.2), status, and the decision's
-objective. Writes ``benchmarks/out/time_limits.csv``. The issue's sizes (20,000 jobs for every kind,
-100,000 for the Rubick and Lyra kinds) take minutes to generate alone; the defaults are smaller.
+kinds ``servers`` and ``training`` times N over the default jobs; the Lyra kinds that take ``load``, N jobs
+drawn of which those within the load are queued, so the round holds fewer); ``lyra-reclaim``, whose jobs are
+the running ones, takes ``servers = ceil(N / 0.97)`` (:data:`RECLAIM_JOBS_PER_SERVER`, training servers half
+as many: its default), up to what its generator fills (10,000 jobs tried per pool). Each round is then
+solved in this process by every method of the kind
+(``optsched.solve(problem, method, limit, clock_start=t0)``, deferring unreachable guarantees where the
+method takes that option, with ``t0`` taken just before the call: parsing and generation are not counted,
+Python's start-up neither). Columns: kind, method, jobs (N), ``round_jobs`` (jobs in the generated round),
+limit_s, wall_s, ``wall_over_limit`` (the property: at most 1.2), status, and the decision's objective.
+Writes ``benchmarks/out/time_limits.csv``. Generating the Lyra kinds' rounds takes about 5 s for 20,000
+jobs and 30 s for 100,000 (issue 26: before the generator's pool indices, 80-90 s for 20,000); the Rubick
+kinds' take minutes at 100,000; the default size is smaller.
 """
 
 from __future__ import annotations
@@ -34,12 +40,17 @@ from report import emit  # noqa: E402  (benchmarks/report.py, next to this scrip
 
 #: jobs per 8-GPU node of the generated Rubick rounds (benchmarks/scale.py: 2,000 jobs on 160 nodes)
 RUBICK_JOBS_PER_NODE = 12.5
+#: running jobs per on-loan server of a generated lyra-reclaim round with its defaults (0.95-1.0 measured on
+#: 320 to 9,000 servers, seed 0)
+RECLAIM_JOBS_PER_SERVER = 0.97
 
 
 def scaled_round(kind: str, jobs: int, seed: int) -> object:
     """The generated round of ``kind`` with ``jobs`` jobs and its cluster scaled with them (module docstring)."""
     gen = round_kind(kind).generate
     params = inspect.signature(gen).parameters
+    if kind == "lyra-reclaim":
+        return gen(seed=seed, servers=max(1, math.ceil(jobs / RECLAIM_JOBS_PER_SERVER)))
     kw: dict[str, object] = {"seed": seed, "jobs": jobs}
     if kind == "rubick":
         kw["nodes"] = max(8, math.ceil(jobs / RUBICK_JOBS_PER_NODE))
@@ -60,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     kinds = args.kinds.split(",") if args.kinds else [
-        k for k in round_kinds() if "jobs" in inspect.signature(round_kind(k).generate).parameters]
+        k for k in round_kinds() if "jobs" in inspect.signature(round_kind(k).generate).parameters
+        or k == "lyra-reclaim"]
     rows = []
     for kind in kinds:
         for size in (int(s) for s in args.sizes.split(",")):
@@ -77,11 +89,11 @@ def main(argv: list[str] | None = None) -> int:
                 except optsched.OptschedError as exc:
                     status, objective = f"error: {type(exc).__name__}", "-"
                 wall = time.perf_counter() - t0
-                rows.append((kind, method, size, f"{args.limit:g}", f"{wall:.2f}", f"{wall / args.limit:.2f}", status,
-                             objective))
+                rows.append((kind, method, size, len(problem.jobs), f"{args.limit:g}", f"{wall:.2f}",
+                             f"{wall / args.limit:.2f}", status, objective))
                 sys.stdout.write(f"  {method}: {wall:.2f} s ({wall / args.limit:.2f}x), {status}\n")
                 sys.stdout.flush()
-    emit(("kind", "method", "jobs", "limit_s", "wall_s", "wall_over_limit", "status", "objective"), rows,
+    emit(("kind", "method", "jobs", "round_jobs", "limit_s", "wall_s", "wall_over_limit", "status", "objective"), rows,
          "time_limits.csv")
     return 0
 
