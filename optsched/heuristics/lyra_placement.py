@@ -53,7 +53,9 @@ class _Packer:
         self.grouped = grouped
         self.nodes = problem.usable_nodes
         self.index = {n: i for i, n in enumerate(self.nodes)}
-        self.capacity = np.array([problem.free(n).gpus for n in self.nodes], dtype=np.int64)
+        occupied = {n: sh.gpus for n, sh in problem.occupied}   # free(n).gpus, without a share per node
+        gpus = {node.name: node.num_gpus for node in problem.cluster.nodes}
+        self.capacity = np.array([gpus[n] - occupied.get(n, 0) for n in self.nodes], dtype=np.int64)
         n = len(self.nodes)
         self.ledger = NodeLedger(self.nodes, np.zeros(n, dtype=np.int64), self.capacity.copy(),
                                  np.full(n, _BIG, dtype=np.int64), np.full(n, float(_BIG)), 2 * len(problem.jobs))
