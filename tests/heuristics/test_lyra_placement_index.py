@@ -65,3 +65,23 @@ def test_placement_is_near_linear() -> None:
     t = time.perf_counter()
     best_fit_decreasing(p, True)
     assert time.perf_counter() - t < 2.0
+
+
+def test_a_placement_round_of_a_checked_round_is_the_one_built_field_by_field() -> None:
+    """``PlacementRound.of_round`` (the ``lyra`` kind's placement round, without checking the state again)
+    equals the round built field by field, and still refuses counts that break the rules."""
+    from optsched.core.errors import ValidationError
+    from optsched.rounds.lyra_allocate.payload import WorkerCount
+    for seed in range(3):
+        a = generate_allocate_round(seed=seed, jobs=60, servers=10, training=20)
+        got = optsched.solve(a, "lyra", 30.0).payload.counts
+        built = PlacementRound(cluster=a.cluster, jobs=a.jobs, running=a.running, occupied=a.occupied, time=a.time,
+                               inference_nodes=a.inference_nodes, inference_factor=a.inference_factor,
+                               scaling=a.scaling, flexible=a.flexible, opportunistic=a.opportunistic, workers=got)
+        derived = PlacementRound.of_round(a, got)
+        assert derived == built and derived.to_dict() == built.to_dict()
+        assert best_fit_decreasing(derived) == best_fit_decreasing(built)
+        running = a.running[0].job
+        bad = tuple(WorkerCount(c.job, 0, None) if c.job == running else c for c in got)
+        with pytest.raises(ValidationError, match="outside its range|below"):
+            PlacementRound.of_round(a, bad)
