@@ -7,18 +7,23 @@ growing size, each solve's wall time over its ``--time-limit``.
 For each kind and each size N one round is generated (seed ``--seed``), its size set by N as
 :data:`SIZE_RULES` says per kind: the kinds whose generator takes ``jobs`` get N jobs on a cluster scaled
 with them as the kind's defaults are (rubick ``nodes = ceil(N / 12.5)`` 8-GPU nodes, the 2,000-job / 160-node
-ratio of ``benchmarks/scale.py``; the Lyra kinds ``servers`` and ``training`` times N over the default jobs);
-``experts`` and ``moe-comm`` have no jobs and take their own size, capped by what the kind accepts
-(experts: ``min(N // 20, 1,024)`` experts on as many devices, 64 tokens an expert up to 1,000,000; moe-comm:
-``min(N // 250, 60)`` MoE layers, the most below the kind's 1,000 micro-ops). Each round is solved in this
-process by every method of the kind (``optsched.solve(problem, method, limit, clock_start=t0)``, deferring
-unreachable guarantees where the method takes that option, with ``t0`` taken just before the call: generation
-and parsing are not counted, nor Python's start-up: ``optsched solve`` adds reading the round, about 18 us a
-Rubick job, and writing the decision), the methods that solve a MILP once per back end of ``--backends``, and
-with ``--partitions K`` once more partitioned into K parts where the kind has a partitioner. Columns: kind,
-method, backend, partitions, size (N), limit_s, wall_s, ``wall_over_limit`` (the property: at most 1.2),
-status, and the decision's objective. Writes ``benchmarks/out/time_limits.csv``. The issue's sizes (20,000 jobs
-for every kind, 100,000 for the Rubick and Lyra kinds) take minutes to generate; the defaults are smaller.
+ratio of ``benchmarks/scale.py``; the Lyra kinds ``servers`` and ``training`` times N over the default jobs;
+the Lyra kinds that take ``load`` draw N jobs of which those within the load are queued, so the round holds
+fewer); ``lyra-reclaim``, whose jobs are the running ones, takes ``servers = ceil(N / 0.97)``
+(:data:`RECLAIM_JOBS_PER_SERVER`, training servers half as many: its default), up to what its generator fills
+(10,000 jobs tried per pool); ``experts`` and ``moe-comm`` have no jobs and take their own size, capped by what
+the kind accepts (experts: ``min(N // 20, 1,024)`` experts on as many devices, 64 tokens an expert up to
+1,000,000; moe-comm: ``min(N // 250, 60)`` MoE layers, the most below the kind's 1,000 micro-ops). Each round
+is solved in this process by every method of the kind (``optsched.solve(problem, method, limit,
+clock_start=t0)``, deferring unreachable guarantees where the method takes that option, with ``t0`` taken just
+before the call: generation and parsing are not counted, nor Python's start-up: ``optsched solve`` adds
+reading the round, about 18 us a Rubick job, and writing the decision), the methods that solve a MILP once per
+back end of ``--backends``, and with ``--partitions K`` once more partitioned into K parts where the kind has a
+partitioner. Columns: kind, method, backend, partitions, size (N), ``round_jobs`` (jobs in the generated
+round; ``-`` for the kinds without jobs), limit_s, wall_s, ``wall_over_limit`` (the property: at most 1.2),
+status, and the decision's objective. Writes ``benchmarks/out/time_limits.csv``. Generating the Lyra kinds'
+rounds takes about 5 s for 20,000 jobs and 30 s for 100,000 (issue 26: before the generator's pool indices,
+80-90 s for 20,000), the Rubick kind's 27 s for 100,000; the default size is smaller.
 """
 
 from __future__ import annotations
@@ -40,12 +45,16 @@ from report import emit  # noqa: E402  (benchmarks/report.py, next to this scrip
 
 #: jobs per 8-GPU node of the generated Rubick rounds (benchmarks/scale.py: 2,000 jobs on 160 nodes)
 RUBICK_JOBS_PER_NODE = 12.5
+#: running jobs per on-loan server of a generated lyra-reclaim round with its defaults (0.95-1.0 measured on
+#: 320 to 9,000 servers, seed 0)
+RECLAIM_JOBS_PER_SERVER = 0.97
 
 
 #: per kind: the generator's arguments for size N (module docstring); the Rubick and Lyra kinds take jobs
 SIZE_RULES: dict[str, object] = {
     "experts": lambda n: {"experts": min(max(n // 20, 2), 1024), "tokens": min(64 * max(n // 20, 2), 1_000_000)},
     "moe-comm": lambda n: {"moe_layers": min(max(n // 250, 1), 60)},
+    "lyra-reclaim": lambda n: {"servers": max(1, math.ceil(n / RECLAIM_JOBS_PER_SERVER))},
 }
 
 
@@ -108,13 +117,14 @@ def main(argv: list[str] | None = None) -> int:
                 except optsched.OptschedError as exc:
                     status, objective = f"error: {type(exc).__name__}", "-"
                 wall = time.perf_counter() - t0
-                rows.append((kind, method, backend, parts or "", size, f"{args.limit:g}", f"{wall:.2f}",
-                             f"{wall / args.limit:.2f}", status, objective))
+                held = getattr(problem, "jobs", None)
+                rows.append((kind, method, backend, parts or "", size, "-" if held is None else len(held),
+                             f"{args.limit:g}", f"{wall:.2f}", f"{wall / args.limit:.2f}", status, objective))
                 sys.stdout.write(f"  {method} {backend}{f' K={parts}' if parts else ''}: {wall:.2f} s "
                                  f"({wall / args.limit:.2f}x), {status}\n")
                 sys.stdout.flush()
-    emit(("kind", "method", "backend", "partitions", "size", "limit_s", "wall_s", "wall_over_limit", "status",
-          "objective"), rows, "time_limits.csv")
+    emit(("kind", "method", "backend", "partitions", "size", "round_jobs", "limit_s", "wall_s", "wall_over_limit",
+          "status", "objective"), rows, "time_limits.csv")
     return 0
 
 

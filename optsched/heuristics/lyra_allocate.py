@@ -22,12 +22,15 @@ Gandiva-like (scale out only when no job waits, one worker per job in turn).
 from __future__ import annotations
 
 import heapq
+import math
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from optsched.rounds.lyra.jobs import base_workers, is_elastic, max_workers, running_time
+from optsched.core.deadline import Deadline
+from optsched.core.job import Job
+from optsched.rounds.lyra.jobs import base_workers, is_elastic, max_workers
 from optsched.rounds.lyra.problem import INFERENCE, TRAINING, LyraRound
 from optsched.rounds.lyra_allocate.capacity import available, current_pool
 from optsched.rounds.lyra_allocate.items import Items
@@ -49,6 +52,18 @@ class PhaseOne:
         return [j.name for j in problem.jobs if self.pool.get(j.name) == pool and is_elastic(j)]
 
 
+#: groups :func:`mckp_dp` solves between two looks at its deadline (about 50 ms on a 100,000-job round)
+DP_CHECK_GROUPS = 64
+
+
+def _base_time(job: Job) -> float:
+    """``running_time(job, base_workers(job))`` (either scaling: no worker beyond the base) with the same
+    operations, without the calls: SJF's sort key of every queued job."""
+    workers = base_workers(job)
+    rate = job.gpus_per_worker * (workers + 0.0) if workers > 0 else 0.0
+    return job.remaining_iterations / rate if rate > 0 else math.inf
+
+
 def phase_one(problem: LyraRound, order: str = "sjf", blocking: bool = False,
               whole_request: bool = False) -> PhaseOne:
     """Phase one (module docstring); ``whole_request``: queued jobs get their requested GPUs (the
@@ -66,16 +81,21 @@ def phase_one(problem: LyraRound, order: str = "sjf", blocking: bool = False,
         out.base[j.name] = base_workers(j) if is_elastic(j) and problem.flexible_of(j.name) \
             else problem.workers_of(j.name)
     if order == "sjf":
-        queued.sort(key=lambda j: (running_time(j, base_workers(j), problem.scaling), j.submit_time, j.name))
+        queued.sort(key=lambda j: (_base_time(j), j.submit_time, j.name))
     else:
         queued.sort(key=lambda j: (j.submit_time, j.name))
+    left = out.left
     for j in queued:
-        workers = base_workers(j)
+        workers = base = base_workers(j)
         if whole_request:
-            workers = min(max(j.requested_gpus // j.gpus_per_worker, base_workers(j)), max_workers(j))
+            workers = min(max(j.requested_gpus // j.gpus_per_worker, base), max_workers(j))
         demand = workers * j.gpus_per_worker
-        prefs = (INFERENCE, TRAINING) if is_elastic(j) else (TRAINING, INFERENCE)
-        pool = next((p for p in prefs if (p == TRAINING or j.fungible) and out.left[p] >= demand), None)
+        if is_elastic(j):
+            pool = INFERENCE if j.fungible and left[INFERENCE] >= demand else (
+                TRAINING if left[TRAINING] >= demand else None)
+        else:
+            pool = TRAINING if left[TRAINING] >= demand else (
+                INFERENCE if j.fungible and left[INFERENCE] >= demand else None)
         if pool is None:
             out.waiting.append(j.name)
             if blocking:
@@ -87,36 +107,93 @@ def phase_one(problem: LyraRound, order: str = "sjf", blocking: bool = False,
     return out
 
 
-def mckp_dp(items: Items, capacity: int) -> tuple[dict[str, int], float]:
+def mckp_dp(items: Items, capacity: int, deadline: Deadline | None = None,
+            reserve: float = 0.0) -> tuple[dict[str, int], float] | None:
     """The exact multiple-choice knapsack by dynamic programming over capacities 0..``capacity``:
     ``best[c]`` after each group is the most value within ``c`` GPUs; one pass per item of the group,
     vectorised over ``c``; choices kept per group for the reconstruction. Returns the workers added
-    per job and the total value."""
+    per job and the total value; None when ``deadline`` has less than ``reserve`` seconds left before
+    the last group is done (checked after every :data:`DP_CHECK_GROUPS` groups: a small knapsack always
+    finishes).
+
+    Work saved without changing an answer (``tests/heuristics/test_lyra_mckp_dp.py`` checks it against
+    the plain program): after group ``g`` every capacity from ``W_g``, the sum of the heaviest items of
+    groups 0..g, holds them all, so ``best[c]`` and the group's choice are those at ``W_g`` (the same
+    comparisons of the same numbers); the pass of group ``g`` covers ``c <= min(capacity, W_g)`` only and
+    the reconstruction reads the choice at ``min(c, W_g)``; a capacity past ``W`` of the last group is that
+    one column (:func:`_mckp_every_item_fits`). Choices are kept as the item's place in its
+    group (the smallest integer type that holds it), one array per group of the capacities it covers."""
     capacity = max(0, int(capacity))
+    n_groups = len(items.jobs)
+    order = np.argsort(items.group, kind="stable")
+    cuts = np.searchsorted(items.group[order], np.arange(n_groups + 1))
+    members = [order[cuts[g]:cuts[g + 1]] for g in range(n_groups)]
+    widest = max((m.size for m in members), default=0)
+    dtype = np.min_scalar_type(widest + 1)
+    weights = items.weight.astype(np.int64)
+    if capacity >= sum(int(weights[m].max()) for m in members if m.size):
+        return _mckp_every_item_fits(items, members, weights)
     best = np.zeros(capacity + 1)
-    choice = np.zeros((len(items.jobs), capacity + 1), dtype=np.int64)   # item index + 1, 0: none
-    for g in range(len(items.jobs)):
-        idx = np.flatnonzero(items.group == g)
-        new = best.copy()
-        pick = np.zeros(capacity + 1, dtype=np.int64)
-        for i in idx:
-            w = int(items.weight[i])
-            if w > capacity:
+    cand = np.empty(capacity + 1)
+    thr = np.empty(capacity + 1)
+    better = np.empty(capacity + 1, dtype=bool)
+    choice: list[np.ndarray] = []
+    covered = 0      # best[c] is exact for c <= covered; beyond it, best[covered] (every item so far fits)
+    heaviest = 0     # W_g
+    for g, idx in enumerate(members):
+        if deadline is not None and g and not g % DP_CHECK_GROUPS and deadline.expired(reserve):
+            return None
+        heaviest += int(weights[idx].max()) if idx.size else 0
+        top = min(capacity, heaviest)
+        if top > covered:
+            best[covered + 1:top + 1] = best[covered]
+            covered = top
+        new = best[:top + 1].copy()
+        pick = np.zeros(top + 1, dtype=dtype)
+        for local, i in enumerate(idx.tolist()):
+            w = int(weights[i])
+            if w > top:
                 continue
-            cand = best[:capacity + 1 - w] + items.value[i]
-            better = cand > new[w:] + 1e-12
-            new[w:] = np.where(better, cand, new[w:])
-            pick[w:] = np.where(better, i + 1, pick[w:])
-        best = new
-        choice[g] = pick
+            n = top + 1 - w
+            c, t, b = cand[:n], thr[:n], better[:n]
+            np.add(best[:n], items.value[i], out=c)
+            np.add(new[w:], 1e-12, out=t)
+            np.greater(c, t, out=b)
+            np.copyto(new[w:], c, where=b)
+            np.copyto(pick[w:], local + 1, where=b)
+        best[:top + 1] = new
+        choice.append(pick)
+    if covered < capacity:
+        best[covered + 1:] = best[covered]
     extra: dict[str, int] = {}
     c = capacity
-    for g in range(len(items.jobs) - 1, -1, -1):
-        i = int(choice[g, c]) - 1
-        if i >= 0:
+    for g in range(n_groups - 1, -1, -1):
+        pick = choice[g]
+        local = int(pick[min(c, pick.size - 1)]) - 1
+        if local >= 0:
+            i = int(members[g][local])
             extra[items.jobs[g]] = int(items.extra[i])
-            c -= int(items.weight[i])
+            c -= int(weights[i])
     return extra, float(best[capacity])
+
+
+def _mckp_every_item_fits(items: Items, members: list[np.ndarray],
+                          weights: np.ndarray) -> tuple[dict[str, int], float]:
+    """:func:`mckp_dp` when the capacity holds the heaviest item of every group: every capacity it reads is
+    past ``W_g``, so it is one column of the program, the same comparisons of the same numbers per item."""
+    extra: dict[str, int] = {}
+    total = 0.0
+    values = items.value.tolist()
+    for g, idx in enumerate(members):
+        got, chosen = total, -1
+        for i in idx.tolist():
+            cand = total + values[i]
+            if cand > got + 1e-12:
+                got, chosen = cand, i
+        if chosen >= 0:
+            extra[items.jobs[g]] = int(items.extra[chosen])
+        total = got
+    return dict(reversed(list(extra.items()))), total
 
 
 def mckp_greedy(items: Items, capacity: int) -> tuple[dict[str, int], float]:
@@ -178,4 +255,4 @@ def gandiva_scale(problem: LyraRound, first: PhaseOne, items: Items, capacity: i
     return chosen, items.value_of(chosen)
 
 
-__all__ = ["ORDERS", "PhaseOne", "gandiva_scale", "mckp_dp", "mckp_greedy", "phase_one"]
+__all__ = ["DP_CHECK_GROUPS", "ORDERS", "PhaseOne", "gandiva_scale", "mckp_dp", "mckp_greedy", "phase_one"]

@@ -21,8 +21,8 @@ to servers 4 and 6 (each frees one GPU on the shared server 5), which is the opt
 **Random**: servers drawn uniformly (``numpy.random.Generator``). **SCF** (smallest count first):
 the servers hosting the fewest jobs (any workers), then server order.
 
-Cost: Lyra O(count x servers) plus, per step, the tie-break over the tied servers (each O(its jobs'
-shares)); SCF O(servers log servers).
+Cost: Lyra O(count x servers) numpy work plus, per step, the tie-break over the tied servers with base
+workers (each O(its jobs' shares)); SCF O(servers log servers).
 """
 
 from __future__ import annotations
@@ -58,12 +58,20 @@ def server_costs(view: ReclaimView, definition: str = "server-fraction") -> np.n
 
 
 def lyra_reclaim(view: ReclaimView, count: int) -> list[int]:
-    """Lyra's reclaiming heuristic (module docstring)."""
+    """Lyra's reclaiming heuristic (module docstring). A tie among servers without base workers (their
+    collateral damage is 0) is broken by flexible GPUs and order over arrays; the damage is computed for
+    the tied servers with base workers only (the same picks as computing it for all: issue 26, item 2,
+    ``tests/heuristics/test_lyra_reclaim_speed.py``)."""
     n = len(view.servers)
     span = [len(s) for s in view.job_servers]
     alive_on = [set(js) for js in view.base_jobs]
     cost = server_costs(view)
     flex = [dict(f) for f in view.flex]
+    flex_gpus = np.array([sum(f.values()) for f in flex], dtype=np.int64)
+    flex_on: dict[str, list[int]] = {}   # job -> the servers holding its flexible workers
+    for s2, f in enumerate(flex):
+        for name in f:
+            flex_on.setdefault(name, []).append(s2)
     taken = np.zeros(n, dtype=bool)
     preempted: set[int] = set()
     picks: list[int] = []
@@ -75,8 +83,13 @@ def lyra_reclaim(view: ReclaimView, count: int) -> list[int]:
             s = int(ties[0])
         else:
             left = count - len(picks) - 1
-            s = min((int(t) for t in ties),
-                    key=lambda t: (_collateral(view, alive_on, taken, t, left), sum(flex[t].values()), t))
+            hit = [int(t) for t in ties if alive_on[t]]
+            keys = [(_collateral(view, alive_on, taken, t, left), int(flex_gpus[t]), t) for t in hit]
+            if len(hit) < ties.size:   # servers without base workers: damage 0, then flexible GPUs, order
+                free = ties if not hit else np.setdiff1d(ties, np.array(hit, dtype=ties.dtype))
+                first = int(free[np.lexsort((free, flex_gpus[free]))[0]])
+                keys.append((0, int(flex_gpus[first]), first))
+            s = min(keys)[2]
         taken[s] = True
         picks.append(s)
         for j in list(alive_on[s]):
@@ -85,8 +98,8 @@ def lyra_reclaim(view: ReclaimView, count: int) -> list[int]:
             for s2 in view.job_servers[j]:
                 alive_on[s2].discard(j)
                 cost[s2] -= 1.0 / span[j]
-            for f in flex:
-                f.pop(name, None)
+            for s2 in flex_on.pop(name, ()):
+                flex_gpus[s2] -= flex[s2].pop(name, 0)
         cost[s] = 0.0
     return picks
 

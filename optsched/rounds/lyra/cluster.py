@@ -3,6 +3,7 @@ job's workers as the round layer's :class:`~optsched.core.allocation.Allocation`
 
 from __future__ import annotations
 
+import functools
 from typing import Mapping
 
 from optsched.core.allocation import Allocation, NodeShare, Placement
@@ -39,9 +40,22 @@ def two_pool_cluster(training: int, inference: int, gpus_per_server: int = 8, na
 def worker_allocation(job: str, gpus_per_node: Mapping[str, int]) -> Allocation:
     """The allocation of ``job`` holding ``gpus_per_node`` (data parallel over all its GPUs; Lyra
     accounts GPUs only, Sec. 3.5.3: "GPU is most likely the bottleneck resource")."""
-    shares = tuple((n, NodeShare(int(g))) for n, g in gpus_per_node.items() if g > 0)
+    shares = tuple((n, _share(int(g))) for n, g in gpus_per_node.items() if g > 0)
     total = sum(s.gpus for _, s in shares)
-    return Allocation(job, ExecutionPlan(dp=total), Placement(shares))
+    return Allocation(job, _plan(total), Placement(shares))
+
+
+@functools.lru_cache(maxsize=1024)
+def _share(gpus: int) -> NodeShare:
+    """``NodeShare(gpus)``, one object per count (it is immutable): an allocation per job of a large round
+    made them anew, with their checks."""
+    return NodeShare(gpus)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(dp: int) -> ExecutionPlan:
+    """``ExecutionPlan(dp=dp)``, one object per degree (as :func:`_share`)."""
+    return ExecutionPlan(dp=dp)
 
 
 __all__ = ["INFERENCE_GPU", "TRAINING_GPU", "inference_name", "training_name", "two_pool_cluster",

@@ -12,9 +12,10 @@ flexible workers on servers apart from its base workers (Sec. 3.5.3).
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -39,7 +40,7 @@ LOCALITY = 0.7
 def random_job(rng: np.random.Generator, name: str, elastic: bool, submit_time: float = 0.0) -> Job:
     """One job of the module's mix."""
     gpw = int(rng.choice([1, 2, 4], p=[0.3, 0.5, 0.2]))
-    hours = float(np.clip(rng.lognormal(0.0, 1.0), 0.05, 48.0))
+    hours = min(max(float(rng.lognormal(0.0, 1.0)), 0.05), 48.0)
     if elastic:
         w_min = int(rng.choice([1, 2, 4], p=[0.3, 0.5, 0.2]))
         w_max = min(w_min * int(rng.choice([2, 3, 4])), max(w_min + 1, 32 // gpw))
@@ -55,9 +56,41 @@ def random_job(rng: np.random.Generator, name: str, elastic: bool, submit_time: 
                checkpointing=bool(rng.random() < CHECKPOINT_SHARE))
 
 
+class PoolIndex:
+    """The free GPUs of one pool of :class:`StateBuilder` (a sequence of nodes, all inference or all training
+    servers), indexed so that a worker's candidate nodes are counted and drawn without scanning the pool:
+    ``at_least[t]`` lists, in pool order, the positions of the nodes with at least ``t`` free GPUs
+    (``t = 1 .. top``, ``top`` the most GPUs a node of the pool has), and ``total`` is their sum."""
+
+    def __init__(self, nodes: Sequence[str], free: Mapping[str, int], inference: bool) -> None:
+        self.nodes = tuple(nodes)
+        self.inference = inference
+        self.pos = {n: i for i, n in enumerate(self.nodes)}
+        self.top = max((free[n] for n in self.nodes), default=0)
+        self.at_least = {t: [i for i, n in enumerate(self.nodes) if free[n] >= t] for t in range(1, self.top + 1)}
+        self.total = sum(free[n] for n in self.nodes)
+
+    def update(self, node: str, old: int, new: int) -> None:
+        """``node``'s free GPUs went from ``old`` to ``new``."""
+        i = self.pos[node]
+        for t in range(min(old, new) + 1, min(max(old, new), self.top) + 1):
+            lst = self.at_least[t]
+            k = bisect.bisect_left(lst, i)
+            if new > old:
+                lst.insert(k, i)
+            else:
+                del lst[k]
+        self.total += new - old
+
+    def holding(self, g: int) -> list[int]:
+        """Positions of the nodes with at least ``g`` free GPUs, in pool order."""
+        return self.at_least.get(g, []) if g >= 1 else list(range(len(self.nodes)))
+
+
 @dataclass
 class StateBuilder:
-    """Fills servers with running jobs (module docstring). ``free``: GPUs left per node."""
+    """Fills servers with running jobs (module docstring). ``free``: GPUs left per node (change it only
+    through the builder: its pool indices follow it)."""
 
     rng: np.random.Generator
     free: dict[str, int]
@@ -66,44 +99,82 @@ class StateBuilder:
     jobs: list[Job] = field(default_factory=list)
     running: list[Allocation] = field(default_factory=list)
     flexible: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the pool indices made so far, by their node sequence
+    pools: dict[tuple[str, ...], PoolIndex] = field(default_factory=dict)
 
     def worker_gpus(self, job: Job, node: str) -> int:
         return math.ceil(job.gpus_per_worker / self.factor - 1e-9) if node in self.inference else job.gpus_per_worker
 
-    def _place(self, job: Job, nodes: Sequence[str], count: int, avoid: set[str]) -> dict[str, int] | None:
+    def pool(self, nodes: Sequence[str]) -> PoolIndex:
+        """The index of ``nodes`` (made on first use; ``ValueError`` when they mix inference and training)."""
+        key = tuple(nodes)
+        got = self.pools.get(key)
+        if got is None:
+            kinds = {n in self.inference for n in key}
+            if len(kinds) > 1:
+                raise ValueError("a pool of StateBuilder holds inference or training servers, not both")
+            got = self.pools[key] = PoolIndex(key, self.free, kinds == {True})
+        return got
+
+    def _change(self, node: str, delta: int) -> None:
+        old = self.free[node]
+        self.free[node] = old + delta
+        for index in self.pools.values():
+            if node in index.pos:
+                index.update(node, old, old + delta)
+
+    def _place(self, job: Job, pool: PoolIndex, count: int, avoid: set[str]) -> dict[str, int] | None:
+        """``count`` workers of ``job`` on ``pool`` outside ``avoid``, each on a node with room for it: one the
+        job already uses with probability :data:`LOCALITY` when there is one, else one drawn uniformly (the
+        draws of a scan over the pool in its order, without the scan: ``tests/rounds/test_lyra_state_index.py``)."""
+        g = math.ceil(job.gpus_per_worker / self.factor - 1e-9) if pool.inference else job.gpus_per_worker
+        holding = pool.holding(g)
+        # nodes of ``holding`` that are no candidates: avoided, or short of room once this job's shares count
+        avoided = sorted(pool.pos[n] for n in avoid if n in pool.pos and self.free[n] >= g)
         shares: dict[str, int] = {}
         for _ in range(count):
-            cand = [n for n in nodes if n not in avoid and self.free[n] - shares.get(n, 0) >= self.worker_gpus(job, n)]
-            if not cand:
+            out = set(avoided)
+            out.update(pool.pos[n] for n, s in shares.items() if self.free[n] >= g > self.free[n] - s)
+            if len(holding) <= len(out):
                 return None
-            mine = [n for n in cand if n in shares]
-            n = mine[0] if mine and self.rng.random() < LOCALITY else cand[int(self.rng.integers(len(cand)))]
-            shares[n] = shares.get(n, 0) + self.worker_gpus(job, n)
+            mine = sorted(pool.pos[n] for n, s in shares.items() if self.free[n] - s >= g)
+            if mine and self.rng.random() < LOCALITY:
+                n = pool.nodes[mine[0]]
+            else:
+                k = int(self.rng.integers(len(holding) - len(out)))
+                for skip in sorted(bisect.bisect_left(holding, i) for i in out):
+                    if skip > k:
+                        break
+                    k += 1
+                n = pool.nodes[holding[k]]
+            shares[n] = shares.get(n, 0) + g
         return shares
 
     def add_running(self, job: Job, nodes: Sequence[str], workers: int | None = None) -> bool:
         """Place ``job`` with ``workers`` workers (default: random in its range) on ``nodes`` (one pool);
         False (nothing changes) when it does not fit."""
+        return self._add(job, self.pool(nodes), workers)
+
+    def _add(self, job: Job, pool: PoolIndex, workers: int | None = None) -> bool:
         w = workers if workers is not None else int(self.rng.integers(base_workers(job), max_workers(job) + 1))
-        base = self._place(job, nodes, base_workers(job), set())
+        base = self._place(job, pool, base_workers(job), set())
         if base is None:
             return False
         for n, g in base.items():
-            self.free[n] -= g
+            self._change(n, -g)
         flex: dict[str, int] = {}
         extra = w - base_workers(job)
         if extra > 0:
-            on_inference = any(n in self.inference for n in base)
-            got = self._place(job, nodes, extra, set(base) if on_inference else set())
+            got = self._place(job, pool, extra, set(base) if pool.inference else set())
             if got is None:
-                got = self._place(job, nodes, extra, set())
+                got = self._place(job, pool, extra, set())
             if got is None:
                 for n, g in base.items():
-                    self.free[n] += g
+                    self._change(n, g)
                 return False
             flex = got
             for n, g in flex.items():
-                self.free[n] -= g
+                self._change(n, -g)
         shares = dict(base)
         for n, g in flex.items():
             shares[n] = shares.get(n, 0) + g
@@ -116,10 +187,10 @@ class StateBuilder:
     def fill(self, nodes: Sequence[str], occupancy: float, elastic_share: float, prefix: str,
              fungible_only: bool = False, tries: int = 10_000) -> None:
         """Add running jobs on ``nodes`` until ``occupancy`` of their GPUs are held (or ``tries`` fail)."""
-        total = sum(self.free[n] for n in nodes)
-        target = total * (1.0 - occupancy)
+        pool = self.pool(nodes)
+        target = pool.total * (1.0 - occupancy)
         misses = 0
-        while sum(self.free[n] for n in nodes) > target and misses < 50 and tries > 0:
+        while pool.total > target and misses < 50 and tries > 0:
             tries -= 1
             elastic = bool(self.rng.random() < elastic_share)
             job = random_job(self.rng, f"{prefix}{len(self.jobs):04d}", elastic)
@@ -128,7 +199,7 @@ class StateBuilder:
                 job = Job(job.name, job.model, job.requested_gpus, job.total_iterations, min_gpus=job.min_gpus,
                           max_gpus=job.max_gpus, gpus_per_worker=job.gpus_per_worker, fungible=True,
                           checkpointing=job.checkpointing)
-            misses = 0 if self.add_running(job, nodes) else misses + 1
+            misses = 0 if self._add(job, pool) else misses + 1
 
 
 def lyra_state(seed: int, servers: int, training: int, jobs: int, occupancy: float, elastic: float,
@@ -185,4 +256,4 @@ def allocatable_gpus(builder: StateBuilder) -> float:
     return float(sum(g * (builder.factor if n in builder.inference else 1.0) for n, g in gpus.items()))
 
 
-__all__ = ["ELASTIC_MODELS", "INELASTIC_MODELS", "StateBuilder", "allocatable_gpus", "lyra_state", "random_job"]
+__all__ = ["ELASTIC_MODELS", "INELASTIC_MODELS", "PoolIndex", "StateBuilder", "allocatable_gpus", "lyra_state", "random_job"]

@@ -201,7 +201,8 @@ class LyraRound(RoundProblem):
 
     def idle_gpus(self) -> dict[str, int]:
         """GPUs per node that neither a running job nor outside work holds (every node)."""
-        out = {n.name: self.free(n.name).gpus for n in self.cluster.nodes}
+        occupied = {n: s.gpus for n, s in self.occupied}   # as free(n).gpus counts them, without a share per node
+        out = {n.name: n.num_gpus - occupied.get(n.name, 0) for n in self.cluster.nodes}
         for a in self.running:
             for n, s in a.placement.shares:
                 out[n] -= s.gpus

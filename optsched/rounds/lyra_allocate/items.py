@@ -16,7 +16,7 @@ from typing import Mapping
 
 import numpy as np
 
-from optsched.rounds.lyra.jobs import base_workers, is_elastic, max_workers, running_time
+from optsched.rounds.lyra.jobs import SUBLINEAR_LOSS, base_workers, is_elastic, max_workers, running_time
 from optsched.rounds.lyra.problem import LyraRound
 
 
@@ -38,35 +38,50 @@ class Items:
     def value_of(self, extra: dict[str, int]) -> float:
         """Total value of giving each job ``extra[job]`` flexible workers (0 or absent: none)."""
         total = 0.0
+        if not any(extra.values()):
+            return total
+        first: dict[tuple[int, int], float] = {}   # (group, workers added) -> value of its first item
+        for key, v in zip(zip(self.group.tolist(), self.extra.tolist()), self.value.tolist()):
+            first.setdefault(key, v)
         for g, job in enumerate(self.jobs):
             k = extra.get(job, 0)
             if k:
-                total += float(self.value[(self.group == g) & (self.extra == k)][0])
+                total += first[(g, k)]
         return total
 
 
 def flexible_items(problem: LyraRound, base: Mapping[str, int]) -> Items:
     """The items of the elastic jobs among ``base`` (job -> workers it has before phase two: ``w_min``,
-    or more for a running job whose workers all count as base; module docstring)."""
-    groups, extras, weights, values, names = [], [], [], [], []
+    or more for a running job whose workers all count as base; module docstring). The running times of
+    all items are computed at once, with the operations of :func:`~optsched.rounds.lyra.jobs.running_time`
+    in its order (the same floats)."""
+    names, t0s, starts, bases, tops, gpws, remaining = [], [], [], [], [], [], []
     for name, start in base.items():
         job = problem.job(name)
         if not is_elastic(job) or start >= max_workers(job):
             continue
         base_w, top = max(start, base_workers(job)), max_workers(job)
-        ks = np.arange(1, top - base_w + 1)
-        t0 = running_time(job, base_w, problem.scaling)
-        t = np.array([running_time(job, base_w + k, problem.scaling) for k in ks])
-        groups.append(np.full(ks.size, len(names)))
-        extras.append(ks)
-        weights.append(ks * job.gpus_per_worker)
-        values.append(t0 - t)
         names.append(name)
+        t0s.append(running_time(job, base_w, problem.scaling))
+        starts.append(base_w)
+        bases.append(base_workers(job))
+        tops.append(top - base_w)
+        gpws.append(job.gpus_per_worker)
+        remaining.append(job.remaining_iterations)
     if not names:
         empty = np.zeros(0, dtype=np.int64)
         return Items((), empty, empty, empty, np.zeros(0))
-    return Items(tuple(names), np.concatenate(groups), np.concatenate(extras), np.concatenate(weights),
-                 np.concatenate(values))
+    sizes = np.array(tops, dtype=np.int64)
+    group = np.repeat(np.arange(len(names)), sizes)
+    first = np.cumsum(sizes) - sizes
+    ks = np.arange(group.size, dtype=np.int64) - first[group] + 1
+    workers = np.array(starts, dtype=np.int64)[group] + ks
+    own = np.array(bases, dtype=np.int64)[group]
+    gpw = np.array(gpws, dtype=np.int64)[group]
+    eff = 1.0 if problem.scaling == "linear" else 1.0 - SUBLINEAR_LOSS
+    rate = gpw * (np.minimum(workers, own) + eff * np.maximum(workers - own, 0))
+    t = np.array(remaining)[group] / rate
+    return Items(tuple(names), group, ks, ks * gpw, np.array(t0s)[group] - t)
 
 
 def placed_value(problem: LyraRound, base: Mapping[str, int], held: Mapping[str, int]) -> float:

@@ -61,8 +61,10 @@ def pools_of(problem: PlacementRound, job: str, lyra: bool) -> tuple[str, ...]:
 
 def _scale_in(problem: PlacementRound, job: str, target: int) -> dict[str, int]:
     """The flexible GPUs per node a running job keeps for ``target`` workers (fewest-first removal)."""
-    j = problem.job(job)
     flex = problem.flexible_of(job)
+    if not flex:   # nothing to keep or drop
+        return {}
+    j = problem.job(job)
     base = sum(g // problem.worker_gpus(j, n) for n, g in problem.base_of(job).items())
     keep = max(0, target - base)
     have = sum(g // problem.worker_gpus(j, n) for n, g in flex.items())
