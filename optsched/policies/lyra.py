@@ -60,8 +60,6 @@ from optsched.core.decision import Decision, JobAllocations, JobDecision, relati
 from optsched.core.events import ServerReturn
 from optsched.core.errors import ValidationError
 from optsched.core.round import RoundProblem
-from optsched.formulations import lyra_mckp, lyra_placement
-from optsched.formulations import lyra_reclaim as reclaim_model
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, Solution
 from optsched.heuristics.lyra_placement import best_fit_decreasing, placement_within
 from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one
@@ -164,6 +162,8 @@ class ReclaimExact(ExactKind[LyraReclaimRound, ReclaimContext, Sequence[int]]):
     def solve(self, ctx: ReclaimContext, warm: WarmStart[Sequence[int]] | None, *, time_limit: float, seed: int,
               workers: int, backend: str, cold: bool = False,
               trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        from optsched.formulations import lyra_reclaim as reclaim_model  # OR-Tools on use (issue 26, item 4)
+
         return reclaim_model.solve(ctx.view, ctx.count, time_limit=time_limit, seed=seed, workers=workers,
                                    hint=hint_of(warm, cold))
 
@@ -290,6 +290,8 @@ class Allocator:
                 status, bound = _weaker(status, "heuristic-fallback"), None
             elif self.scaler == "exact":
                 share = (deadline.remaining() - build) / (len(solved) - n)   # the pools left share the time left
+                from optsched.formulations import lyra_mckp  # OR-Tools on use (issue 26, item 4)
+
                 sol = lyra_mckp.solve(items, cap, time_limit=max(share, MIN_SOLVER_SECONDS),
                                       seed=self.seed, workers=self.workers, hint=got)
                 notes.append(f"{pool}: {sol.size.variables} items")
@@ -420,6 +422,8 @@ class PlacementExact(ExactKind[PlacementRound, PlacementRound, WorkerPlacement])
     def solve(self, ctx: PlacementRound, warm: WarmStart[WorkerPlacement] | None, *, time_limit: float, seed: int,
               workers: int, backend: str, cold: bool = False,
               trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        from optsched.formulations import lyra_placement  # OR-Tools on use (issue 26, item 4)
+
         return lyra_placement.solve(ctx, lyra=self.groups, time_limit=time_limit, seed=seed, workers=workers,
                                     hint=hint_of(warm, cold))
 

@@ -10,6 +10,7 @@ import pytest
 
 from optsched.core.decision import Decision
 from optsched.core.round import RoundProblem
+from optsched.formulations import lyra_mckp
 from optsched.policies import PolicyOptions, make_policy, methods_of
 from optsched.rounds.lyra.jobs import base_workers, max_workers
 from optsched.rounds.lyra_allocate import generate_allocate_round
@@ -85,15 +86,13 @@ def test_allocate_exact_shares_time_and_keeps_the_weaker_status(monkeypatch: pyt
     """Each pool's solver gets its share of the time left (the training pool half of it), and a
     training pool answered by the dynamic program (the solver found nothing) leaves the whole plan
     ``heuristic-fallback`` though the inference pool is solved optimally."""
-    import optsched.policies.lyra as lyra_policies
-    from optsched.formulations import lyra_mckp
     real, limits = lyra_mckp.solve, []
 
     def first_fails(items, capacity, *, time_limit, **kw):  # noqa: ANN001, ANN003, ANN202
         limits.append(time_limit)
         sol = real(items, capacity, time_limit=time_limit, **kw)
         return dataclasses.replace(sol, status="unknown", objective=None, bound=None) if len(limits) == 1 else sol
-    monkeypatch.setattr(lyra_policies.lyra_mckp, "solve", first_fails)
+    monkeypatch.setattr(lyra_mckp, "solve", first_fails)
     p = _two_pool_round()
     d = make_policy("exact", PolicyOptions(time_limit=20), kind="lyra-allocate").decide(p)
     assert len(limits) == 2 and limits[0] <= 10.0 and limits[1] > 10.0
