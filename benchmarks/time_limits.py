@@ -3,6 +3,7 @@ growing size, each solve's wall time over its ``--time-limit``.
 
     python benchmarks/time_limits.py [--sizes 2000,20000] [--kinds rubick,crius,...] [--methods ...]
                                      [--backends cpsat,cbc,highs] [--partitions 4] [--limit 1] [--seed 0]
+                                     [--via library|cli]
 
 For each kind and each size N one round is generated (seed ``--seed``), its size set by N as
 :data:`SIZE_RULES` says per kind: the kinds whose generator takes ``jobs`` get N jobs on a cluster scaled
@@ -19,19 +20,27 @@ clock_start=t0)``, deferring unreachable guarantees where the method takes that 
 before the call: generation and parsing are not counted, nor Python's start-up: ``optsched solve`` adds
 reading the round, about 18 us a Rubick job, and writing the decision), the methods that solve a MILP once per
 back end of ``--backends``, and with ``--partitions K`` once more partitioned into K parts where the kind has a
-partitioner. Columns: kind, method, backend, partitions, size (N), ``round_jobs`` (jobs in the generated
-round; ``-`` for the kinds without jobs), limit_s, wall_s, ``wall_over_limit`` (the property: at most 1.2),
-status, and the decision's objective. Writes ``benchmarks/out/time_limits.csv``. Generating the Lyra kinds'
-rounds takes about 5 s for 20,000 jobs and 30 s for 100,000 (issue 26: before the generator's pool indices,
-80-90 s for 20,000), the Rubick kind's 27 s for 100,000; the default size is smaller.
+partitioner. With ``--via cli`` each solve is instead the command ``python -m optsched.cli solve FILE
+--time-limit L --out ...`` on the round written to a file, one process a solve, timed from its start to its end
+(reading the round and writing the decision included); Python's start-up, the least wall of 5 runs of
+``python -m optsched.cli --version``, is taken off (the issue's "plus Python start-up for the CLI"). Columns:
+via, kind, method, backend, partitions, size (N), ``round_jobs`` (jobs in the generated round; ``-`` for the
+kinds without jobs), limit_s, wall_s, startup_s, ``wall_over_limit`` = (wall_s - startup_s) / limit_s (the
+property: at most 1.2), status, and the decision's objective. Writes ``benchmarks/out/time_limits.csv``.
+Generating the Lyra kinds' rounds takes about 5 s for 20,000 jobs and 30 s for 100,000 (issue 26: before the
+generator's pool indices, 80-90 s for 20,000), the Rubick kind's 27 s for 100,000; the default size is smaller.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import math
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -87,6 +96,60 @@ def runs(kind: str, methods: list[str], backends: list[str], partitions: int | N
     return out
 
 
+def in_process(problem: object, method: str, limit: float, backend: str, parts: int | None,
+               defer: bool) -> tuple[float, str, str]:
+    """(wall seconds, status, objective) of ``optsched.solve`` on ``problem``, timed from just before the call."""
+    t0 = time.perf_counter()
+    try:
+        d = optsched.solve(problem, method, limit, seed=0, clock_start=t0, backend=backend,  # type: ignore[arg-type]
+                           partitions=parts, **({DEFER: True} if defer else {}))
+        status, objective = d.status, f"{d.objective:.4g}"
+    except optsched.OptschedError as exc:
+        status, objective = f"error: {type(exc).__name__}", "-"
+    return time.perf_counter() - t0, status, objective
+
+
+def _round_file(problem: object) -> str:
+    """``problem``'s JSON in a temporary file (its path)."""
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="optsched-round-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(problem.to_dict(), f)  # type: ignore[attr-defined]
+    return path
+
+
+def by_command(round_file: str, method: str, limit: float, backend: str, parts: int | None,
+               defer: bool) -> tuple[float, str, str]:
+    """(wall seconds, status, objective) of ``python -m optsched.cli solve`` on ``round_file``: the whole process,
+    Python's start-up included (module docstring)."""
+    fd, out = tempfile.mkstemp(suffix=".json", prefix="optsched-decision-")
+    os.close(fd)
+    cmd = [sys.executable, "-m", "optsched.cli", "solve", round_file, "--method", method, "--time-limit", f"{limit:g}",
+           "--backend", backend, "--out", out, *(["--partitions", str(parts)] if parts else []),
+           *(["--defer-unreachable"] if defer else [])]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    try:
+        if done.returncode != 0:
+            return wall, f"error: rc {done.returncode}: {done.stderr.strip().splitlines()[-1][:80]}", "-"
+        with open(out) as f:
+            d = json.load(f)
+        return wall, d["status"], f"{d['objective']:.4g}"
+    finally:
+        os.unlink(out)
+
+
+def python_startup() -> float:
+    """Seconds ``python -m optsched.cli --version`` takes, the least of 5 runs: Python's start-up as the command
+    pays it (module docstring)."""
+    walls = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "optsched.cli", "--version"], capture_output=True, check=True)
+        walls.append(time.perf_counter() - t0)
+    return min(walls)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="2000", help="comma-separated sizes N (job counts; SIZE_RULES for the others)")
@@ -96,7 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=None, help="also solve partitioned into K parts")
     ap.add_argument("--limit", type=float, default=1.0, help="--time-limit of every solve, seconds")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--via", choices=("library", "cli"), default="library",
+                    help="solve in this process (optsched.solve) or by the command, one process a solve")
     args = ap.parse_args(argv)
+    startup = python_startup() if args.via == "cli" else 0.0
+    if args.via == "cli":
+        sys.stdout.write(f"python -m optsched.cli --version: {startup:.2f} s (the start-up taken off each wall)\n")
     kinds = args.kinds.split(",") if args.kinds else [
         k for k in round_kinds() if "jobs" in inspect.signature(round_kind(k).generate).parameters or k in SIZE_RULES]
     rows = []
@@ -107,24 +175,24 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(f"{kind} size {size}: generated in {time.perf_counter() - t:.1f} s\n")
             methods = args.methods.split(",") if args.methods else list(methods_of(kind))
             methods = [m for m in methods if m in methods_of(kind)]
+            round_file = _round_file(problem) if args.via == "cli" else None
             for method, backend, parts in runs(kind, methods, args.backends.split(","), args.partitions):
-                t0 = time.perf_counter()
-                try:
-                    extras = {DEFER: True} if DEFER in registered(kind, method).extras else {}
-                    d = optsched.solve(problem, method, args.limit, seed=0, clock_start=t0, backend=backend,
-                                       partitions=parts, **extras)
-                    status, objective = d.status, f"{d.objective:.4g}"
-                except optsched.OptschedError as exc:
-                    status, objective = f"error: {type(exc).__name__}", "-"
-                wall = time.perf_counter() - t0
+                defer = DEFER in registered(kind, method).extras
+                if round_file is None:
+                    wall, status, objective = in_process(problem, method, args.limit, backend, parts, defer)
+                else:
+                    wall, status, objective = by_command(round_file, method, args.limit, backend, parts, defer)
+                over = (wall - startup) / args.limit
                 held = getattr(problem, "jobs", None)
-                rows.append((kind, method, backend, parts or "", size, "-" if held is None else len(held),
-                             f"{args.limit:g}", f"{wall:.2f}", f"{wall / args.limit:.2f}", status, objective))
+                rows.append((args.via, kind, method, backend, parts or "", size, "-" if held is None else len(held),
+                             f"{args.limit:g}", f"{wall:.2f}", f"{startup:.2f}", f"{over:.2f}", status, objective))
                 sys.stdout.write(f"  {method} {backend}{f' K={parts}' if parts else ''}: {wall:.2f} s "
-                                 f"({wall / args.limit:.2f}x), {status}\n")
+                                 f"({over:.2f}x), {status}\n")
                 sys.stdout.flush()
-    emit(("kind", "method", "backend", "partitions", "size", "round_jobs", "limit_s", "wall_s", "wall_over_limit",
-          "status", "objective"), rows, "time_limits.csv")
+            if round_file is not None:
+                os.unlink(round_file)
+    emit(("via", "kind", "method", "backend", "partitions", "size", "round_jobs", "limit_s", "wall_s", "startup_s",
+          "wall_over_limit", "status", "objective"), rows, "time_limits.csv")
     return 0
 
 
