@@ -37,8 +37,8 @@ def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFA
     a kind's own, such as Rubick's reconfiguration penalty above its preemption penalty) are named in the decision's
     message, each as ``warning: ...``. ``cancel``: an event the caller sets when it no longer wants the answer (the
     service, when its client hangs up); from then on the call has no time left and returns soon, with what a limit
-    cut short returns (:mod:`optsched.core.deadline`, "Cancellation": the parts of a partitioned solve and the MILP
-    back ends' solver processes still stop only at their limits)."""
+    cut short returns (:mod:`optsched.core.deadline`, "Cancellation": the parts of a partitioned solve and HiGHS run
+    in-process through ``highspy`` still stop only at their limits; a CBC or ``highs`` solver process is killed)."""
     if not isinstance(problem, RoundProblem):
         raise ValidationError(f"solve: problem must be a RoundProblem, got {type(problem).__name__}")
     options = PolicyOptions(time_limit=time_limit, seed=seed, workers=workers, perf_models=perf_models, extras=extras,
