@@ -241,6 +241,9 @@ class ExactPolicy:
 
     def _decide(self, problem: RoundProblem) -> Decision:
         c, t0, limit = self.contract, time.perf_counter(), self.time_limit
+        # OR-Tools (0.2-0.3 s on first use, pandas with it) is imported before the solver's share is measured,
+        # not inside it: every exact model is a CP-SAT model (issue 26: a first exact solve ran 1.3x its limit)
+        import optsched.formulations.cpsat  # noqa: F401
         deadline = c.deadline(limit, self.clock_start, problem)
         ctx = c.prepare(problem, deadline)
         warm: WarmStart[Any] | None = None
