@@ -50,6 +50,7 @@ import dataclasses
 import functools
 import gc
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Mapping, Sequence, TypeVar
 
@@ -83,6 +84,7 @@ from optsched.rounds.placement import PlacementRound
 from optsched.rounds.placement.evaluate import objective as placement_objective
 from optsched.rounds.placement.evaluate import placement_decision
 from optsched.rounds.placement.payload import WorkerPlacement
+from optsched.rounds.placement.start import pools_of, start_state
 
 _Decide = TypeVar("_Decide", bound=Callable[..., Decision])
 
@@ -365,6 +367,10 @@ for _name, _build, _summary in (
 #: seconds per job a placement keeps for its decision (the rules' check, the objective): 5-7 us measured
 #: on 32,655 jobs, with a margin
 PLACE_FINISH_S_PER_JOB = 1.6e-5
+#: seconds to build, hint and load the exact placement model per (job to place, server of a pool it may use):
+#: 37-55 us measured on 16,000 and 66,720 pairs (generated rounds of 200 and 400 jobs); at 2,000 jobs (1.77
+#: million pairs) the model took 130 s to build and load at a 1 s limit (issue 26)
+PLACE_MODEL_S_PER_PAIR = 5e-5
 
 
 def _cut_note(skipped: Sequence[str]) -> str:
@@ -429,6 +435,13 @@ class PlacementExact(ExactKind[PlacementRound, PlacementRound, WorkerPlacement])
 
     def describe(self, sol: Solution) -> str:
         return _model_note(sol)
+
+    def model_seconds(self, ctx: PlacementRound) -> float:
+        """The model has two integers, a constraint and a hint per (job to place, server of a pool it may use)
+        (:mod:`optsched.formulations.lyra_placement`): :data:`PLACE_MODEL_S_PER_PAIR` each."""
+        servers = Counter(ctx.pool(n) for n in ctx.usable_nodes)
+        pairs = sum(servers[pool] for name, _, _ in start_state(ctx).todo for pool in pools_of(ctx, name, self.groups))
+        return PLACE_MODEL_S_PER_PAIR * pairs
 
     def assemble(self, ctx: PlacementRound, warm: WarmStart[WorkerPlacement] | None, answer: WorkerPlacement,
                  outcome: Outcome, method: str) -> Decision:
