@@ -37,13 +37,16 @@ nothing in time, or a worse solution, the warm start is the answer (status ``"fe
 pulp before 3.3, a variable in no constraint and not in the objective is not in the MILP; it takes its
 hint, or the value of its domain closest to 0.)
 
-Every call has a time limit (seconds, the translation included; the solver gets what is left, at least
-:data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS`). CBC and ``HiGHS_CMD`` run as
-subprocesses through pulp, which cannot kill them: like CP-SAT they check the clock themselves, and a
-large model may overrun the limit by the time they take to read it. CBC's limit is therefore what is
-left less the time pulp needs around it, estimated from what was measured: writing the MPS file and
-reading the solution back are each taken to cost as long as building the pulp model did
-(:func:`to_pulp`, measured), plus :data:`CBC_START_S` to start the process.
+Every call has a time limit (seconds, the translation included, which looks at the clock as it goes; the
+solver gets what is left, at least :data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS`, and when not
+even that is left the solver is not started: the warm start stands). CBC and ``HiGHS_CMD`` run as
+subprocesses through pulp; like CP-SAT they check the clock themselves, and a large model may overrun the
+limit by the time they take to read it, so a process still running at the end of the whole call's limit is
+killed (:mod:`optsched.formulations.hard_stop`; the warm start stands). CBC's limit is what is left less the
+time pulp needs around it, estimated from what was measured: writing the MPS file and reading the solution
+back are each taken to cost as long as building the pulp model did (:func:`to_pulp`, measured), plus
+:data:`CBC_START_S` to start the process; HiGHS through ``highspy`` gets what is left less twice that build
+too (pulp hands it the model row by row in Python, then reads every value back).
 
 **Reproducibility.** CBC and HiGHS stop on wall-clock time, so with the same seed their answer to a
 model they cannot finish within the limit varies between runs (with the machine's load); CP-SAT with
@@ -569,8 +572,9 @@ def solve_milp(model: cp_model.CpModel, backend: str, time_limit: float,
         for i, x in enumerate(xs):
             x.setInitialValue(int(fill[i]))
     left = max(MIN_SOLVER_SECONDS, time_limit - (time.perf_counter() - t0))
-    if cbc is not None and left - 2 * export_s - CBC_START_S < MIN_SOLVER_SECONDS:
-        return _warm_only(form, fill, warm, t0, backend)  # CBC would not start, read and stop in time
+    if (cbc is not None and left - 2 * export_s - CBC_START_S < MIN_SOLVER_SECONDS) or \
+            (highs == "api" and left - 2 * export_s < MIN_SOLVER_SECONDS):
+        return _warm_only(form, fill, warm, t0, backend)  # the solver would not get the model, solve and answer
     used = {v.name for v in prob.variables()}
     if not used:  # nothing for a solver to do
         status = "infeasible" if form.violations(fill) else "optimal"
@@ -588,8 +592,8 @@ def solve_milp(model: cp_model.CpModel, backend: str, time_limit: float,
                 kwargs["threads"] = threads
             solver = cbc(**kwargs)
         elif highs == "api":
-            solver = _highs_api_solver(left, threads, {xs[i]: xs[i].varValue for i in range(len(xs))}
-                                       if warm else None)
+            solver = _highs_api_solver(max(MIN_SOLVER_SECONDS, left - 2 * export_s), threads,
+                                       {xs[i]: xs[i].varValue for i in range(len(xs))} if warm else None)
         else:
             solver = pulp.HiGHS_CMD(msg=False, timeLimit=left, warmStart=warm, gapRel=0.0,
                                     threads=threads if threads > 1 else None)
