@@ -40,6 +40,11 @@ from optsched.perf.moe_routing import RoutingTrace
 DEFAULT_PATH_LENGTH = 3
 
 
+#: tokens x experts of the distributions :func:`estimate_popularity` holds at once (8 bytes each, three arrays:
+#: 100 MiB a chunk); a larger batch is estimated a chunk of tokens at a time (1,000,000 tokens of 1,024
+#: experts held whole took more than 24 GB, issue 26)
+ESTIMATE_CELLS = 1 << 22
+
 def _check_k(owner: str, k: int, num_experts: int) -> None:
     require_int(owner, "top-k", k, 1)
     if k > num_experts:
@@ -146,14 +151,27 @@ def estimate_popularity(profile: PathProfile, top1: np.ndarray, layer: int, k: i
     top-1 experts up to ``layer`` are ``top1`` (module docstring): ``sum_t P_{j(t)}(e) / N_t`` over
     each token's top-``k`` experts (ties by the lower expert number)."""
     _check_k("estimate", k, profile.num_experts)
+    top1 = np.asarray(top1)
+    step = max(1, ESTIMATE_CELLS // max(profile.num_experts, 1))
+    if top1.ndim == 2 and top1.shape[0] > step:  # a large batch a chunk of tokens at a time: bounded memory
+        total = np.zeros(profile.num_experts)
+        for lo in range(0, top1.shape[0], step):
+            total += _kept(path_distributions(profile, top1[lo:lo + step], layer), k).sum(axis=0)
+        return total / top1.shape[0]
     dist = path_distributions(profile, top1, layer)
     if dist.shape[0] == 0:
         raise ValidationError("estimate: the batch has no tokens")
+    return _kept(dist, k).sum(axis=0) / dist.shape[0]
+
+
+def _kept(dist: np.ndarray, k: int) -> np.ndarray:
+    """``dist`` with each row's top-``k`` entries kept (ties by the lower expert number) and the rest 0."""
     top = np.argsort(-dist, axis=1, kind="stable")[:, :k]
     kept = np.zeros_like(dist)
     rows = np.arange(dist.shape[0])[:, None]
     kept[rows, top] = dist[rows, top]
-    return kept.sum(axis=0) / dist.shape[0]
+    return kept
+
 
 
 def device_counts(popularity: np.ndarray, num_devices: int) -> np.ndarray:

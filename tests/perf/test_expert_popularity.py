@@ -81,3 +81,21 @@ def test_bad_estimation_input() -> None:
         device_counts(np.array([0.5, -0.1]), 4)
     with pytest.raises(ValidationError, match="top-k 3 is larger"):
         needs_fine_tuning(np.ones(2), np.ones(2), k=3)
+
+
+def test_a_large_batch_is_estimated_in_chunks_of_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: the estimate held a tokens x experts distribution three times over (1,000,000 tokens of 1,024
+    experts: more than 24 GB, killed); a batch above ``ESTIMATE_CELLS`` is estimated a chunk of tokens at a time,
+    to the same popularity up to the order of the sum."""
+    import optsched.perf.expert_popularity as pop
+    from optsched.perf.moe_routing import SyntheticRouter
+
+    router = SyntheticRouter.create(16, 6, 0)
+    profile = pop.profile_paths(router.sample(4, 512, 1), 2)
+    batch = router.sample(1, 3000, 2)
+    for k in (1, 2):
+        whole = pop.estimate_popularity(profile, batch.top1, 3, k=k)
+        monkeypatch.setattr(pop, "ESTIMATE_CELLS", 16 * 250)  # chunks of 250 tokens
+        chunked = pop.estimate_popularity(profile, batch.top1, 3, k=k)
+        monkeypatch.undo()
+        assert np.allclose(chunked, whole, rtol=1e-12, atol=0)
