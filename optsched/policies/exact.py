@@ -241,9 +241,6 @@ class ExactPolicy:
 
     def _decide(self, problem: RoundProblem) -> Decision:
         c, t0, limit = self.contract, time.perf_counter(), self.time_limit
-        # OR-Tools (0.2-0.3 s on first use, pandas with it) is imported before the solver's share is measured,
-        # not inside it: every exact model is a CP-SAT model (issue 26: a first exact solve ran 1.3x its limit)
-        import optsched.formulations.cpsat  # noqa: F401
         deadline = c.deadline(limit, self.clock_start, problem)
         ctx = c.prepare(problem, deadline)
         warm: WarmStart[Any] | None = None
@@ -265,6 +262,10 @@ class ExactPolicy:
                 f"no time left within {limit:g} s to build the model (about {build_s:.2g} s) and solve it")
             return decision(warm.answer, "heuristic-fallback" if warm.complete else "partial",
                             join_notes(note, warm.message))
+        # OR-Tools (0.2-0.3 s on first use, pandas with it) is imported when a solver runs, before its share of the
+        # limit is measured: every exact model is a CP-SAT model (issue 26: a first exact solve ran 1.3x its limit)
+        import optsched.formulations.cpsat  # noqa: F401
+
         sol = c.solve(ctx, warm, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
                       workers=self.workers, backend=self.backend)
         note = c.describe(sol)

@@ -287,12 +287,12 @@ class Allocator:
             dp_total += value
             dp_extra.update(got)
             build = MCKP_BUILD_S_PER_ITEM * items.size   # the model is built before the solver's clock runs
-            if self.scaler == "exact":  # OR-Tools on use, before the time left is measured (issue 26, item 4)
-                from optsched.formulations import lyra_mckp
             if self.scaler == "exact" and deadline.expired(reserve=MIN_SOLVER_SECONDS + build):
                 notes.append(f"{pool}: no time left for the solver within {self.time_limit:g} s")
                 status, bound = _weaker(status, "heuristic-fallback"), None
             elif self.scaler == "exact":
+                from optsched.formulations import lyra_mckp  # OR-Tools on use, before the time left is measured
+
                 share = (deadline.remaining() - build) / (len(solved) - n)   # the pools left share the time left
                 sol = lyra_mckp.solve(items, cap, time_limit=max(share, MIN_SOLVER_SECONDS),
                                       seed=self.seed, workers=self.workers, hint=got)
