@@ -114,6 +114,7 @@ class CriusExact(ExactKind[CriusRound, CriusContext, Mapping[str, Choice]]):
     :func:`~optsched.rounds.crius.feasibility.violations`."""
 
     problem_type: ClassVar[type[RoundProblem]] = CriusRound
+    formulation: ClassVar[str] = "optsched.formulations.crius_round"
 
     cache: CriusTableCache = field(default_factory=CriusTableCache, compare=False, repr=False)
 

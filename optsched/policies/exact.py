@@ -35,6 +35,7 @@ same contract.
 
 from __future__ import annotations
 
+import importlib
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
@@ -125,6 +126,9 @@ class ExactKind(ABC, Generic[P, C, A]):
     problem_type: ClassVar[type[RoundProblem]]
     #: where the model's :class:`~optsched.formulations.solution.Solution` keeps its answer
     answer_key: ClassVar[str] = "choices"
+    #: the module of the kind's model, imported by the driver when a solver runs, before the solver's share of
+    #: the limit is measured (OR-Tools, and pulp and SciPy for the MILP back ends: 0.3-0.6 s on first use)
+    formulation: ClassVar[str] = "optsched.formulations.cpsat"
 
     @property
     def kind(self) -> str:
@@ -262,10 +266,9 @@ class ExactPolicy:
                 f"no time left within {limit:g} s to build the model (about {build_s:.2g} s) and solve it")
             return decision(warm.answer, "heuristic-fallback" if warm.complete else "partial",
                             join_notes(note, warm.message))
-        # OR-Tools (0.2-0.3 s on first use, pandas with it) is imported when a solver runs, before its share of the
-        # limit is measured: every exact model is a CP-SAT model (issue 26: a first exact solve ran 1.3x its limit)
-        import optsched.formulations.cpsat  # noqa: F401
-
+        # the model's module (OR-Tools, pandas with it, pulp) is imported when a solver runs, before its share of
+        # the limit is measured (issue 26: a first exact solve in a process ran 1.2-1.3x its limit)
+        importlib.import_module(c.formulation)
         sol = c.solve(ctx, warm, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
                       workers=self.workers, backend=self.backend)
         note = c.describe(sol)

@@ -66,6 +66,7 @@ class ExpertsExact(ExactKind[ExpertsRound, ExpertsRound, ReplicaPlan]):
     should Lina's break a rule of the round) warm-starts the model; objectives are ``-makespan``."""
 
     problem_type: ClassVar[type[RoundProblem]] = ExpertsRound
+    formulation: ClassVar[str] = "optsched.formulations.expert_packing"
     answer_key: ClassVar[str] = "plan"
 
     def prepare(self, problem: ExpertsRound, deadline: Deadline) -> ExpertsRound:

@@ -149,6 +149,7 @@ class ReclaimExact(ExactKind[LyraReclaimRound, ReclaimContext, Sequence[int]]):
     """The exact selection warm-started by Lyra's heuristic, for the driver (module docstring)."""
 
     problem_type: ClassVar[type[RoundProblem]] = LyraReclaimRound
+    formulation: ClassVar[str] = "optsched.formulations.lyra_reclaim"
     answer_key: ClassVar[str] = "servers"
 
     def deadline(self, time_limit: float, clock_start: float | None, problem: LyraReclaimRound) -> Deadline:
@@ -411,6 +412,7 @@ class PlacementExact(ExactKind[PlacementRound, PlacementRound, WorkerPlacement])
     the driver (module docstring)."""
 
     problem_type: ClassVar[type[RoundProblem]] = PlacementRound
+    formulation: ClassVar[str] = "optsched.formulations.lyra_placement"
     answer_key: ClassVar[str] = "placement"
 
     groups: bool = False

@@ -70,6 +70,7 @@ class CommExact(ExactKind[MoECommRound, MoECommRound, Timeline]):
     timeline, the hint the faster of :data:`HINT_RULES`; objectives are ``-step ms``."""
 
     problem_type: ClassVar[type[RoundProblem]] = MoECommRound
+    formulation: ClassVar[str] = "optsched.formulations.moe_comm_schedule"
     answer_key: ClassVar[str] = "timeline"
 
     def prepare(self, problem: MoECommRound, deadline: Deadline) -> MoECommRound:

@@ -266,6 +266,7 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
     warm start's admission (who is deferred) binds the model."""
 
     problem_type: ClassVar[type[RoundProblem]] = RubickRound
+    formulation: ClassVar[str] = "optsched.formulations.rubick_round"
 
     perf: PerfSource = field(default_factory=PerfSource, compare=False)
     cache: RoundTableCache = field(default_factory=RoundTableCache, compare=False, repr=False)
