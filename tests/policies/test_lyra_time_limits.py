@@ -23,8 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from time_limits import scaled_round  # noqa: E402
 
 LIMIT_S = 0.2
-#: beyond 1.2 x the limit: a loaded test machine (the benchmark's table is the measurement)
-MARGIN_S = 0.15
+#: beyond 1.2 x the limit: a loaded test machine (the benchmark's table is the measurement). Late in the full
+#: suite's process these calls run 2-3x slower than alone (placement ``exact`` at 0.2 s on 6,000 jobs: 0.45 s
+#: there, 0.15-0.17 s alone), so the margin is what keeps the property checked without a flaky suite
+MARGIN_S = 0.4
 
 
 @pytest.fixture(scope="module")
