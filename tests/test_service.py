@@ -42,12 +42,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    """``optsched serve`` in a child process on a free loopback port; stopped after the module's tests."""
+@contextlib.contextmanager
+def _serving(*args: str, verbose: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``optsched [-v] serve *args`` in a child process on a free loopback port, once it answers ``/health``: (its
+    URL, the process), stopped after."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "optsched.cli", "serve", "--port", str(port), "--max-body-mb",
-                             str(MAX_BODY_MB), "--max-time-limit", "60", "--workers", "2"],
+    proc = subprocess.Popen([sys.executable, "-m", "optsched.cli", *(["-v"] if verbose else []), "serve", "--port",
+                             str(port), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -62,7 +63,7 @@ def server() -> Iterator[str]:
                 time.sleep(0.1)
         else:
             raise RuntimeError("optsched serve did not answer /health within 30 s")
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:
@@ -70,6 +71,13 @@ def server() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """``optsched serve`` shared by the module's tests."""
+    with _serving("--max-body-mb", str(MAX_BODY_MB), "--max-time-limit", "60", "--workers", "2") as (url, _):
+        yield url
 
 
 def _call(url: str, body: Any = None, *, raw: bytes | None = None) -> tuple[int, Any]:
@@ -310,32 +318,6 @@ def test_a_request_that_cannot_start_in_time_is_503_and_waiting_is_reported() ->
         with urllib.request.urlopen(req, timeout=60) as r:
             assert r.status == 200 and float(r.headers["X-Optsched-Queued-Seconds"]) >= 1.0
         second.join()
-
-
-@contextlib.contextmanager
-def _serving(*args: str, verbose: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``optsched [-v] serve *args`` in a child process on a free loopback port: (its URL, the process), stopped
-    after."""
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "optsched.cli", *(["-v"] if verbose else []), "serve", "--port",
-                             str(port), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.1)
-        yield url, proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _hang_up_mid_request(url: str, path: str, body: Any, after: float) -> None:

@@ -48,6 +48,15 @@ def _feasible_allocation(p: optsched.RoundProblem, d: Decision) -> None:
     assert used["training"] <= cap["training"] and used["inference"] <= cap["inference"]
 
 
+def _within_limit(problem: optsched.RoundProblem, method: str) -> Decision:
+    """``method``'s decision on ``problem`` at :data:`LIMIT_S`, checked to come within 1.2 x the limit (+ margin)."""
+    t0 = time.perf_counter()
+    d = optsched.solve(problem, method, LIMIT_S, clock_start=t0)
+    wall = time.perf_counter() - t0
+    assert wall <= 1.2 * LIMIT_S + MARGIN_S, (method, wall)
+    return d
+
+
 def _honest(d: Decision) -> None:
     if d.status == "partial":
         assert d.message.startswith("partial:")
@@ -57,10 +66,7 @@ def _honest(d: Decision) -> None:
 
 @pytest.mark.parametrize("method", methods_of("lyra-allocate"))
 def test_lyra_allocate_holds_a_tiny_limit(allocate_round: optsched.RoundProblem, method: str) -> None:
-    t0 = time.perf_counter()
-    d = optsched.solve(allocate_round, method, LIMIT_S, clock_start=t0)
-    wall = time.perf_counter() - t0
-    assert wall <= 1.2 * LIMIT_S + MARGIN_S, (method, wall)
+    d = _within_limit(allocate_round, method)
     _feasible_allocation(allocate_round, d)
     _honest(d)
 
@@ -87,10 +93,7 @@ def sim_round() -> optsched.RoundProblem:
 def test_the_lyra_kind_holds_a_tiny_limit(sim_round: optsched.RoundProblem, method: str) -> None:
     """The placement stops at its deadline (the rest of the decision's work kept back): jobs not reached
     wait or keep what they hold, and the decision is ``partial``, saying so per job."""
-    t0 = time.perf_counter()
-    d = optsched.solve(sim_round, method, LIMIT_S, clock_start=t0)
-    wall = time.perf_counter() - t0
-    assert wall <= 1.2 * LIMIT_S + MARGIN_S, (method, wall)
+    d = _within_limit(sim_round, method)
     assert sorted(x.job for x in d.jobs) == sorted(j.name for j in sim_round.jobs)
     usage: dict[str, int] = {}
     for x in d.jobs:
@@ -120,10 +123,7 @@ def placement_round() -> optsched.RoundProblem:
 @pytest.mark.parametrize("method", methods_of("placement"))
 def test_placement_holds_a_tiny_limit(placement_round: optsched.RoundProblem, method: str) -> None:
     from optsched.rounds.placement.evaluate import violations
-    t0 = time.perf_counter()
-    d = optsched.solve(placement_round, method, LIMIT_S, clock_start=t0)
-    wall = time.perf_counter() - t0
-    assert wall <= 1.2 * LIMIT_S + MARGIN_S, (method, wall)
+    d = _within_limit(placement_round, method)
     assert violations(placement_round, d.payload) == []
     _honest(d)
 
