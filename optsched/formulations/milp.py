@@ -71,7 +71,7 @@ from scipy import sparse
 
 from optsched.core.errors import OptschedError, ValidationError
 from optsched.formulations.hard_stop import hard_stop
-from optsched.formulations.solution import MILP_BACKENDS, MIN_SOLVER_SECONDS, SOLUTION_STATUSES
+from optsched.formulations.solution import MILP_BACKENDS, MIN_SOLVER_SECONDS, SOLUTION_STATUSES, OutOfTime
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +172,6 @@ def _kind(c: Any) -> str | None:
 
 def _bound(v: int) -> float:
     return -math.inf if v <= -_INF else math.inf if v >= _INF else float(v)
-
-
-class OutOfTime(Exception):
-    """The translation of a model passed its ``until`` (a ``time.perf_counter()`` reading)."""
 
 
 #: rows or variables translated between two looks at the clock

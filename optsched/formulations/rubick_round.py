@@ -106,7 +106,7 @@ from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.formulations import milp
 from optsched.formulations.cpsat import cp_solver, solve_scaled
-from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, Solution, solver_seconds
+from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, OutOfTime, Solution, solver_seconds
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
@@ -372,10 +372,6 @@ def _eligible(nodes: _Nodes, gtype: str, s: int, cpus: int, mem: int) -> np.ndar
     if mask is None:
         return np.zeros(0, dtype=np.int64)
     return np.flatnonzero(mask & (nodes.gpus >= s) & (nodes.cpus >= cpus) & (nodes.mem >= mem))
-
-
-class OutOfTime(Exception):
-    """The deadline passed while the model was being built."""
 
 
 class ModelTooLarge(ValidationError):

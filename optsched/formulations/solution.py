@@ -14,6 +14,13 @@ MIN_SOLVER_SECONDS = 0.1
 
 #: Formulation statuses: proven optimal; a solution with a gap; proven infeasible; nothing found in time.
 SOLUTION_STATUSES = ("optimal", "feasible", "infeasible", "unknown")
+
+
+class OutOfTime(Exception):
+    """A model's building or translation passed its deadline (raised by the formulations, caught by their
+    ``solve``: the answer is then the warm start, or nothing)."""
+
+
 #: the MILP back ends (:mod:`optsched.formulations.milp`), named here so that checking an option does not import
 #: pulp and OR-Tools
 MILP_BACKENDS = ("cbc", "highs")
@@ -56,4 +63,5 @@ def solver_seconds(time_limit: float, started: float) -> float:
     return max(MIN_SOLVER_SECONDS, time_limit - (time.perf_counter() - started))
 
 
-__all__ = ["MIN_SOLVER_SECONDS", "ModelSize", "SOLUTION_STATUSES", "Solution", "solver_seconds"]
+__all__ = ["MILP_BACKENDS", "MIN_SOLVER_SECONDS", "ModelSize", "OutOfTime", "SOLUTION_STATUSES", "Solution",
+           "solver_seconds"]
