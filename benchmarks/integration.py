@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import optsched  # noqa: E402
 from optsched.rounds.rubick.generate import generate_rubick_round  # noqa: E402
 from report import emit  # noqa: E402
+from service_load import Server  # noqa: E402
 
 from helpers import own_coefficients_round  # noqa: E402  (tests/helpers.py: the docs' worked example)
 
@@ -45,12 +45,6 @@ def _median(fn: Callable[[], Any], repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _post(url: str, body: bytes) -> None:
@@ -67,18 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     rounds = {"own-coefficients-3j": own_coefficients_round(),
               "8x8-40j": generate_rubick_round(8, 8, 40, seed=0).to_dict(),
               "24x8-100j": generate_rubick_round(24, 8, 100, seed=0).to_dict()}
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "optsched.cli", "serve", "--port", str(port), "--workers", "1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
+    server = Server(workers=1)  # benchmarks/service_load.py: started once it answers /health
+    base = f"http://127.0.0.1:{server.port}"
     rows = []
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(base + "/health", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
         with tempfile.TemporaryDirectory() as tmp:
             for name, data in rounds.items():
                 path = Path(tmp) / f"{name}.json"
@@ -97,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append((name, method, args.repeats, f"{cli:.3f}", f"{service:.4f}", f"{local:.4f}",
                                  f"{service - local:.4f}", f"{cli - local:.3f}", f"{cli / service:.1f}"))
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        server.stop()
     emit(("round", "method", "repeats", "cli_median_s", "service_median_s", "in_process_median_s",
           "service_overhead_s", "cli_overhead_s", "cli_over_service"), rows, "integration.csv")
     return 0
