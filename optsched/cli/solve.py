@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from optsched.cli.common import PROG, check_output_file, emit_json, err, log
+from optsched.core.collector import collector_paused
 from optsched.core.errors import ValidationError
 from optsched.core.jsonio import parse_json_text, read_json
 from optsched.core.round import RoundProblem
@@ -68,8 +69,11 @@ def read_round(path: str) -> Any:
     return parse_json_text(text, "standard input")
 
 
+@collector_paused
 def run(args: argparse.Namespace) -> int:
-    """Solve the round and write the decision's JSON to ``--out`` or stdout."""
+    """Solve the round and write the decision's JSON to ``--out`` or stdout (the cyclic garbage collector paused
+    from reading to writing, :mod:`optsched.core.collector`: a 20,000-job round makes hundreds of thousands of
+    objects as it is read)."""
     # the time limit covers importing the solve path and reading the round too (``main``'s ``args.started``)
     started = getattr(args, "started", None) or time.perf_counter()
     check_output_file(args.out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping
 
 from optsched.core.checks import json_int, require_int, require_keys, require_name, require_number
@@ -39,7 +40,8 @@ class NodeShare:
 
 @dataclass(frozen=True)
 class Placement:
-    """Per-node shares, kept sorted by node name so equal placements compare equal.
+    """Per-node shares, kept sorted by node name so equal placements compare equal. Its totals, parts and
+    GPUs per node are computed on first use and remembered (the placement is immutable).
 
     JSON form: ``{node: {"gpus": g, "cpus": c, "mem_gb": m}}``.
     """
@@ -62,24 +64,24 @@ class Placement:
     def of(cls, mapping: Mapping[str, NodeShare]) -> "Placement":
         return cls(tuple(mapping.items()))
 
-    @property
+    @cached_property
     def total_gpus(self) -> int:
         return sum(s.gpus for _, s in self.shares)
 
-    @property
+    @cached_property
     def total_cpus(self) -> int:
         return sum(s.cpus for _, s in self.shares)
 
-    @property
+    @cached_property
     def total_mem_gib(self) -> float:
         return sum(s.mem_gib for _, s in self.shares)
 
-    @property
+    @cached_property
     def gpu_parts(self) -> tuple[tuple[str, int], ...]:
         """(node, GPUs) of the nodes with at least one GPU, by node name (a round's ``Choice.parts``)."""
         return tuple((n, s.gpus) for n, s in self.shares if s.gpus > 0)
 
-    @property
+    @cached_property
     def gpus_per_node(self) -> tuple[int, ...]:
         """GPU counts of the nodes with at least one GPU, largest first (the perf model's view)."""
         return tuple(sorted((s.gpus for _, s in self.shares if s.gpus > 0), reverse=True))

@@ -122,10 +122,19 @@ def string_pairs(owner: str, value: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(pairs))
 
 
+@functools.lru_cache(maxsize=256)
+def _key_sets(required: tuple[str, ...], optional: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
+    return frozenset(required), frozenset(required + optional)
+
+
 def require_keys(owner: str, data: Any, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
     """A JSON object must be a dict holding the required keys and nothing unknown."""
     if not isinstance(data, dict):
         raise ValidationError(f"{owner}: expected a JSON object, got {type(data).__name__}")
+    needed, known = _key_sets(required, optional)
+    keys = data.keys()
+    if keys >= needed and keys <= known:
+        return  # fast path (set comparisons on the key view): the checks below would find nothing
     missing = [k for k in required if k not in data]
     if missing:
         raise ValidationError(f"{owner}: missing field(s) {', '.join(missing)}")

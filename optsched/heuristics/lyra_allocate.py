@@ -64,6 +64,12 @@ def _base_time(job: Job) -> float:
     return job.remaining_iterations / rate if rate > 0 else math.inf
 
 
+def running_base(problem: LyraRound, job: Job) -> int:
+    """The workers running ``job`` has before phase two: its base demand when it is elastic and holds flexible
+    workers (they are scaled again), else every worker it holds."""
+    return base_workers(job) if is_elastic(job) and problem.flexible_of(job.name) else problem.workers_of(job.name)
+
+
 def phase_one(problem: LyraRound, order: str = "sjf", blocking: bool = False,
               whole_request: bool = False) -> PhaseOne:
     """Phase one (module docstring); ``whole_request``: queued jobs get their requested GPUs (the
@@ -78,8 +84,7 @@ def phase_one(problem: LyraRound, order: str = "sjf", blocking: bool = False,
             queued.append(j)
             continue
         out.pool[j.name] = pool
-        out.base[j.name] = base_workers(j) if is_elastic(j) and problem.flexible_of(j.name) \
-            else problem.workers_of(j.name)
+        out.base[j.name] = running_base(problem, j)
     if order == "sjf":
         queued.sort(key=lambda j: (_base_time(j), j.submit_time, j.name))
     else:
@@ -255,4 +260,5 @@ def gandiva_scale(problem: LyraRound, first: PhaseOne, items: Items, capacity: i
     return chosen, items.value_of(chosen)
 
 
-__all__ = ["DP_CHECK_GROUPS", "ORDERS", "PhaseOne", "gandiva_scale", "mckp_dp", "mckp_greedy", "phase_one"]
+__all__ = ["DP_CHECK_GROUPS", "ORDERS", "PhaseOne", "gandiva_scale", "mckp_dp", "mckp_greedy", "phase_one",
+           "running_base"]

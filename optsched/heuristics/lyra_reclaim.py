@@ -65,6 +65,7 @@ def lyra_reclaim(view: ReclaimView, count: int) -> list[int]:
     n = len(view.servers)
     span = [len(s) for s in view.job_servers]
     alive_on = [set(js) for js in view.base_jobs]
+    has_base = np.array([bool(a) for a in alive_on], dtype=bool)   # alive_on[s] is not empty, as an array
     cost = server_costs(view)
     flex = [dict(f) for f in view.flex]
     flex_gpus = np.array([sum(f.values()) for f in flex], dtype=np.int64)
@@ -83,7 +84,7 @@ def lyra_reclaim(view: ReclaimView, count: int) -> list[int]:
             s = int(ties[0])
         else:
             left = count - len(picks) - 1
-            hit = [int(t) for t in ties if alive_on[t]]
+            hit = ties[has_base[ties]].tolist()
             keys = [(_collateral(view, alive_on, taken, t, left), int(flex_gpus[t]), t) for t in hit]
             if len(hit) < ties.size:   # servers without base workers: damage 0, then flexible GPUs, order
                 free = ties if not hit else np.setdiff1d(ties, np.array(hit, dtype=ties.dtype))
@@ -97,6 +98,7 @@ def lyra_reclaim(view: ReclaimView, count: int) -> list[int]:
             name = view.jobs[j]
             for s2 in view.job_servers[j]:
                 alive_on[s2].discard(j)
+                has_base[s2] = bool(alive_on[s2])
                 cost[s2] -= 1.0 / span[j]
             for s2 in flex_on.pop(name, ()):
                 flex_gpus[s2] -= flex[s2].pop(name, 0)

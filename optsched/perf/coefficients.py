@@ -208,6 +208,11 @@ class CoefficientTable:
         order = np.argsort(self.job_index, kind="stable")
         return order, np.searchsorted(self.job_index[order], np.arange(len(self.jobs) + 1))
 
+    @cached_property
+    def row_counts(self) -> list[int]:
+        """Per job index: how many rows it has (one count of the table on first use)."""
+        return np.bincount(self.job_index, minlength=len(self.jobs)).tolist()
+
     def rows_of(self, j: int) -> np.ndarray:
         """Row indices of job index ``j`` (ascending; one sort of the table on first use, then O(rows of
         the job) per call)."""

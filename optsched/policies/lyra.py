@@ -47,15 +47,14 @@ The knapsack of ``lyra-allocate`` and ``lyra`` applies the same comparison per p
 from __future__ import annotations
 
 import dataclasses
-import functools
-import gc
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Mapping, Sequence, TypeVar
+from typing import Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from optsched.core.collector import collector_paused
 from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision, JobAllocations, JobDecision, relative_gap
 from optsched.core.events import ServerReturn
@@ -63,7 +62,7 @@ from optsched.core.errors import ValidationError
 from optsched.core.round import RoundProblem
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, Solution
 from optsched.heuristics.lyra_placement import best_fit_decreasing, placement_within
-from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one
+from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one, running_base
 from optsched.heuristics.lyra_reclaim import lyra_reclaim, random_reclaim, scf_reclaim
 from optsched.policies.checks import round_of
 from optsched.policies.notes import join_notes
@@ -85,27 +84,6 @@ from optsched.rounds.placement.evaluate import objective as placement_objective
 from optsched.rounds.placement.evaluate import placement_decision
 from optsched.rounds.placement.payload import WorkerPlacement
 from optsched.rounds.placement.start import pools_of, start_state
-
-_Decide = TypeVar("_Decide", bound=Callable[..., Decision])
-
-
-def collector_paused(decide: _Decide) -> _Decide:
-    """``decide`` with Python's cyclic garbage collector paused for the call (and restored as it was): the
-    Lyra policies make an object or two per job, and on a 100,000-job round (millions of live objects)
-    each collection the allocations trigger walks them all, a third of a call's time (issue 26, item 2:
-    the worker counts of a 100,000-job round took 0.66 s with the collector, 0.15 s without). No cycle is
-    made that reference counting would not free."""
-    @functools.wraps(decide)
-    def paused(*args: object, **kwargs: object) -> Decision:
-        was = gc.isenabled()
-        gc.disable()
-        try:
-            return decide(*args, **kwargs)
-        finally:
-            if was:
-                gc.enable()
-    return paused  # type: ignore[return-value]
-
 
 # -- lyra-reclaim ---------------------------------------------------------------------------------------
 ReclaimChooser = Callable[[ReclaimView, int, np.random.Generator], list[int]]
@@ -479,6 +457,7 @@ _RECLAIMERS: dict[str, ReclaimChooser] = {
 SIM_FINISH_S_PER_JOB = 3e-5
 SIM_PLACE_S_PER_JOB = 3e-5
 _SKIPPED_REASON = "not considered: the time limit cut the placement short before this job (it waits)"
+_HELD_REASON = "not considered: the time limit left no time to allocate and place workers this round (it waits)"
 
 
 class LyraSimPolicy:
@@ -526,7 +505,10 @@ class LyraSimPolicy:
         deadline = Deadline.since(self.allocator.time_limit, self.clock_start)
         p = self._remembered(round_of(problem, LyraSimRound, self.name))
         place_by = deadline.earlier(SIM_FINISH_S_PER_JOB * len(p.jobs))   # the decision's per-job work after it
-        plan = self.allocator.plan(p, place_by.earlier(SIM_PLACE_S_PER_JOB * len(p.jobs)))
+        plan_by = place_by.earlier(SIM_PLACE_S_PER_JOB * len(p.jobs))
+        if plan_by.expired():
+            return self._held(p, deadline)
+        plan = self.allocator.plan(p, plan_by)
         wc = counts(p, plan.first.base, plan.first.pool, plan.extra)
         pr = PlacementRound.of_round(p, wc.counts)
         placed, skipped = placement_within(pr, self.lyra_placement, place_by)
@@ -575,6 +557,40 @@ class LyraSimPolicy:
                         solve_seconds=deadline.elapsed(),
                         heuristic_objective=heuristic_objective if exact else objective,
                         warm_start=exact, message="; ".join(notes))
+
+    def _held(self, p: LyraRound, deadline: Deadline) -> Decision:
+        """The decision of a round whose time limit leaves no time to allocate and place (what the allocation and
+        the placement keep for their per-job work, :data:`SIM_PLACE_S_PER_JOB` and :data:`SIM_FINISH_S_PER_JOB`,
+        is more than the limit has left when the call starts: a 100,000-job round at ``--time-limit 1``, issue 26):
+        every running job keeps what it holds (Lyra never preempts for scheduling; its flexible workers stay), every
+        queued job waits, not considered, status ``partial``. The objective is what the flexible workers held are
+        worth (:func:`~optsched.rounds.lyra_allocate.items.placed_value`, phase one's start for running jobs:
+        :func:`~optsched.heuristics.lyra_allocate.running_base`); no bound; O(jobs) at about 5 us a job."""
+        out = []
+        base: dict[str, int] = {}
+        held: dict[str, int] = {}
+        for j in p.jobs:
+            cur = p.current(j.name)
+            if cur is None:
+                out.append(JobDecision.assembled(j.name, None, 0.0, 0.0, "wait", reason=_HELD_REASON))
+                continue
+            workers = held[j.name] = p.workers_of(j.name)
+            start = running_base(p, j)
+            if start < workers:
+                base[j.name] = start
+            rate = work_rate(j, workers, p.scaling)
+            requested = work_rate(j, max(base_workers(j), j.requested_gpus // j.gpus_per_worker), p.scaling)
+            out.append(JobDecision.assembled(j.name, cur, rate, rate / requested, "keep"))
+        self.flexible = {job: dict(flex) for job, flex in p.flexible if p.current(job) is not None}
+        objective = placed_value(p, base, held)
+        queued = len(p.jobs) - len(held)
+        note = (f"partial: the time limit of {self.allocator.time_limit:g} s left no time to allocate and place the "
+                f"workers of {len(p.jobs)} jobs; the {len(held)} running job(s) keep what they hold and the {queued} "
+                f"queued job(s) wait")
+        exact = self.allocator.scaler == "exact"
+        return Decision(self.kind, self.name, "partial", objective, JobAllocations(tuple(out)),
+                        solve_seconds=deadline.elapsed(), heuristic_objective=None if exact else objective,
+                        message=note)
 
     @staticmethod
     def _placed(p: LyraRound, plan: AllocationPlan, placed: WorkerPlacement) -> tuple[float, str, float | None, str]:

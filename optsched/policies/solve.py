@@ -6,6 +6,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
+from optsched.core.collector import collector_paused
 from optsched.core.deadline import cancel_scope
 from optsched.core.decision import Decision
 from optsched.core.errors import ValidationError
@@ -16,6 +17,7 @@ from optsched.policies.partitioned import PartitionedPolicy
 from optsched.policies.registry import make_policy
 
 
+@collector_paused
 def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFAULT_TIME_LIMIT, seed: int = 0, *,
           workers: int = 1, perf_models: FittedModels | None = None, clock_start: float | None = None,
           partitions: int | None = None, backend: str = "cpsat", cancel: threading.Event | None = None,
@@ -38,7 +40,8 @@ def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFA
     message, each as ``warning: ...``. ``cancel``: an event the caller sets when it no longer wants the answer (the
     service, when its client hangs up); from then on the call has no time left and returns soon, with what a limit
     cut short returns (:mod:`optsched.core.deadline`, "Cancellation": the parts of a partitioned solve and HiGHS run
-    in-process through ``highspy`` still stop only at their limits; a CBC or ``highs`` solver process is killed)."""
+    in-process through ``highspy`` still stop only at their limits; a CBC or ``highs`` solver process is killed).
+    Python's cyclic garbage collector is paused for the call (:mod:`optsched.core.collector`)."""
     if not isinstance(problem, RoundProblem):
         raise ValidationError(f"solve: problem must be a RoundProblem, got {type(problem).__name__}")
     options = PolicyOptions(time_limit=time_limit, seed=seed, workers=workers, perf_models=perf_models, extras=extras,

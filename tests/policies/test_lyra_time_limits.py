@@ -16,7 +16,7 @@ import pytest
 import optsched
 from optsched.core.decision import Decision
 from optsched.policies import methods_of
-from optsched.rounds.lyra.jobs import base_workers, max_workers
+from optsched.rounds.lyra.jobs import base_workers, max_workers, running_time
 from optsched.rounds.lyra_allocate.capacity import available, current_pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -137,3 +137,28 @@ def test_placement_exact_starts_no_model_it_cannot_build_in_time() -> None:
     d = optsched.solve(problem, "exact", 1.0, clock_start=t0)
     assert time.perf_counter() - t0 < 1.2 + MARGIN_S
     assert d.status == "heuristic-fallback" and "to build the model" in d.message
+
+
+@pytest.mark.parametrize("method", ["lyra", "exact", "lyra-loan", "bfd", "fifo"])
+def test_the_lyra_kind_with_no_time_to_allocate_keeps_what_runs(sim_round: optsched.RoundProblem, method: str) -> None:
+    """A limit that leaves no time to allocate and place (100,000 jobs at 1 s, here 1 ms spent before the call):
+    every running job keeps its allocation (flexible workers too), every queued job waits, not considered; the
+    objective is what the flexible workers held are worth (each elastic job's running time on its base workers
+    less that on the workers it holds), with no bound."""
+    d = optsched.solve(sim_round, method, 0.001, clock_start=time.perf_counter() - 0.01)
+    assert d.status == "partial" and d.message.startswith("partial:") and "no time to allocate" in d.message
+    assert d.bound is None and (d.heuristic_objective is None) == (method == "exact")
+    p = sim_round
+    worth = 0.0
+    for x in d.jobs:
+        cur = p.current(x.job)
+        if cur is None:
+            assert x.action == "wait" and x.reason.startswith("not considered")
+            continue
+        assert x.action == "keep" and x.allocation == cur
+        job = p.job(x.job)
+        held = sum(s.gpus // p.worker_gpus(job, n) for n, s in cur.placement.shares)
+        if p.flexible_of(x.job) and held > base_workers(job):
+            worth += running_time(job, base_workers(job), p.scaling) - running_time(job, held, p.scaling)
+    assert any(p.flexible_of(a.job) for a in p.running)  # the round's running jobs hold flexible workers
+    assert d.objective == pytest.approx(worth, rel=1e-9)

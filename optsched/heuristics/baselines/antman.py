@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
 from optsched.core.deadline import Deadline
 from optsched.core.job import Job
-from optsched.heuristics.baselines.common import (BaselineState, check_request_rows, fifo_key, out_of_time,
-                                                  preempt_until, run_deadline_jobs)
+from optsched.heuristics.baselines.common import (BaselineState, check_request_rows, fifo_key, held_when_out_of_time,
+                                                  out_of_time, preempt_until, run_deadline_jobs)
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission, reaches_guarantee
 from optsched.rounds.rubick.choice import Choice, check_round_table
@@ -70,31 +70,21 @@ def antman_round(problem: RubickRound, table: CoefficientTable, *, deadline: Dea
     reports that deadline at risk)."""
     check_round_table(problem, table, "antman")
     check_request_rows(problem, table, "antman")
+    ledger = problem.quota_ledger()
+    held = held_when_out_of_time(problem, table, deadline)
+    if held is not None:
+        protected, bound = _running_guaranteed(problem, table, ledger, lambda j: _row(held.get(table.jobs[j])))
+        return AntManResult(held, Admission(protected, {}, bound))
     st = BaselineState(problem, table)
     st.hold_running()
-    ledger = problem.quota_ledger()
     dl = None if admission is None else admission.deadlines
     keep = set() if dl is None else set(dl.admitted)  # admitted deadline jobs are never victims
     preempted: list[str] = []
     if admission is not None:
         preempted.extend(run_deadline_jobs(st, admission, table.rows_of,
                                            lambda v: not st.jobs[st.names[v]].guaranteed))
-    protected: dict[str, int] = {}
+    protected, bound = _running_guaranteed(problem, table, ledger, st.row_of)
     waiting: dict[str, str] = {}
-    bound: dict[str, str] = {}
-    running_g = sorted((j for j in range(len(st.names)) if st.is_running(j) and st.jobs[st.names[j]].guaranteed),
-                       key=lambda j: fifo_key(st.jobs[st.names[j]]))
-    for j in running_g:
-        job = st.jobs[st.names[j]]
-        cur = problem.current(job.name)
-        assert cur is not None
-        gtype = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
-        ledger.take(job.tenant, gtype, job.requested_gpus)
-        row = st.row_of(j)
-        if row is not None and bool(reaches_guarantee(table, row)[0]):
-            protected[job.name] = job.requested_gpus
-            if ledger.typed(job.tenant):
-                bound[job.name] = table.gpu_type[row]
     queued = st.queued()
     for j in (j for j in queued if st.jobs[st.names[j]].guaranteed):
         if out_of_time(deadline):
@@ -124,6 +114,32 @@ def antman_round(problem: RubickRound, table: CoefficientTable, *, deadline: Dea
             break
         st.place_any(j, table.rows_of(j))
     return AntManResult(st.choices(), Admission(protected, waiting, bound), tuple(preempted))
+
+
+def _row(choice: Choice | None) -> int | None:
+    return None if choice is None else choice.row
+
+
+def _running_guaranteed(problem: RubickRound, table: CoefficientTable, ledger: QuotaLedger,
+                        row_of: Callable[[int], int | None]) -> tuple[dict[str, int], dict[str, str]]:
+    """Step 1 of :func:`antman_round` for the running guaranteed jobs, by ``(submit_time, name)``: each counts
+    against its tenant's quota with its requested GPUs on the GPU type it runs on, and is protected (bound to
+    that type when its tenant's quota names types) when the row it holds (``row_of(job index)``; None: none)
+    reaches its guarantee. Returns (protected, bound); ``ledger`` is charged."""
+    protected: dict[str, int] = {}
+    bound: dict[str, str] = {}
+    running = [problem.job(table.jobs[j]) for j in np.flatnonzero(table.current_row >= 0).tolist()]
+    for job in sorted((job for job in running if job.guaranteed), key=fifo_key):
+        cur = problem.current(job.name)
+        assert cur is not None
+        gtype = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
+        ledger.take(job.tenant, gtype, job.requested_gpus)
+        row = row_of(table.index_of(job.name))
+        if row is not None and bool(reaches_guarantee(table, row)[0]):
+            protected[job.name] = job.requested_gpus
+            if ledger.typed(job.tenant):
+                bound[job.name] = table.gpu_type[row]
+    return protected, bound
 
 
 def _quota_reason(problem: RubickRound, ledger: QuotaLedger, job: Job, types: list[str]) -> str:

@@ -52,10 +52,10 @@ import numpy as np
 from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.core.job import Job
-from optsched.heuristics.round_state import EPS, Config, RoundState
+from optsched.heuristics.round_state import EPS, Config, RoundState, held_running
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import NO_GUARANTEES, Admission
-from optsched.rounds.rubick.choice import part_share
+from optsched.rounds.rubick.choice import Choice, part_share
 from optsched.rounds.rubick.deadlines import floor_ok
 from optsched.rounds.rubick.problem import RubickRound
 
@@ -300,6 +300,17 @@ def out_of_time(deadline: Deadline | None) -> bool:
     return deadline is not None and deadline.expired()
 
 
+def held_when_out_of_time(problem: RubickRound, table: CoefficientTable, deadline: Deadline | None
+                          ) -> dict[str, Choice] | None:
+    """The choices of a baseline whose ``deadline`` has passed before it starts (None while there is time): every
+    running job keeps its allocation (:meth:`BaselineState.hold_running`, without building the state:
+    :func:`~optsched.heuristics.round_state.held_running`, O(running jobs); issue 26, item 2) and nothing starts,
+    not even an admitted deadline job (:func:`out_of_time`: the jobs not reached wait)."""
+    if not out_of_time(deadline):
+        return None
+    return held_running(problem, table, NO_GUARANTEES)
+
+
 def grow_greedily(names: Sequence[str], best: dict[int, Any], step: Callable[[int], Any],
                   apply: Callable[[int, Any], bool], blocked: set[tuple[int, Any]],
                   deadline: Deadline | None = None) -> None:
@@ -317,5 +328,5 @@ def grow_greedily(names: Sequence[str], best: dict[int, Any], step: Callable[[in
         best[j] = step(j)
 
 
-__all__ = ["BaselineState", "best_step", "check_request_rows", "fifo_key", "grow_greedily", "out_of_time",
-           "preempt_until", "rows_allowed", "run_deadline_jobs"]
+__all__ = ["BaselineState", "best_step", "check_request_rows", "fifo_key", "grow_greedily", "held_when_out_of_time",
+           "out_of_time", "preempt_until", "rows_allowed", "run_deadline_jobs"]

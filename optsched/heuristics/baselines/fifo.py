@@ -7,7 +7,8 @@ import logging
 
 
 from optsched.core.deadline import Deadline
-from optsched.heuristics.baselines.common import BaselineState, check_request_rows, out_of_time, run_deadline_jobs
+from optsched.heuristics.baselines.common import (BaselineState, check_request_rows, held_when_out_of_time,
+                                                  out_of_time, run_deadline_jobs)
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, check_round_table
@@ -36,6 +37,9 @@ def schedule_fifo(problem: RubickRound, table: CoefficientTable, *, backfill: bo
     protects nobody, so they may preempt any running job without an admitted deadline)."""
     check_round_table(problem, table, "fifo")
     check_request_rows(problem, table, "fifo")
+    held = held_when_out_of_time(problem, table, deadline)
+    if held is not None:
+        return held
     st = BaselineState(problem, table)
     st.hold_running()
     if admission is not None:

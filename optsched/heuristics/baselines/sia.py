@@ -9,8 +9,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from optsched.core.deadline import Deadline
-from optsched.heuristics.baselines.common import (BaselineState, best_step, grow_greedily, out_of_time, rows_allowed,
-                                                  run_deadline_jobs)
+from optsched.heuristics.baselines.common import (BaselineState, best_step, grow_greedily, held_when_out_of_time,
+                                                  out_of_time, rows_allowed, run_deadline_jobs)
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, check_round_table
@@ -51,6 +51,9 @@ def schedule_sia(problem: RubickRound, table: CoefficientTable, *,
     (:func:`~optsched.heuristics.baselines.common.run_deadline_jobs`; Sia protects nobody, so they may
     preempt any running job without an admitted deadline); growth only raises their throughput."""
     check_round_table(problem, table, "sia")
+    held = held_when_out_of_time(problem, table, deadline)
+    if held is not None:
+        return held
     st = BaselineState(problem, table)
     st.hold_running()
     allowed: dict[int, np.ndarray] = {}

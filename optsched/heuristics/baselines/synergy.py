@@ -11,8 +11,8 @@ import numpy as np
 from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.core.pool import gpu_pool
-from optsched.heuristics.baselines.common import (BaselineState, best_step, grow_greedily, out_of_time, rows_allowed,
-                                                  run_deadline_jobs)
+from optsched.heuristics.baselines.common import (BaselineState, best_step, grow_greedily, held_when_out_of_time,
+                                                  out_of_time, rows_allowed, run_deadline_jobs)
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, check_round_table
@@ -106,6 +106,9 @@ def schedule_synergy(problem: RubickRound, table: CoefficientTable, *,
     nobody, so they may preempt any running job without an admitted deadline); tuning only raises
     their throughput."""
     check_round_table(problem, table, "synergy")
+    held = held_when_out_of_time(problem, table, deadline)
+    if held is not None:
+        return held
     if not 0.0 < tune_fraction <= 1.0:
         raise ValidationError(f"synergy: tune_fraction must lie in (0, 1], got {tune_fraction!r}")
     st = BaselineState(problem, table)

@@ -181,7 +181,7 @@ def admit(problem: RubickRound, table: CoefficientTable) -> Admission:
         j = table.index_of(job.name)
         need = int(needs[j])
         if need < 0:
-            waiting[job.name] = (NOT_CONSIDERED if len(table.rows_of(j)) == 0 else
+            waiting[job.name] = (NOT_CONSIDERED if table.row_counts[j] == 0 else
                                  "no configuration of the table reaches the throughput of its request")
             continue
         if by_type is None or not ledger.typed(job.tenant):

@@ -117,22 +117,31 @@ def to_decision(problem: RubickRound, table: CoefficientTable, choices: Mapping[
     choices = keep_unchanged(problem, table, choices)
     obj = objective(problem, table, choices)
     jobs: list[JobDecision] = []
+    current_rows = table.current_row.tolist()
+    reasons = reasons or {}
+    # one pass, the cheap cases first (a 100,000-job round within a 1 s time limit, issue 26): a job that does
+    # not run needs only its reason, and a kept one is its current allocation as it stands
     for j, name in enumerate(table.jobs):
         choice = choices.get(name)
-        running = table.current_row[j] >= 0
+        running = current_rows[j] >= 0
         protected = name in admission.protected
         if choice is None:
-            why = (reasons or {}).get(name) or wait_reason(problem, table, admission, j, method)
-            jobs.append(JobDecision(name, None, 0.0, 0.0, "preempt" if running else "wait", protected, why,
-                                    problem.penalties(name).preempt if running else 0.0))
+            why = reasons.get(name) or wait_reason(problem, table, admission, j, method)
+            jobs.append(JobDecision.assembled(name, None, 0.0, 0.0, "preempt" if running else "wait", protected, why,
+                                              problem.penalties(name).preempt if running else 0.0))
             continue
-        alloc = Allocation(name, table.plans[choice.row], placement_of(problem, table, j, choice))
-        action = "start" if not running else ("keep" if is_kept(problem, table, j, choice) else
-                                              "trim" if is_trim(problem, table, j, choice) else "reconfigure")
+        kept = running and is_kept(problem, table, j, choice)
+        if kept:
+            alloc = problem.current(name)
+            action, penalty = "keep", 0.0
+        else:
+            alloc = Allocation(name, table.plans[choice.row], placement_of(problem, table, j, choice))
+            action = "start" if not running else "trim" if is_trim(problem, table, j, choice) else "reconfigure"
+            penalty = change_penalty(problem, table, j, choice)
         thr = float(table.throughput[choice.row])
-        jobs.append(JobDecision(name, alloc, thr, thr / float(table.reference_throughput[j]), action, protected,
-                                penalty=change_penalty(problem, table, j, choice)
-                                + topology_cost(problem, problem.job(name), (n for n, _ in choice.parts))))
+        jobs.append(JobDecision.assembled(name, alloc, thr, thr / float(table.reference_throughput[j]), action,
+                                          protected, penalty=penalty + topology_cost(problem, problem.job(name),
+                                                                                     (n for n, _ in choice.parts))))
     runs = {d.job: d.throughput for d in jobs if d.allocation is not None}
     at_risk, missed = reports(problem, table, admission, runs)
     return Decision(problem.kind, method, status, obj,
@@ -150,7 +159,7 @@ def wait_reason(problem: RubickRound, table: CoefficientTable, admission: Admiss
     name = table.jobs[j]
     if name in admission.waiting:
         return admission.waiting[name]
-    if len(table.rows_of(j)) == 0:
+    if table.row_counts[j] == 0:
         return NOT_CONSIDERED
     job = problem.job(name)
     level = requires_topology(job)

@@ -78,7 +78,12 @@ def objective(problem: RubickRound, table: CoefficientTable, choices: Mapping[st
     ref = table.reference_throughput
     total = 0.0
     topology = any(j.topology is not None for j in problem.jobs)
-    for j, name in enumerate(table.jobs):
+    # the jobs with a term (running or chosen) in table order: a queued job that waits adds 0
+    position = table.job_position
+    terms = set(np.flatnonzero(table.current_row >= 0).tolist())
+    terms.update(j for j in map(position.get, choices) if j is not None)
+    for j in sorted(terms):
+        name = table.jobs[j]
         choice = choices.get(name)
         running = table.current_row[j] >= 0
         if choice is not None:

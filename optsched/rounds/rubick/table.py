@@ -533,7 +533,9 @@ def _short_blocks(problem: RubickRound, jobs: Sequence[Job], perf: PerfLookup) -
     batches: dict[tuple[str, str], list[int]] = {}
     for i, job in enumerate(jobs):
         cur = problem.current(job.name)
-        if cur is None or problem.own_rows(job.name) is not None:
+        if cur is None:
+            out[i] = _NO_ROWS
+        elif problem.own_rows(job.name) is not None:
             out[i] = _short_block(problem, job, perf)
         else:
             node_type = problem.cluster.node(cur.placement.shares[0][0]).gpu_type
@@ -615,8 +617,9 @@ def build_round_table(problem: RubickRound, perf: PerfLookup | None = None, *, g
     perf, shared, memo = _memo(problem, perf, cache)
     flags = (growth, tuple(cpus_per_gpu_options), fixed_plan, fixed_resources)
     jobs = problem.jobs
-    order = sorted(range(len(jobs)), key=lambda i: problem.current(jobs[i].name) is None)
-    running = sum(1 for job in jobs if problem.current(job.name) is not None)
+    is_running = [problem.current(job.name) is not None for job in jobs]
+    order = [i for i, r in enumerate(is_running) if r] + [i for i, r in enumerate(is_running) if not r]
+    running = len(order) - is_running.count(False)
     blocks: list[_Block | None] = [None] * len(jobs)
     for at, i in enumerate(order):
         job = jobs[i]
