@@ -94,3 +94,27 @@ def test_bad_study_input() -> None:
         estimation_study(profile, test, path_length=3)
     with pytest.raises(ValidationError, match="policy must be one of"):
         partition_sweep([fig47_round()], policy="best")
+
+
+def test_the_thesis_benchmark_writes_the_estimation_table(tmp_path) -> None:
+    """``python benchmarks/moe.py --thesis --out DIR`` (tiny: 1 seed, 3 test batches): DIR/moe_thesis.csv has the
+    issue's columns, the ``estimation`` table, a ``phase`` row, and ratio = ours / thesis."""
+    import csv
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import moe  # noqa: PLC0415  (benchmarks/moe.py)
+
+    assert moe.main(["--thesis", "--seeds", "1", "--thesis-batches", "3", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "moe_thesis.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["table", "setting", "thesis", "ours", "ratio"]
+    assert {r["table"] for r in rows} == {"estimation"}
+    phase = [r for r in rows if "phase" in r["setting"]]
+    assert phase and all(float(r["thesis"]) > 0 for r in phase)
+    for r in rows:
+        if r["thesis"] != "-":
+            assert float(r["ratio"]) == pytest.approx(float(r["ours"]) / float(r["thesis"]), rel=2e-3)
+        else:
+            assert r["ratio"] == "-"
