@@ -4,6 +4,7 @@ one MoE backward pass against the exact schedule, and adaptive gating with curri
 
     python benchmarks/moe.py [--seeds 3] [--batches 4] [--tokens 4096] [--time-limit 2]
                              [--comm-time-limit 5] [--quick]
+    python benchmarks/moe.py --thesis [--out DIR] [--seeds 3] [--quick]
 
 1. **Packing** (``moe_packing.csv``, ``moe_packing_summary.csv``): synthetic routing traces
    (:mod:`optsched.perf.moe_routing`) of 12 and 16 experts on as many devices and on half as many (4
@@ -25,6 +26,19 @@ one MoE backward pass against the exact schedule, and adaptive gating with curri
    complexity (:mod:`optsched.perf.adaptive_gating`), with the straggler share of that time.
 
 Timings are not measured here (the models are analytical); solve times are in the CSVs.
+
+``--thesis`` runs, instead, the tables that set the thesis's numbers beside ours and writes them to
+``DIR/moe_thesis.csv`` (default ``benchmarks/out/``) with columns ``table,setting,thesis,ours,ratio``
+(``ratio`` = ours / thesis, empty where the thesis gives no number). Each table is a function of the
+parsed arguments returning rows, listed in :data:`THESIS_TABLES`; today:
+
+* ``estimation`` (:func:`thesis_estimation`, :mod:`optsched.experiments.lina_estimation`): the path-dependent
+  synthetic router (:class:`optsched.perf.moe_routing.TypedRouter`, 16 experts, 12 MoE layers, seeds 0..
+  ``--seeds``-1), profiled on 64 batches of 2,048 tokens and tested on ``--thesis-batches`` batches; 16
+  devices, 4 experts at most per device, top-1 estimate (k = 1), path lengths 1, 3, 6: estimation
+  accuracy (both readings of "identical"), phase two's share, without estimation and without fine-tuning
+  against Lina, Table 4.5; and the partition sweep of Fig. 4.15 on the ``moe-comm`` kind's Fig. 4.7 pass
+  and random 4-layer passes.
 """
 
 from __future__ import annotations
@@ -33,20 +47,22 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import optsched  # noqa: E402
+from optsched.experiments.lina_estimation import (EstimationStudy, estimation_study,  # noqa: E402
+                                                 partition_sweep)
 from optsched.heuristics.lina import lina_plan, uniform_plan  # noqa: E402
 from optsched.heuristics.moe_comm import POLICIES  # noqa: E402
 from optsched.perf.adaptive_gating import (GatingDecision, LayerCost, adaptive_route, batch_time, complexity_vectors,  # noqa: E402
                                            curriculum_order, expert_loads, synthetic_gate_probs)
 from optsched.perf.expert_popularity import estimate_popularity, needs_fine_tuning, profile_paths  # noqa: E402
 from optsched.perf.moe_layer_time import MoELayerTime  # noqa: E402
-from optsched.perf.moe_routing import SyntheticRouter  # noqa: E402
+from optsched.perf.moe_routing import SyntheticRouter, TypedRouter  # noqa: E402
 from optsched.rounds.experts import ExpertSpec, ExpertsRound  # noqa: E402
 from optsched.rounds.experts.decision import plan_of  # noqa: E402
 from optsched.rounds.experts.generate import lina_cluster  # noqa: E402
@@ -183,6 +199,90 @@ def gating(seed: int, samples: int = 256, tokens: int = 128, experts: int = 16, 
     return rows
 
 
+# -- --thesis: the thesis's numbers beside ours --------------------------------------------------------------
+#: one row of moe_thesis.csv: table, setting, the thesis's number (None: the text gives none), ours
+ThesisRow = tuple[str, str, Optional[float], float]
+#: the estimation study's model (Sec. 4.7.1, Table 4.5: "Both models have 16 experts per layer"; Fig. 4.9:
+#: "two 12-layer MoE models") and its profiling
+THESIS_EXPERTS, THESIS_LAYERS = 16, 12
+PROFILE_BATCHES, THESIS_TOKENS = 64, 2048
+#: Table 4.5: path length -> model -> (norm. median, norm. p95, fine-tuning %, estimation accuracy %)
+TABLE_4_5 = {1: {"Transformer-XL": (1.41, 1.32, 76.5, 31.6), "BERT-Large": (1.34, 1.35, 71.3, 28.3)},
+             3: {"Transformer-XL": (1.16, 1.04, 25.7, 60.4), "BERT-Large": (1.07, 1.04, 32.2, 63.5)},
+             6: {"Transformer-XL": (1.19, 1.11, 22.5, 71.4), "BERT-Large": (1.09, 1.11, 27.1, 66.0)}}
+
+
+def _studies(args: argparse.Namespace, length: int) -> list[EstimationStudy]:
+    out = []
+    for seed in range(args.seeds):
+        router = TypedRouter.create(THESIS_EXPERTS, THESIS_LAYERS, seed)
+        profile = router.sample(PROFILE_BATCHES, THESIS_TOKENS, seed + 500)
+        test = router.sample(args.thesis_batches, THESIS_TOKENS, seed + 1000)
+        out.append(estimation_study(profile, test, path_length=length))
+        _log(f"estimation: path length {length}, seed {seed} done")
+    return out
+
+
+def _pooled(studies: list[EstimationStudy], rule: str) -> float:
+    """Accuracy over every estimated layer of every seed, %."""
+    hits = np.concatenate([(s.same_order if rule == "ordered" else s.same_set).ravel() for s in studies])
+    return 100.0 * float(np.mean(hits))
+
+
+def thesis_estimation(args: argparse.Namespace) -> list[ThesisRow]:
+    """Table ``estimation`` (module docstring): Sec. 4.7.3.1-4.7.3.2, Table 4.5, Fig. 4.15."""
+    rows: list[ThesisRow] = []
+    by_length = {length: _studies(args, length) for length in (1, 3, 6)}
+    main_ = by_length[3]
+    models = ("Transformer-XL", "BERT-Large")
+    for rule in ("set", "ordered"):
+        for model, thesis in zip(models, (58.41, 54.16)):
+            rows.append(("estimation", f"accuracy % (top-2 identical as {rule}), l=3, 16 experts "
+                         f"[{model}, Sec. 4.7.3.2]", thesis, _pooled(main_, rule)))
+    for rule in ("set", "ordered"):
+        rows.append(("estimation", f"phase two runs, % of scheduled layers (top-2 differ as {rule}), l=3 "
+                     f"[Sec. 4.7.3.1: 23% on average]", 23.0, 100.0 - _pooled(main_, rule)))
+    no_est = 100.0 * float(np.mean([s.worse("no-estimation") for s in main_]))
+    no_ft = 100.0 * float(np.mean([s.worse("no-fine-tuning", stat="p95") for s in main_]))
+    for model, thesis in zip(models, (24.0, 18.6)):
+        rows.append(("estimation", f"without estimation: median inference time over Lina's, % [{model}, Fig. 4.16]",
+                     thesis, no_est))
+    for model, thesis in zip(models, (26.7, 33.1)):
+        rows.append(("estimation", f"without fine-tuning: p95 inference time over Lina's, % [{model}, Fig. 4.16]",
+                     thesis, no_ft))
+    for length, studies in by_length.items():
+        ours = (float(np.mean([s.median("lina") / s.median("ideal") for s in studies])),
+                float(np.mean([s.p95("lina") / s.median("ideal") for s in studies])),
+                100.0 - _pooled(studies, "set"), _pooled(studies, "set"))
+        for model in models:
+            for name, thesis, value in zip(("norm. median inference time (Lina / Ideal)",
+                                            "norm. p95 inference time (Lina / Ideal median)",
+                                            "phase two (fine-tuning) %, set", "estimation accuracy %, set"),
+                                           TABLE_4_5[length][model], ours):
+                rows.append(("estimation", f"l={length}: {name} [{model}, Table 4.5]", thesis, value))
+    comm = [fig47_round(), *(generate_comm_round(4, seed) for seed in range(args.seeds))]
+    for mb, ratio in partition_sweep(comm).items():
+        if mb != 30.0:
+            rows.append(("estimation", f"partition {mb:g} MB: lina step time / 30 MB (moe-comm: the Fig. 4.7 pass and "
+                         f"{args.seeds} random passes of 4 MoE layers) [Fig. 4.15: slower beyond 50 MB, no number]",
+                         None, ratio))
+    return rows
+
+
+#: the table builders of --thesis, in output order (other tables of issue 27 are added here)
+THESIS_TABLES: list[Callable[[argparse.Namespace], list[ThesisRow]]] = [thesis_estimation]
+
+
+def thesis(args: argparse.Namespace) -> Path:
+    """Run :data:`THESIS_TABLES`, print them and write ``moe_thesis.csv`` (module docstring)."""
+    out = []
+    for build in THESIS_TABLES:
+        for table, setting, paper, ours in build(args):
+            ratio = ours / paper if paper else None
+            out.append([table, setting, _f(paper), _f(ours), _f(ratio)])
+    return emit(("table", "setting", "thesis", "ours", "ratio"), out, "moe_thesis.csv", directory=args.out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
@@ -190,11 +290,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=4096, help="tokens per inference batch")
     ap.add_argument("--time-limit", type=float, default=2.0, help="exact packing limit per round, s")
     ap.add_argument("--comm-time-limit", type=float, default=5.0, help="exact schedule limit per pass, s")
-    ap.add_argument("--quick", action="store_true", help="1 seed, 2 batches, 1 s limits")
+    ap.add_argument("--quick", action="store_true", help="1 seed, 2 batches, 1 s limits (--thesis: 1 seed, 40 "
+                                                        "batches)")
+    ap.add_argument("--thesis", action="store_true", help="the thesis's tables beside ours, DIR/moe_thesis.csv")
+    ap.add_argument("--out", type=Path, default=None, help="directory of moe_thesis.csv (default benchmarks/out)")
+    ap.add_argument("--thesis-batches", type=int, default=200, help="test batches per seed of the estimation study")
     args = ap.parse_args(argv)
     if args.quick:
         args.seeds, args.batches, args.time_limit, args.comm_time_limit = 1, 2, 1.0, 1.0
+        args.thesis_batches = 40
     t0 = time.perf_counter()
+    if args.thesis:
+        path = thesis(args)
+        sys.stdout.write(f"\nwrote {path}; total {time.perf_counter() - t0:.1f} s\n")
+        return 0
     rows, summary = packing(args.seeds, args.batches, args.tokens, args.time_limit)
     emit(("experts", "devices", "seed", "batch", "layer", "method", "imbalance", "layer_ms", "makespan_tokens",
           "lower_bound", "gap_to_bound", "exact_status", "exact_s", "fine_tuned"), rows, "moe_packing.csv")

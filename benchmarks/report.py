@@ -11,13 +11,15 @@ from typing import Sequence
 OUT = Path(__file__).resolve().parent / "out"
 
 
-def emit(header: Sequence[str], rows: Sequence[Sequence[object]], csv_name: str) -> Path:
-    """Print ``rows`` under ``header`` right-aligned and write them to ``benchmarks/out/<csv_name>``."""
+def emit(header: Sequence[str], rows: Sequence[Sequence[object]], csv_name: str, directory: Path | None = None) -> Path:
+    """Print ``rows`` under ``header`` right-aligned and write them to ``<directory>/<csv_name>`` (default
+    ``benchmarks/out/``)."""
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
     sys.stdout.write("\n" + "\n".join("  ".join(str(c).rjust(w) for c, w in zip(r, widths))
                                       for r in (header, *rows)) + "\n")
-    OUT.mkdir(exist_ok=True)
-    path = OUT / csv_name
+    where = OUT if directory is None else Path(directory)
+    where.mkdir(parents=True, exist_ok=True)
+    path = where / csv_name
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(header)

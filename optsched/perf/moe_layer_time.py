@@ -31,14 +31,21 @@ class MoELayerTime:
             require_number("MoE layer time", name, getattr(self, name), 0.0, strict=True)
         require_number("MoE layer time", "fixed_ms", self.fixed_ms, 0.0)
 
-    def ms(self, device_tokens: np.ndarray, speeds: np.ndarray | None = None) -> float:
-        """Layer time in ms for the tokens each device serves (``speeds``: relative, default 1)."""
+    def all_to_all_ms(self, device_tokens: np.ndarray) -> float:
+        """The two all-to-alls in ms: set by the device that sends and receives the most tokens."""
+        tokens = np.asarray(device_tokens, dtype=float)
+        return 2 * tokens.max(initial=0.0) * self.hidden * self.bytes_per_value / (self.link_gbps * 1e6)
+
+    def compute_ms(self, device_tokens: np.ndarray, speeds: np.ndarray | None = None) -> float:
+        """The expert computation of the slowest device in ms (``speeds``: relative, default 1)."""
         tokens = np.asarray(device_tokens, dtype=float)
         speed = np.ones_like(tokens) if speeds is None else np.asarray(speeds, dtype=float)
-        a2a = 2 * tokens.max(initial=0.0) * self.hidden * self.bytes_per_value / (self.link_gbps * 1e6)
         flops = 16.0 * self.hidden ** 2
-        compute = float((tokens / speed).max(initial=0.0)) * flops / (self.peak_tflops * 1e12 * self.efficiency) * 1e3
-        return self.fixed_ms + a2a + compute
+        return float((tokens / speed).max(initial=0.0)) * flops / (self.peak_tflops * 1e12 * self.efficiency) * 1e3
+
+    def ms(self, device_tokens: np.ndarray, speeds: np.ndarray | None = None) -> float:
+        """Layer time in ms for the tokens each device serves (``speeds``: relative, default 1)."""
+        return self.fixed_ms + self.all_to_all_ms(device_tokens) + self.compute_ms(device_tokens, speeds)
 
 
 __all__ = ["MoELayerTime"]

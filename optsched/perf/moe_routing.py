@@ -42,6 +42,18 @@ scheduler works with:
 Lower ranks of top-k gating are drawn from the same row without replacement (Gumbel top-k). A profiling
 trace and an inference trace of one "model" come from one router with two seeds. Randomness only
 through ``numpy.random.Generator``.
+
+The first-order chain has no memory: a path's next expert depends on its last expert only, so a longer
+profiled path cannot estimate better (the thesis's Table 4.5 says it does), and the background mass of
+every row is the same Zipf distribution, which Lina's top-1 estimate never sees (issue 27: the
+estimated top-2 met the actual one in 3-6% of layers). :class:`SyntheticRouter` stays the source of the
+``experts`` rounds (:func:`optsched.rounds.experts.generate.generate_experts_round`, ``gen-round --kind
+experts``) and of the packing study of ``benchmarks/moe.py``, whose numbers and fingerprints it fixes.
+
+**The path-dependent generator** (:class:`TypedRouter`, the estimation study's router): every token has
+a fixed hidden type, and each layer sends a type to its own preferred expert (a balanced map drawn per
+layer), to a second expert, or uniformly at random; the path so far tells the type, so it predicts the
+next expert without that being the current one. Its defaults meet Fig. 4.9 and Fig. 4.6 as above.
 """
 
 from __future__ import annotations
@@ -278,6 +290,159 @@ class SyntheticRouter:
         return RoutingTrace(choices, batch, E)
 
 
+#: Sec. 4.5.2: the share of one group's tokens the path-dependent router sends to their type's expert
+#: (:class:`TypedRouter`); set with :data:`SECOND`, :data:`TYPES_PER_EXPERT` and :data:`TYPE_SKEW` by a grid
+#: (types per expert 1-4, fidelity 0.5-0.8, second 0-0.2, skew 0.4-1.0; 16 experts, 12 layers, 2 seeds) on the
+#: statistics the thesis describes, never on its estimation results: :func:`group_keep_ratio` 41.94% / 54.59%
+#: (Fig. 4.9) and a batch's most popular expert at 4-5.6x the tokens of the least popular (Fig. 4.6)
+FIDELITY = 0.63
+#: token types per expert of :class:`TypedRouter` (each layer maps that many types to every expert)
+TYPES_PER_EXPERT = 1
+#: the share of a type's tokens the :class:`TypedRouter` sends to its type's second expert
+SECOND = 0.13
+#: Zipf exponent of the token types' frequencies of :class:`TypedRouter`
+TYPE_SKEW = 0.55
+
+
+@dataclass(frozen=True, eq=False)
+class TypedRouter:
+    """A path-dependent synthetic MoE "model" (thesis Sec. 4.5.2): "the gating network ... makes its
+    routing decision (largely) based on relatively simple features, such as the parts of speech of a word
+    ... These features are fixed for each token."
+
+    Every token has a fixed hidden *type* ``c`` (``num_types`` of them, frequencies ``type_weights``).
+    At layer ``i`` the gate sends it, with probability ``fidelity``, to its type's expert
+    ``preferred[i, c]``, and otherwise to an expert drawn uniformly (which may be the preferred one
+    again); lower ranks of top-k gating are drawn from the same row without replacement (Gumbel top-k,
+    as :class:`SyntheticRouter`). Each layer's map ``preferred[i]`` is balanced (every expert is the
+    preferred expert of ``num_types / num_experts`` types) and drawn independently of the other layers,
+    so:
+
+    * *the path predicts the next expert*: the experts a token chose so far narrow down its type, and
+      a longer path narrows it further (why the thesis's estimate improves with the path length,
+      Table 4.5): with one type per expert (the default) a layer's expert names the type unless the
+      token strayed there (``1 - fidelity`` of the time), which the other layers of a longer path outvote;
+    * *the next expert is not the current one*: a type's preferred expert at layer ``i+1`` equals its
+      preferred expert at layer ``i`` with probability ``1 / num_experts`` (independent uniform maps),
+      so the most likely next expert of a path is the current expert in about ``1/E`` of the paths (the
+      expert numbers of two layers name different FFNs; Table 4.2: "each MoE layer ... has completely
+      different popular experts");
+    * *skewed popularity*: type frequencies follow Zipf weights ``rank ** -type_skew``, and each batch
+      draws its own type mix from Dirichlet(``concentration`` x types x ``type_weights``) ("the expert
+      popularity distribution varies across sequences", Sec. 4.5.1).
+
+    :meth:`create` draws the maps from a seed; the constructor takes them as given (deterministic
+    routing for tests: ``fidelity`` 1 and every path naming one type)."""
+
+    type_weights: np.ndarray
+    preferred: np.ndarray
+    num_experts: int
+    fidelity: float = FIDELITY
+    second: float = SECOND
+    secondary: np.ndarray | None = None
+    concentration: float = BATCH_CONCENTRATION
+
+    def __post_init__(self) -> None:
+        owner = "typed routing"
+        require_int(owner, "num_experts", self.num_experts, 1)
+        require_number(owner, "fidelity", self.fidelity, 0.0)
+        require_number(owner, "second", self.second, 0.0)
+        if self.fidelity + self.second > 1.0:
+            raise ValidationError(f"{owner}: fidelity + second must be at most 1, got {self.fidelity} + {self.second}")
+        require_number(owner, "concentration", self.concentration, 0.0, strict=True)
+        w = np.asarray(self.type_weights, dtype=float)
+        if w.ndim != 1 or w.size < 1 or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ValidationError(f"{owner}: type_weights must be a non-empty vector of finite numbers >= 0 with a "
+                                  f"positive sum")
+        pref = np.asarray(self.preferred)
+        if pref.ndim != 2 or pref.shape[0] < 1 or pref.shape[1] != w.size or not np.issubdtype(pref.dtype, np.integer):
+            raise ValidationError(f"{owner}: preferred must be an integer array of shape (layers, types={w.size}), "
+                                  f"got shape {pref.shape}")
+        if pref.min() < 0 or pref.max() >= self.num_experts:
+            raise ValidationError(f"{owner}: preferred expert {int(pref[(pref < 0) | (pref >= self.num_experts)][0])} "
+                                  f"does not exist (the model has {self.num_experts} experts)")
+        sec = pref if self.secondary is None else np.asarray(self.secondary)
+        if sec.shape != pref.shape or not np.issubdtype(sec.dtype, np.integer) or sec.min() < 0 \
+                or sec.max() >= self.num_experts:
+            raise ValidationError(f"{owner}: secondary must be an integer array of experts of shape {pref.shape}")
+        if self.second > 0 and self.num_experts > 1 and np.any(sec == pref):
+            raise ValidationError(f"{owner}: a type's secondary expert must differ from its preferred one (second > 0)")
+        object.__setattr__(self, "type_weights", w / w.sum())
+        object.__setattr__(self, "preferred", pref.astype(np.int64))
+        object.__setattr__(self, "secondary", sec.astype(np.int64))
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.preferred.shape[0])
+
+    @property
+    def num_types(self) -> int:
+        return int(self.type_weights.size)
+
+    @classmethod
+    def create(cls, num_experts: int = 16, num_layers: int = 12, seed: int = 0, *,
+               types_per_expert: int = TYPES_PER_EXPERT, type_skew: float = TYPE_SKEW, fidelity: float = FIDELITY,
+               second: float = SECOND, concentration: float = BATCH_CONCENTRATION) -> "TypedRouter":
+        """A router of ``num_experts`` experts, ``num_layers`` MoE layers and ``types_per_expert x
+        num_experts`` token types drawn from ``seed`` (class docstring).
+
+        The defaults are set from the routing statistics the thesis describes, not from its estimation
+        results (:data:`FIDELITY`): with 12 and 16 experts, 12 layers, seeds 0-2, :func:`group_keep_ratio`
+        is 0.41-0.43 / 0.54-0.57 for k = 1 / 2 (Fig. 4.9: 41.94% / 54.59%) and a batch's most popular
+        expert receives 4.4-6.5x the tokens of the least popular at the first layer (Fig. 4.6: 4.02x and
+        5.56x; tests/perf/test_moe_routing.py checks both)."""
+        owner = "typed routing"
+        require_int(owner, "num_experts", num_experts, 1)
+        require_int(owner, "num_layers", num_layers, 1)
+        require_int(owner, "seed", seed, 0)
+        require_int(owner, "types_per_expert", types_per_expert, 1)
+        require_number(owner, "type_skew", type_skew, 0.0)
+        rng = np.random.default_rng(seed)
+        C = types_per_expert * num_experts
+        weights = zipf_weights(C, type_skew, rng)
+        slots = np.repeat(np.arange(num_experts, dtype=np.int64), types_per_expert)
+        preferred = np.stack([slots[rng.permutation(C)] for _ in range(num_layers)])
+        shift = rng.integers(1, num_experts, size=preferred.shape) if num_experts > 1 else np.zeros_like(preferred)
+        secondary = (preferred + shift) % num_experts
+        return cls(weights, preferred, num_experts, fidelity, second if num_experts > 1 else 0.0, secondary,
+                   concentration)
+
+    def rows(self, layer: int) -> np.ndarray:
+        """The gate's distribution of every type at ``layer`` (types x experts, class docstring)."""
+        E = self.num_experts
+        out = np.full((self.num_types, E), (1.0 - self.fidelity - self.second) / E)
+        out[np.arange(self.num_types), self.preferred[layer]] += self.fidelity
+        out[np.arange(self.num_types), self.secondary[layer]] += self.second
+        return out
+
+    def sample(self, batches: int, tokens_per_batch: int, seed: int, *, top_k: int = 1) -> RoutingTrace:
+        """``batches`` batches of ``tokens_per_batch`` tokens routed with top-``top_k`` gating, drawn from
+        ``seed`` (class docstring)."""
+        owner = "typed routing"
+        require_int(owner, "batches", batches, 1)
+        require_int(owner, "tokens_per_batch", tokens_per_batch, 1)
+        require_int(owner, "seed", seed, 0)
+        _require_top_k(owner, top_k, self.num_experts)
+        rng = np.random.default_rng(seed)
+        E, n = self.num_experts, batches * tokens_per_batch
+        mix = rng.dirichlet(self.concentration * self.num_types * np.maximum(self.type_weights, 1e-12), size=batches)
+        kinds = np.concatenate([rng.choice(self.num_types, size=tokens_per_batch, p=m) for m in mix])
+        batch = np.repeat(np.arange(batches, dtype=np.int64), tokens_per_batch)
+        choices = np.empty((n, self.num_layers, top_k), dtype=np.int64)
+        step = max(1, SAMPLE_CELLS // E)
+        with np.errstate(divide="ignore"):
+            logs = [np.log(self.rows(i)) for i in range(self.num_layers)]
+        for i in range(self.num_layers):
+            for lo in range(0, n, step):
+                hi = min(n, lo + step)
+                keys = logs[i][kinds[lo:hi]] + rng.gumbel(size=(hi - lo, E))
+                if top_k == 1:
+                    choices[lo:hi, i, 0] = np.argmax(keys, axis=1)
+                else:
+                    choices[lo:hi, i, :] = np.argsort(-keys, axis=1, kind="stable")[:, :top_k]
+        return RoutingTrace(choices, batch, E)
+
+
 def synthetic_routing(num_experts: int = 16, num_layers: int = 12, *, batches: int = 8, tokens_per_batch: int = 1024,
                       top_k: int = 1, seed: int = 0) -> RoutingTrace:
     """A routing trace of a router and a sample both drawn from ``seed`` (:class:`SyntheticRouter`)."""
@@ -385,6 +550,6 @@ def write_routing_csv(trace: RoutingTrace, path: str | Path) -> Path:
     return p
 
 
-__all__ = ["BATCH_CONCENTRATION", "CSV_COLUMNS", "DEFAULT_SKEW", "KEEP_TOP1", "KEEP_TOP2", "RoutingTrace",
-           "SyntheticRouter", "group_keep_ratio", "read_routing_csv", "synthetic_routing", "write_routing_csv",
-           "zipf_weights"]
+__all__ = ["BATCH_CONCENTRATION", "CSV_COLUMNS", "DEFAULT_SKEW", "FIDELITY", "KEEP_TOP1", "KEEP_TOP2", "RoutingTrace",
+           "SECOND", "SyntheticRouter", "TYPES_PER_EXPERT", "TYPE_SKEW", "TypedRouter", "group_keep_ratio",
+           "read_routing_csv", "synthetic_routing", "write_routing_csv", "zipf_weights"]

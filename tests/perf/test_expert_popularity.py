@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from optsched.core.errors import ValidationError
-from optsched.perf.expert_popularity import (device_counts, estimate_popularity, needs_fine_tuning,
-                                             path_distributions, profile_paths, top_list)
+from optsched.perf.expert_popularity import (device_counts, estimate_accurate, estimate_popularity,
+                                             needs_fine_tuning, path_distributions, profile_paths, top_list)
 from optsched.perf.moe_routing import RoutingTrace, SyntheticRouter
 
 
@@ -62,7 +62,8 @@ def test_phase_two_compares_the_top_2k_lists() -> None:
     est = np.array([0.4, 0.3, 0.2, 0.1])
     assert top_list(est, 2) == (0, 1)
     assert not needs_fine_tuning(est, np.array([0.5, 0.2, 0.1, 0.2]), k=1)
-    assert needs_fine_tuning(est, np.array([0.2, 0.5, 0.2, 0.1]), k=1)  # same set, other order
+    assert needs_fine_tuning(est, np.array([0.2, 0.5, 0.2, 0.1]), k=1, rule="ordered")  # same set, other order
+    assert not needs_fine_tuning(est, np.array([0.2, 0.5, 0.2, 0.1]), k=1)  # the default reads it as a set
     assert needs_fine_tuning(est, np.array([0.4, 0.1, 0.2, 0.3]), k=1)
     assert not needs_fine_tuning(est, est[::-1][::-1], k=2)
 
@@ -99,3 +100,25 @@ def test_a_large_batch_is_estimated_in_chunks_of_tokens(monkeypatch: pytest.Monk
         chunked = pop.estimate_popularity(profile, batch.top1, 3, k=k)
         monkeypatch.undo()
         assert np.allclose(chunked, whole, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("actual,k,same_set,same_order", [
+    ([0.4, 0.3, 0.2, 0.1], 1, True, True),     # identical ranking
+    ([0.3, 0.4, 0.2, 0.1], 1, True, False),    # the top two swapped: the same experts, another order
+    ([0.4, 0.2, 0.3, 0.1], 1, False, False),   # expert 2 displaces expert 1
+    ([0.4, 0.2, 0.2, 0.2], 1, True, True),     # a three-way tie for second: the lower expert number (1) wins
+    ([0.1, 0.2, 0.3, 0.4], 2, True, False),    # k = 2: all four experts, reversed
+    ([0.1, 0.2, 0.3, 0.4], 1, False, False),   # k = 1: top-2 (3, 2) against (0, 1)
+])
+def test_top_2k_rule_as_a_set_and_as_an_ordered_list_on_hand_cases(actual: list[float], k: int, same_set: bool,
+                                                                  same_order: bool) -> None:
+    """Sec. 4.5.2 "comparing the overall top-2k experts. If the two lists are identical": both readings
+    (expert_popularity module docstring), hand-ranked; accuracy (Sec. 4.7.3.2) is the negation."""
+    est = np.array([0.4, 0.3, 0.2, 0.1])
+    act = np.array(actual)
+    assert estimate_accurate(est, act, k=k, rule="set") is same_set
+    assert estimate_accurate(est, act, k=k, rule="ordered") is same_order
+    assert needs_fine_tuning(est, act, k=k, rule="set") is (not same_set)
+    assert needs_fine_tuning(est, act, k=k) is (not same_set)  # the default rule is "set"
+    with pytest.raises(ValidationError, match="rule must be one of set, ordered, got 'list'"):
+        needs_fine_tuning(est, act, k=k, rule="list")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from optsched.core.errors import ValidationError
-from optsched.perf.moe_routing import (KEEP_TOP1, KEEP_TOP2, RoutingTrace, SyntheticRouter, group_keep_ratio,
-                                       read_routing_csv, synthetic_routing, write_routing_csv)
+from optsched.perf.moe_routing import (KEEP_TOP1, KEEP_TOP2, RoutingTrace, SyntheticRouter, TypedRouter,
+                                       group_keep_ratio, read_routing_csv, synthetic_routing, write_routing_csv)
 
 
 @pytest.mark.parametrize("experts", [12, 16])
@@ -113,3 +113,71 @@ def test_sampling_memory_is_bounded_and_the_draws_do_not_depend_on_the_chunk(mon
     monkeypatch.setattr(routing, "SAMPLE_CELLS", 100)
     assert np.array_equal(small.sample(3, 500, 5, top_k=2).choices, whole.choices)
     assert np.array_equal(small.sample(3, 500, 5).choices, whole1.choices)
+
+
+# -- the path-dependent router (TypedRouter, issue 27 item 4) ----------------------------------------------------
+@pytest.mark.parametrize("experts,seed", [(12, 0), (16, 1)])
+def test_typed_router_meets_the_statistics_the_thesis_describes(experts: int, seed: int) -> None:
+    """Fig. 4.9 (41.94% / 54.59% of a group keep its top-1 / top-2 next experts) and Fig. 4.6 (a batch's most
+    popular expert gets 4-5.6x the tokens of the least popular), with the documented defaults."""
+    trace = TypedRouter.create(experts, 12, seed).sample(8, 2048, seed)
+    assert group_keep_ratio(trace, 1) == pytest.approx(KEEP_TOP1, abs=0.03)
+    assert group_keep_ratio(trace, 2) == pytest.approx(KEEP_TOP2, abs=0.04)
+    skew = np.mean([trace.loads(0, idx).max() / max(trace.loads(0, idx).min(), 1) for idx in trace.batches()])
+    assert 3.0 < skew < 9.0
+
+
+def _next_top(trace: RoutingTrace, layer: int, length: int) -> dict[tuple[int, ...], tuple[int, float]]:
+    """Per path of ``length`` layers ending at ``layer`` (with >= 50 tokens): its most frequent next expert
+    and that expert's share of the path's tokens."""
+    out = {}
+    paths = trace.top1[:, layer - length + 1:layer + 1]
+    keys, inv = np.unique(paths, axis=0, return_inverse=True)
+    for j, key in enumerate(keys):
+        nxt = trace.top1[inv.ravel() == j, layer + 1]
+        if nxt.size >= 50:
+            counts = np.bincount(nxt, minlength=trace.num_experts)
+            out[tuple(int(x) for x in key)] = (int(counts.argmax()), float(counts.max() / nxt.size))
+    return out
+
+
+def test_typed_router_next_expert_follows_the_path_not_the_current_expert() -> None:
+    """The issue's property: the next layer's top expert is predictable from the path (a longer path
+    predicts it better) but is the current expert only in about 1/E of the paths (independent maps)."""
+    router = TypedRouter.create(16, 8, seed=4)
+    trace = router.sample(16, 2048, seed=4)
+    same, share1, share3 = [], [], []
+    for layer in range(2, 7):
+        one, three = _next_top(trace, layer, 1), _next_top(trace, layer, 3)
+        same += [top == key[-1] for key, (top, _) in one.items()]
+        share1 += [s for _, s in one.values()]
+        share3 += [s for _, s in three.values()]
+    assert np.mean(same) <= 3 / 16  # 1/16 expected: the current expert is rarely the next top one
+    assert np.mean(share3) > np.mean(share1) + 0.05  # a longer path narrows the type down
+    assert np.mean(share1) > 0.35  # far above 1/16: predictable from the path
+    expected = np.mean(router.preferred[1:] == router.preferred[:-1])
+    assert expected <= 3 / 16
+
+
+def test_typed_router_with_full_fidelity_is_deterministic_per_type() -> None:
+    """fidelity 1: every token follows its type's preferred experts exactly (the known-answer router of
+    the estimation tests)."""
+    preferred = np.array([[0, 1, 2], [2, 0, 1], [1, 2, 0]])
+    router = TypedRouter(np.array([0.5, 0.3, 0.2]), preferred, 3, fidelity=1.0, second=0.0)
+    trace = router.sample(4, 200, seed=0, top_k=2)
+    rows = {tuple(r) for r in trace.top1.tolist()}
+    assert rows <= {tuple(preferred[:, c]) for c in range(3)} and len(rows) == 3
+    assert np.all(trace.choices[:, :, 1] != trace.choices[:, :, 0])
+
+
+def test_typed_router_is_reproducible_and_checks_its_arguments() -> None:
+    a = TypedRouter.create(8, 5, seed=2).sample(2, 64, seed=9)
+    b = TypedRouter.create(8, 5, seed=2).sample(2, 64, seed=9)
+    c = TypedRouter.create(8, 5, seed=3).sample(2, 64, seed=9)
+    assert np.array_equal(a.choices, b.choices) and not np.array_equal(a.choices, c.choices)
+    with pytest.raises(ValidationError, match="fidelity \\+ second must be at most 1"):
+        TypedRouter.create(8, 4, fidelity=0.9, second=0.2)
+    with pytest.raises(ValidationError, match="preferred expert 3 does not exist"):
+        TypedRouter(np.ones(2), np.array([[0, 3]]), 3)
+    with pytest.raises(ValidationError, match="secondary expert must differ"):
+        TypedRouter(np.ones(2), np.array([[0, 1]]), 3, secondary=np.array([[0, 2]]))
