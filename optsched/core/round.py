@@ -54,7 +54,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -132,7 +134,7 @@ class RoundProblem:
         object.__setattr__(self, "running", tuple(self.running))
         occupied_items = list(self.occupied.items()) if isinstance(self.occupied, Mapping) else list(self.occupied)
         names = [n for n, _ in occupied_items]
-        dup = sorted({n for n in names if names.count(n) > 1})
+        dup = sorted(n for n, k in Counter(names).items() if k > 1)
         if dup:
             raise ValidationError(f"round: occupied lists node(s) {', '.join(map(repr, dup))} more than once")
         occupied = tuple(sorted(occupied_items, key=lambda kv: kv[0]))
@@ -334,13 +336,18 @@ class RoundProblem:
         """The running allocation of ``job`` (None when it is queued)."""
         return self._running.get(job)
 
+    @cached_property
+    def _occupied_by_node(self) -> dict[str, NodeShare]:
+        """``occupied`` as a mapping (made on first use: :meth:`free` of every node of a 100,000-job round)."""
+        return dict(self.occupied)
+
     def free(self, node: str) -> NodeShare:
         """What ``node`` offers the round: capacity minus the ``occupied`` share (computed once per
         node and remembered; the round is immutable)."""
         share = self._free.get(node)
         if share is None:
             n = self.cluster.node(node)
-            occ = dict(self.occupied).get(node, NodeShare(0))
+            occ = self._occupied_by_node.get(node, NodeShare(0))
             share = NodeShare(n.num_gpus - occ.gpus, n.num_cpus - occ.cpus, max(0.0, n.memory_gib - occ.mem_gib))
             self._free[node] = share
         return share

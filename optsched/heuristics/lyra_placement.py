@@ -153,11 +153,14 @@ def placement_within(problem: PlacementRound, lyra: bool = True,
     expires, the jobs with workers still to place are not considered: running ones keep what they hold
     (base workers and the flexible workers their count keeps), queued ones wait, and their workers still
     to place are listed as unplaced (the decision stays within the round's rules, its objective charges
-    them). Returns the placement and the jobs not considered, in placement order."""
-    pk = _Packer(problem, grouped=lyra)
+    them); expired before the first job of a round with more than :data:`CHECK_JOBS` to place, the servers'
+    index is not built (a 100,000-job round at a 1 s limit; a small round places its first jobs as before). Returns the placement and the jobs not considered, in placement order."""
     state = start_state(problem)
     base = {j: dict(s) for j, s in state.base.items()}
     flex = {j: dict(s) for j, s in state.flex.items()}
+    if deadline is not None and len(state.todo) > CHECK_JOBS and deadline.expired():   # what stays, no index
+        return _placement(base, flex, {name: b + f for name, b, f in state.todo}), tuple(n for n, _, _ in state.todo)
+    pk = _Packer(problem, grouped=lyra)
     for name in base:
         pk.hold(name, False, base[name])
         pk.hold(name, True, flex[name])
@@ -204,9 +207,15 @@ def placement_within(problem: PlacementRound, lyra: bool = True,
             break
         if not done:
             unplaced[name] = n_base + n_flex
+    return _placement(base, flex, unplaced), tuple(skipped)
+
+
+def _placement(base: dict[str, dict[str, int]], flex: dict[str, dict[str, int]], unplaced: dict[str, int]
+               ) -> WorkerPlacement:
+    """The payload of base and flexible GPUs per node of every job placed, and the workers left unplaced."""
     placements = tuple(JobPlacement(n, tuple(base[n].items()), tuple(flex.get(n, {}).items()))
                        for n in sorted(base) if base[n])
-    return WorkerPlacement(placements, tuple(unplaced.items())), tuple(skipped)
+    return WorkerPlacement(placements, tuple(unplaced.items()))
 
 
 __all__ = ["CHECK_JOBS", "best_fit_decreasing", "placement_within"]

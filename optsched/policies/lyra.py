@@ -63,7 +63,7 @@ from optsched.core.round import RoundProblem
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, Solution
 from optsched.heuristics.lyra_placement import best_fit_decreasing, placement_within
 from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one, running_base
-from optsched.heuristics.lyra_reclaim import lyra_reclaim, random_reclaim, scf_reclaim
+from optsched.heuristics.lyra_reclaim import lyra_reclaim, lyra_reclaim_within, random_reclaim, scf_reclaim
 from optsched.policies.checks import round_of
 from optsched.policies.notes import join_notes
 from optsched.policies.exact import (ExactKind, ExactPolicy, Outcome, WarmStart, exact_method, hint_of, not_worse,
@@ -87,26 +87,37 @@ from optsched.rounds.placement.start import pools_of, start_state
 
 # -- lyra-reclaim ---------------------------------------------------------------------------------------
 ReclaimChooser = Callable[[ReclaimView, int, np.random.Generator], list[int]]
+#: a reclaiming heuristic within a deadline: view, count, rng, deadline -> (server indices, cut short)
+ReclaimWithin = Callable[[ReclaimView, int, np.random.Generator, Deadline], tuple[list[int], bool]]
+
+#: the partial note of Lyra's reclaiming heuristic cut short by its time limit
+_RECLAIM_CUT = ("partial: the time limit ran out during Lyra's reclaiming heuristic; the servers it had not picked "
+                "are the cheapest left by their cost then (no collateral-damage tie-break)")
 
 
 @dataclass(frozen=True)
 class ReclaimHeuristicPolicy:
-    """A reclaiming heuristic or baseline (``choose``: view, count, rng -> server indices)."""
+    """A reclaiming heuristic or baseline (``choose``: view, count, rng, deadline -> server indices and whether the
+    deadline cut it short: status ``partial`` then) within ``time_limit`` from ``clock_start`` (or the call), less
+    :data:`RECLAIM_FINISH_S_PER_JOB` a job kept for the decision."""
 
     kind: ClassVar[str] = "lyra-reclaim"
 
     name: str
-    choose: ReclaimChooser
+    choose: ReclaimWithin
     seed: int = 0
+    time_limit: float = DEFAULT_TIME_LIMIT
+    clock_start: float | None = None
 
     @collector_paused
     def decide(self, problem: RoundProblem) -> Decision:
         t0 = time.perf_counter()
         p = round_of(problem, LyraReclaimRound, self.name)
+        deadline = Deadline.since(self.time_limit, self.clock_start).earlier(RECLAIM_FINISH_S_PER_JOB * len(p.jobs))
         view = ReclaimView(p)
-        picks = self.choose(view, p.reclaim, np.random.default_rng(self.seed))
-        return reclaim_decision(view, picks, method=self.name, status="heuristic",
-                                solve_seconds=time.perf_counter() - t0)
+        picks, cut = self.choose(view, p.reclaim, np.random.default_rng(self.seed), deadline)
+        return reclaim_decision(view, picks, method=self.name, status="partial" if cut else "heuristic",
+                                solve_seconds=time.perf_counter() - t0, message=_RECLAIM_CUT if cut else "")
 
 
 def _model_note(sol: Solution) -> str:
@@ -137,8 +148,9 @@ class ReclaimExact(ExactKind[LyraReclaimRound, ReclaimContext, Sequence[int]]):
         return ReclaimContext(ReclaimView(problem), problem.reclaim)
 
     def warm_start(self, ctx: ReclaimContext, deadline: Deadline) -> WarmStart[Sequence[int]]:
-        hint = lyra_reclaim(ctx.view, ctx.count)
-        return WarmStart(hint, float(ctx.view.kept(ctx.view.outcome(hint))))
+        hint, cut = lyra_reclaim_within(ctx.view, ctx.count, deadline)
+        return WarmStart(hint, float(ctx.view.kept(ctx.view.outcome(hint))), complete=not cut,
+                         message=_RECLAIM_CUT if cut else "")
 
     def solve(self, ctx: ReclaimContext, warm: WarmStart[Sequence[int]] | None, *, time_limit: float, seed: int,
               workers: int, backend: str, cold: bool = False,
@@ -159,18 +171,24 @@ class ReclaimExact(ExactKind[LyraReclaimRound, ReclaimContext, Sequence[int]]):
                                 message=outcome.message)
 
 
-def _reclaim_heuristic(name: str, choose: ReclaimChooser) -> Callable[[PolicyOptions], ReclaimHeuristicPolicy]:
-    return lambda o: ReclaimHeuristicPolicy(name, choose, o.seed)
+def _reclaim_heuristic(name: str, choose: ReclaimWithin) -> Callable[[PolicyOptions], ReclaimHeuristicPolicy]:
+    return lambda o: ReclaimHeuristicPolicy(name, choose, o.seed, o.time_limit, o.clock_start)
+
+
+def _whole(choose: ReclaimChooser) -> ReclaimWithin:
+    """A reclaiming baseline that always finishes (random, SCF: one draw or one sort) as a :data:`ReclaimWithin`."""
+    return lambda v, k, rng, _deadline: (choose(v, k, rng), False)
 
 
 register_exact("lyra-reclaim", lambda o: ReclaimExact())
 _LYRA_RECLAIM = "Lyra's reclaiming heuristic: cheapest server by server fractions, flexible group first (Sec. 3.4)"
 for _name, _build, _summary in (
-        ("lyra", _reclaim_heuristic("lyra", lambda v, k, _rng: lyra_reclaim(v, k)), _LYRA_RECLAIM),
-        ("heuristic", _reclaim_heuristic("heuristic", lambda v, k, _rng: lyra_reclaim(v, k)),
+        ("lyra", _reclaim_heuristic("lyra", lambda v, k, _rng, d: lyra_reclaim_within(v, k, d)), _LYRA_RECLAIM),
+        ("heuristic", _reclaim_heuristic("heuristic", lambda v, k, _rng, d: lyra_reclaim_within(v, k, d)),
          _LYRA_RECLAIM + " (alias of lyra)"),
-        ("random", _reclaim_heuristic("random", random_reclaim), "random on-loan servers (baseline, Sec. 3.7.1)"),
-        ("scf", _reclaim_heuristic("scf", lambda v, k, _rng: scf_reclaim(v, k)),
+        ("random", _reclaim_heuristic("random", _whole(random_reclaim)),
+         "random on-loan servers (baseline, Sec. 3.7.1)"),
+        ("scf", _reclaim_heuristic("scf", _whole(lambda v, k, _rng: scf_reclaim(v, k))),
          "smallest job count first (baseline, Sec. 3.7.1)"),
         ("exact", exact_method("exact", lambda o: ReclaimExact()),
          "CP-SAT: the servers preempting the fewest jobs, warm-started by lyra; never worse than it")):

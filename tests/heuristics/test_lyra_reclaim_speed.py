@@ -10,7 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from optsched.heuristics.lyra_reclaim import _TIE, _collateral, lyra_reclaim, server_costs
+import optsched
+import optsched.heuristics.lyra_reclaim as lyra_reclaim_module
+from optsched.core.deadline import Deadline
+from optsched.heuristics.lyra_reclaim import _TIE, _collateral, lyra_reclaim, lyra_reclaim_within, server_costs
 from optsched.rounds.lyra_reclaim import ReclaimView
 from optsched.rounds.lyra_reclaim.generate import generate_reclaim_round
 
@@ -63,3 +66,26 @@ def test_the_heuristic_is_fast_on_many_tied_servers() -> None:
     t = time.perf_counter()
     lyra_reclaim(view, 1250)
     assert time.perf_counter() - t < 0.4
+
+
+def test_past_its_deadline_the_heuristic_takes_the_cheapest_left_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26, item 2 (103,093 on-loan servers, 12,886 to return: 11 s at ``--time-limit 1``): past the deadline
+    the servers still to take are the cheapest by their cost then, flexible GPUs, order; ``count`` of them (the
+    deadline looked at before every step here)."""
+    monkeypatch.setattr(lyra_reclaim_module, "CHECK_STEPS", 1)
+    view = ReclaimView(generate_reclaim_round(seed=1, servers=64, occupancy=0.85, elastic=0.5))
+    expired = Deadline(1e-9, time.perf_counter() - 1.0)
+    picks, cut = lyra_reclaim_within(view, 20, expired)
+    cost, flex = server_costs(view), [sum(f.values()) for f in view.flex]
+    assert cut and picks == sorted(range(len(view.servers)), key=lambda s: (cost[s], flex[s], s))[:20]
+    assert lyra_reclaim_within(view, 20, Deadline(60.0)) == (lyra_reclaim(view, 20), False)
+
+
+def test_the_policies_hold_a_limit_and_a_cut_decision_is_partial(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lyra_reclaim_module, "CHECK_STEPS", 1)
+    problem = generate_reclaim_round(seed=0, servers=2_000)
+    d = optsched.solve(problem, "lyra", 0.001, clock_start=time.perf_counter() - 1.0)
+    assert d.status == "partial" and d.message.startswith("partial:") and len(d.payload.servers) == problem.reclaim
+    assert optsched.solve(problem, "lyra", 30.0).status == "heuristic"
+    e = optsched.solve(problem, "exact", 0.001, clock_start=time.perf_counter() - 1.0)
+    assert e.status == "partial" and len(e.payload.servers) == problem.reclaim

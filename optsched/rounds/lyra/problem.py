@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar, Mapping
 
 from optsched.core.checks import json_ints, require_int, require_number
@@ -156,13 +157,14 @@ class LyraRound(RoundProblem):
         return tuple(n for n in self.inference_nodes if n not in occupied
                      or occupied[n].gpus < (self.cluster.node(n).num_gpus if self.opportunistic else 1))
 
-    @property
+    @cached_property
     def training_nodes(self) -> tuple[str, ...]:
+        """The servers not of the inference pool (cluster order; made on first use, the round is immutable)."""
         return tuple(n.name for n in self.cluster.nodes if n.name not in self._inference)
 
-    @property
+    @cached_property
     def usable_nodes(self) -> tuple[str, ...]:
-        """Training servers, then on-loan inference servers (cluster order)."""
+        """Training servers, then on-loan inference servers (cluster order; made on first use)."""
         loan = set(self.on_loan)
         return self.training_nodes + tuple(n.name for n in self.cluster.nodes if n.name in loan)
 
