@@ -82,6 +82,14 @@ BATCH_CONCENTRATION = 4.0
 CSV_COLUMNS = ("batch", "token", "layer", "expert", "rank")
 
 
+def _require_sample(owner: str, batches: int, tokens_per_batch: int, seed: int, top_k: int, num_experts: int) -> None:
+    """The arguments of a router's ``sample``: positive batches and tokens, a seed >= 0, a top-k of the experts."""
+    require_int(owner, "batches", batches, 1)
+    require_int(owner, "tokens_per_batch", tokens_per_batch, 1)
+    require_int(owner, "seed", seed, 0)
+    _require_top_k(owner, top_k, num_experts)
+
+
 def _require_top_k(owner: str, k: int, num_experts: int) -> None:
     require_int(owner, "top-k", k, 1)
     if k > num_experts:
@@ -265,11 +273,7 @@ class SyntheticRouter:
         """``batches`` batches of ``tokens_per_batch`` tokens routed with top-``top_k`` gating, drawn from
         ``seed``: per batch a first-layer distribution ~ Dirichlet(concentration x E x ``first``), then
         the chain (module docstring)."""
-        owner = "synthetic routing"
-        require_int(owner, "batches", batches, 1)
-        require_int(owner, "tokens_per_batch", tokens_per_batch, 1)
-        require_int(owner, "seed", seed, 0)
-        _require_top_k(owner, top_k, self.num_experts)
+        _require_sample("synthetic routing", batches, tokens_per_batch, seed, top_k, self.num_experts)
         rng = np.random.default_rng(seed)
         E, n = self.num_experts, batches * tokens_per_batch
         alpha = self.concentration * E * self.first
@@ -418,11 +422,7 @@ class TypedRouter:
     def sample(self, batches: int, tokens_per_batch: int, seed: int, *, top_k: int = 1) -> RoutingTrace:
         """``batches`` batches of ``tokens_per_batch`` tokens routed with top-``top_k`` gating, drawn from
         ``seed`` (class docstring)."""
-        owner = "typed routing"
-        require_int(owner, "batches", batches, 1)
-        require_int(owner, "tokens_per_batch", tokens_per_batch, 1)
-        require_int(owner, "seed", seed, 0)
-        _require_top_k(owner, top_k, self.num_experts)
+        _require_sample("typed routing", batches, tokens_per_batch, seed, top_k, self.num_experts)
         rng = np.random.default_rng(seed)
         E, n = self.num_experts, batches * tokens_per_batch
         mix = rng.dirichlet(self.concentration * self.num_types * np.maximum(self.type_weights, 1e-12), size=batches)
