@@ -15,6 +15,7 @@ cluster's), and the fraction of the dense peak its GPUs achieve on large trainin
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +110,11 @@ class Node:
     topology: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        if (type(self.name) is str and type(self.gpu_type) is str and type(self.num_gpus) is int
+                and type(self.num_cpus) is int and type(self.memory_gib) in (float, int) and self.labels == ()
+                and self.topology == () and self.state == "ready" and self.name.strip() and self.gpu_type.strip()
+                and self.num_gpus >= 0 and self.num_cpus >= 0 and 0 <= self.memory_gib < math.inf):
+            return  # fast path (a plain node; a round has thousands): the checks below would all pass
         require_name("Node", self.name)
         owner = f"node {self.name!r}"
         require_name(owner + " gpu_type", self.gpu_type)

@@ -115,7 +115,19 @@ class ExecutionPlan:
     @classmethod
     def from_dict(cls, data: Any) -> "ExecutionPlan":
         require_keys("ExecutionPlan", data, ("dp",), ("tp", "pp", "micro_batches", "zero", "ga_steps", "gc"))
-        return cls(**json_fields(cls, data))
+        try:
+            key = tuple(sorted(data.items()))
+            hash(key)
+        except TypeError:   # a member that is no JSON scalar: the constructor names it
+            return cls(**json_fields(cls, data))
+        return _plan_of(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan_of(items: tuple[tuple[str, Any], ...]) -> ExecutionPlan:
+    """The plan of a JSON object's sorted members, made once per distinct object (a round names a few plans for
+    thousands of jobs and allocations; plans are immutable, so equal ones may be one object)."""
+    return ExecutionPlan(**json_fields(ExecutionPlan, dict(items)))
 
 
 def check_plan_for_model(plan: ExecutionPlan, model: ModelSpec) -> None:
