@@ -111,6 +111,30 @@ def test_table_4_4_has_one_step_row_per_expert_count() -> None:
         assert thesis is not None and math.isfinite(ours / thesis) and ours > 0
 
 
+def test_the_thesis_benchmark_writes_table_4_4(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``python benchmarks/moe.py --thesis --out DIR`` with only the ``4.4`` builder: DIR/moe_thesis.csv has the
+    issue's columns, four ``step`` rows of Fig. 4.10 with a finite ratio = ours / thesis."""
+    import csv
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import moe  # noqa: PLC0415  (benchmarks/moe.py)
+
+    assert moe.thesis_training in moe.THESIS_TABLES
+    monkeypatch.setattr(moe, "THESIS_TABLES", [moe.thesis_training])
+    assert moe.main(["--thesis", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "moe_thesis.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["table", "setting", "thesis", "ours", "ratio"]
+    assert {r["table"] for r in rows} == {"4.4"}
+    steps = [r for r in rows if "step" in r["setting"] and "[Fig. 4.10]" in r["setting"]]
+    assert len(steps) == len(EXPERT_COUNTS)
+    for r in steps:
+        assert math.isfinite(float(r["ratio"]))
+        assert float(r["ratio"]) == pytest.approx(float(r["ours"]) / float(r["thesis"]), rel=2e-3)
+
+
 @pytest.mark.parametrize("kwargs,message", [
     (dict(experts_per_device=3), "experts_per_device 3 must divide experts 4"),
     (dict(a2a_mb=0.0), "a2a_mb must be > 0"),
