@@ -39,6 +39,11 @@ parsed arguments returning rows, listed in :data:`THESIS_TABLES`; today:
   accuracy (both readings of "identical"), phase two's share, without estimation and without fine-tuning
   against Lina, Table 4.5; and the partition sweep of Fig. 4.15 on the ``moe-comm`` kind's Fig. 4.7 pass
   and random 4-layer passes.
+* ``4.4`` (:func:`thesis_training`, :func:`optsched.experiments.lina_training.table_4_4`): the training-step
+  model on the ``moe-comm`` kind's timeline (24-layer Transformer-XL, 2/4/8/16 experts, fitted to Table
+  4.1's baseline rows): step time, backward all-to-all, MoE layer and pipelining-efficiency speedups of Lina
+  over the baseline (Figs. 4.10-4.14, Table 4.4; settings of the step speedups contain ``step``), and the
+  calibration checks.
 """
 
 from __future__ import annotations
@@ -269,8 +274,14 @@ def thesis_estimation(args: argparse.Namespace) -> list[ThesisRow]:
     return rows
 
 
+def thesis_training(args: argparse.Namespace) -> list[ThesisRow]:
+    """Table ``4.4`` (module docstring): Sec. 4.7.2, Figs. 4.10-4.14, Table 4.4."""
+    from optsched.experiments.lina_training import table_4_4
+    return table_4_4()
+
+
 #: the table builders of --thesis, in output order (other tables of issue 27 are added here)
-THESIS_TABLES: list[Callable[[argparse.Namespace], list[ThesisRow]]] = [thesis_estimation]
+THESIS_TABLES: list[Callable[[argparse.Namespace], list[ThesisRow]]] = [thesis_estimation, thesis_training]
 
 
 def thesis(args: argparse.Namespace) -> Path:

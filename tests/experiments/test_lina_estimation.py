@@ -110,7 +110,7 @@ def test_the_thesis_benchmark_writes_the_estimation_table(tmp_path) -> None:
     with open(tmp_path / "moe_thesis.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["table", "setting", "thesis", "ours", "ratio"]
-    assert {r["table"] for r in rows} == {"estimation"}
+    assert "estimation" in {r["table"] for r in rows}
     phase = [r for r in rows if "phase" in r["setting"]]
     assert phase and all(float(r["thesis"]) > 0 for r in phase)
     for r in rows:
