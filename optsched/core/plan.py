@@ -115,8 +115,8 @@ class ExecutionPlan:
     @classmethod
     def from_dict(cls, data: Any) -> "ExecutionPlan":
         require_keys("ExecutionPlan", data, ("dp",), ("tp", "pp", "micro_batches", "zero", "ga_steps", "gc"))
-        try:
-            key = tuple(sorted(data.items()))
+        try:   # each value with its type: True, 1 and 1.0 are equal keys, but only some of them are valid
+            key = tuple(sorted((k, type(v).__name__, v) for k, v in data.items()))
             hash(key)
         except TypeError:   # a member that is no JSON scalar: the constructor names it
             return cls(**json_fields(cls, data))
@@ -124,10 +124,10 @@ class ExecutionPlan:
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan_of(items: tuple[tuple[str, Any], ...]) -> ExecutionPlan:
-    """The plan of a JSON object's sorted members, made once per distinct object (a round names a few plans for
-    thousands of jobs and allocations; plans are immutable, so equal ones may be one object)."""
-    return ExecutionPlan(**json_fields(ExecutionPlan, dict(items)))
+def _plan_of(items: tuple[tuple[str, str, Any], ...]) -> ExecutionPlan:
+    """The plan of a JSON object's sorted (member, type name, value), made once per distinct object (a round names
+    a few plans for thousands of jobs and allocations; plans are immutable, so equal ones may be one object)."""
+    return ExecutionPlan(**json_fields(ExecutionPlan, {k: v for k, _, v in items}))
 
 
 def check_plan_for_model(plan: ExecutionPlan, model: ModelSpec) -> None:
