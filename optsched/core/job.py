@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from optsched.core.checks import json_fields, require_int, require_keys, require_name, require_number, string_pairs
 from optsched.core.errors import ValidationError
 from optsched.core.plan import ExecutionPlan
+
+#: the types of a JSON number field (not bool)
+_NUMBER = (int, float)
 
 #: CPUs per GPU of the Rubick measurements and workload traces: what a job that requests no CPUs is
 #: taken to request (capped by the nodes' CPUs per GPU, :meth:`Job.cpus_or_default`), what generated
@@ -108,6 +112,8 @@ class Job:
     checkpoint_age_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self._plain():
+            return  # fast path (a round reads thousands of jobs): the checks below would all pass
         require_name("Job", self.name)
         owner = f"job {self.name!r}"
         require_name(owner + " model", self.model)
@@ -151,6 +157,30 @@ class Job:
             raise ValidationError(
                 f"{owner}: requested plan {self.requested_plan.label} uses {self.requested_plan.num_gpus} "
                 f"GPUs but the job requests {self.requested_gpus}")
+
+    def _plain(self) -> bool:
+        """Whether every field has its plain type and value range and no optional rule is set (no deadline,
+        constraint or objective field, no plan bound to the job): what :meth:`__post_init__` accepts without
+        looking further, checked in one expression."""
+        return (type(self.name) is str and type(self.model) is str and type(self.tenant) is str
+                and type(self.requested_gpus) is int and type(self.total_iterations) is int
+                and type(self.requested_cpus) is int and type(self.min_gpus) is int
+                and type(self.gpus_per_worker) is int and type(self.priority) is int
+                and type(self.requested_mem_gib) in _NUMBER and type(self.completed_iterations) in _NUMBER
+                and type(self.submit_time) in _NUMBER and type(self.weight) in _NUMBER
+                and type(self.guaranteed) is bool and type(self.fungible) is bool
+                and type(self.checkpointing) is bool and self.plan_fixed is False
+                and self.deadline is None and self.max_nodes is None and self.min_cpus_per_gpu is None
+                and self.node_selector == () and self.topology is None and self.restart_seconds is None
+                and self.checkpoint_age_s is None
+                and bool(self.name.strip()) and bool(self.model.strip()) and bool(self.tenant.strip())
+                and self.requested_gpus >= 1 and self.total_iterations >= 1 and self.requested_cpus >= 0
+                and self.min_gpus >= 1 and self.gpus_per_worker >= 1 and self.priority >= -(2 ** 31)
+                and 0.0 <= self.requested_mem_gib < math.inf and 0.0 <= self.submit_time < math.inf
+                and 0.0 <= self.completed_iterations <= self.total_iterations and 0.0 < self.weight < math.inf
+                and (self.max_gpus is None or (type(self.max_gpus) is int and self.max_gpus >= self.min_gpus))
+                and (self.requested_plan is None or (type(self.requested_plan) is ExecutionPlan
+                                                     and self.requested_plan.num_gpus == self.requested_gpus)))
 
     def with_progress(self, completed_iterations: float) -> "Job":
         """This job with ``completed_iterations`` done (0 <= value <= total). A cheap copy for the
