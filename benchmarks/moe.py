@@ -269,8 +269,18 @@ def thesis_estimation(args: argparse.Namespace) -> list[ThesisRow]:
     return rows
 
 
+def thesis_gating(args: argparse.Namespace) -> list[ThesisRow]:
+    """Table ``gating`` (:mod:`optsched.experiments.adaptive_gating_training`): Tables 5.1, 5.3, 5.5, 5.6 on the
+    step model, every task at Sec. 5.4.3's settings, ``--seeds`` seeds of 32 batches (``--quick``: 4 batches, no
+    sweeps), and the unknown parameters swept on sentiment analysis."""
+    from optsched.experiments.adaptive_gating_training import thesis_rows  # noqa: PLC0415
+
+    quick = getattr(args, "quick", False)
+    return thesis_rows(args.seeds, 4 if quick else 32, sweeps=not quick)
+
+
 #: the table builders of --thesis, in output order (other tables of issue 27 are added here)
-THESIS_TABLES: list[Callable[[argparse.Namespace], list[ThesisRow]]] = [thesis_estimation]
+THESIS_TABLES: list[Callable[[argparse.Namespace], list[ThesisRow]]] = [thesis_estimation, thesis_gating]
 
 
 def thesis(args: argparse.Namespace) -> Path:
