@@ -90,6 +90,8 @@ BATCH_TOKENS = 4096
 TOKENS_PER_SAMPLE = 128
 #: the per-sample spread of the synthetic gate (its default in :func:`synthetic_gate_probs`)
 SPREAD = 0.6
+#: the spread at which every task is also run in the sweep (two-expert tokens concentrated in few samples)
+SWEPT_SPREAD = 2.0
 #: samples drawn at once (memory)
 CHUNK = 32
 #: the calibration draw of :func:`calibrate_sharpness`: many samples (the per-sample sharpness is what
@@ -266,6 +268,8 @@ class TaskResult:
     curriculum: tuple[float, ...]
     random: tuple[float, ...]
     sorted: tuple[float, ...]
+    #: share of samples with no two-expert token at any layer (how concentrated the two-expert tokens are)
+    no_two: tuple[float, ...]
     top1: float
     moe_share: float
     sharpness: float
@@ -275,10 +279,18 @@ class TaskResult:
         i = self.thresholds.index(threshold)
         return self.share[i], self.curriculum[i], self.random[i]
 
-    def inflation(self, threshold: float = THRESHOLD) -> float:
-        """Table 5.6's "Training Time Inflation" without the curriculum, %: ``random / curriculum - 1``."""
-        _, cur, rnd = self.at(threshold)
-        return 100.0 * (rnd / cur - 1.0)
+    def at_no_two(self, threshold: float) -> float:
+        """Share of samples with no two-expert token at ``threshold``."""
+        return self.no_two[self.thresholds.index(threshold)]
+
+    def inflation(self, threshold: float = THRESHOLD, against: str = "curriculum") -> float:
+        """Table 5.6's "Training Time Inflation" without the curriculum, %: ``random / curriculum - 1``
+        (``against="sorted"``: over the order sorted by two-expert tokens instead)."""
+        i = self.thresholds.index(threshold)
+        if against not in ("curriculum", "sorted"):
+            raise ValidationError(f"adaptive gating training: against must be 'curriculum' or 'sorted', "
+                                  f"got {against!r}")
+        return 100.0 * (self.random[i] / getattr(self, against)[i] - 1.0)
 
 
 def training_time(task: GatingTask, thresholds: Sequence[float] = (THRESHOLD, *TABLE_5_5_THRESHOLDS), *,
@@ -299,7 +311,8 @@ def training_time(task: GatingTask, thresholds: Sequence[float] = (THRESHOLD, *T
     cur = [model.relative(v, curriculum_order(v), batch) for v in vectors]
     rnd = [model.relative(v, rand, batch) for v in vectors]
     srt = [model.relative(v, np.argsort(v.sum(axis=1), kind="stable"), batch) for v in vectors]
-    return TaskResult(task.name, ts, tuple(float(s) for s in share), tuple(cur), tuple(rnd), tuple(srt),
+    none = [float(np.mean(~v.any(axis=1))) for v in vectors]
+    return TaskResult(task.name, ts, tuple(float(s) for s in share), tuple(cur), tuple(rnd), tuple(srt), tuple(none),
                       model.top1_relative(), model.moe_share, sharp)
 
 
@@ -384,6 +397,12 @@ def thesis_rows(seeds: int = 3, batches: int = 32, *, sweeps: bool = True) -> li
                      _mean(res, lambda r: r.inflation())))
     rows.append(("gating", "Table 5.6 average inflation without curriculum, % [Sec. 5.4.6: 13.7%]", 13.7,
                  float(np.mean([_mean(res, lambda r: r.inflation()) for res in by_task.values()]))))
+    for name, res in by_task.items():
+        rows.append(("gating", f"what-if {name}: random order's step time over the order sorted by two-expert tokens "
+                     f"(not the thesis's cosine rule), % [no number in the text]", None,
+                     _mean(res, lambda r: r.inflation(against="sorted"))))
+        rows.append(("gating", f"{name}: samples with no two-expert token at T=0.1, % [no number in the text]", None,
+                     100.0 * _mean(res, lambda r: r.at_no_two(THRESHOLD))))
     if sweeps:
         rows += _sweeps(seeds, batches)
     return rows
@@ -393,7 +412,7 @@ def _sweeps(seeds: int, batches: int) -> list[Row]:
     """Sentiment analysis at T = 0.1 with one unknown parameter changed at a time."""
     task = TASKS[0]
     rows: list[Row] = []
-    cases: list[tuple[str, dict]] = [(f"spread {s:g}", {"spread": s}) for s in (0.0, 0.3, 1.0)]
+    cases: list[tuple[str, dict]] = [(f"spread {s:g}", {"spread": s}) for s in (0.0, 0.3, 1.0, 2.0, 3.0)]
     cases += [(f"tokens per sample {n}", {"tokens_per_sample": n}) for n in (32, 512)]
     cases += [(f"MoE share of the top-2 step {m:g}", {"moe_share": m}) for m in (0.5, 1.0)]
     for label, kw in cases:
@@ -402,6 +421,14 @@ def _sweeps(seeds: int, batches: int) -> list[Row]:
                      TABLE_5_3[task.name][0], _mean(res, lambda r: r.curriculum[0])))
         rows.append(("gating", f"sweep {task.name}, {label}: no-curriculum inflation, %", TABLE_5_6[task.name],
                      _mean(res, lambda r: r.inflation())))
+        rows.append(("gating", f"sweep {task.name}, {label}: samples with no two-expert token, % [no number in the "
+                     f"text]", None, 100.0 * _mean(res, lambda r: r.no_two[0])))
+    for other in TASKS[1:]:
+        res = [training_time(other, (THRESHOLD,), batches=batches, seed=s, spread=SWEPT_SPREAD) for s in range(seeds)]
+        rows.append(("gating", f"sweep {other.name}, spread {SWEPT_SPREAD:g}: step time adaptive (T=0.1, curriculum) "
+                     f"/ top-2", TABLE_5_3[other.name][0], _mean(res, lambda r: r.curriculum[0])))
+        rows.append(("gating", f"sweep {other.name}, spread {SWEPT_SPREAD:g}: no-curriculum inflation, %",
+                     TABLE_5_6[other.name], _mean(res, lambda r: r.inflation())))
     return rows
 
 

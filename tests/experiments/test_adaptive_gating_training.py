@@ -97,6 +97,8 @@ def test_calibrated_share_and_threshold_sweep() -> None:
     assert r.share[0] < r.share[1] < r.share[2] and r.curriculum[0] < r.curriculum[2] < 1.0
     assert r.top1 < min(r.curriculum)
     assert r.inflation(0.1) == pytest.approx(100 * (r.random[1] / r.curriculum[1] - 1))
+    assert r.inflation(0.1, against="sorted") == pytest.approx(100 * (r.random[1] / r.sorted[1] - 1))
+    assert r.no_two[0] >= r.no_two[1] >= r.no_two[2]  # fewer samples free of two-expert tokens at larger T
 
 
 def test_table_5_1_forced_top1() -> None:
@@ -128,6 +130,9 @@ def test_bad_input() -> None:
         GatingTask("x", 12, 24, 1.0, "x", (2.0, 3.0, 2.5))
     with pytest.raises(ValidationError, match="top1_share must be in"):
         forced_top1_layer_time(1.2)
+    r = training_time(task, (0.1,), batches=1, tokens_per_sample=8)
+    with pytest.raises(ValidationError, match="against must be 'curriculum' or 'sorted'"):
+        r.inflation(against="random")
 
 
 def test_the_thesis_benchmark_writes_the_gating_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
