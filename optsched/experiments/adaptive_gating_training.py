@@ -59,7 +59,15 @@ sample with the fewest two-expert tokens first, then by cosine similarity of the
 Eq. 5.5), computed on the routing of the same pass (the thesis reorders "before each epoch", from
 routing it does not date; the model uses the current one, the best case). ``random``: a seeded
 permutation ("use the random data loader to feed the training set", Sec. 5.4.6). Table 5.6's "Training
-Time Inflation" is read as ``random / curriculum - 1``.
+Time Inflation" is read as ``random / curriculum - 1``. ``sorted`` (by two-expert tokens summed over the
+layers; not the thesis's rule) is a what-if: how much an order can gain when it groups by how complex a
+sample is, which cosine similarity ignores.
+
+**The table** (:func:`thesis_rows`, the ``gating`` rows of ``benchmarks/moe.py --thesis``): Tables 5.1,
+5.3, 5.5, 5.6 beside the thesis, the what-if, and sweeps of the parameters the text does not give
+(``spread`` 0-3, tokens per sample 32-512, ``moe_share`` 0.5-1 on sentiment analysis; every task at
+``spread`` :data:`SWEPT_SPREAD`). Measured numbers and what differs: ``docs/rounds.md``, "Adaptive gating
+training time".
 
 **Table 5.1** (:func:`forced_top1_layer_time`): the MoE layer alone with a fixed percentage of a batch's
 tokens forced to top-1, "Tokens are randomly selected from the data batch ... averaged from 40 runs".
