@@ -44,6 +44,9 @@ parsed arguments returning rows, listed in :data:`THESIS_TABLES`; today:
   4.1's baseline rows): step time, backward all-to-all, MoE layer and pipelining-efficiency speedups of Lina
   over the baseline (Figs. 4.10-4.14, Table 4.4; settings of the step speedups contain ``step``), and the
   calibration checks.
+* ``gating`` (:func:`thesis_gating`, :mod:`optsched.experiments.adaptive_gating_training`): adaptive gating's
+  step time per threshold on the MoE layer cost model, every task of Table 5.2 at Sec. 5.4.3's settings
+  (Tables 5.1, 5.3, 5.5, 5.6), with the parameters the thesis does not give swept on sentiment analysis.
 """
 
 from __future__ import annotations
@@ -280,8 +283,19 @@ def thesis_training(args: argparse.Namespace) -> list[ThesisRow]:
     return table_4_4()
 
 
+def thesis_gating(args: argparse.Namespace) -> list[ThesisRow]:
+    """Table ``gating`` (:mod:`optsched.experiments.adaptive_gating_training`): Tables 5.1, 5.3, 5.5, 5.6 on the
+    step model, every task at Sec. 5.4.3's settings, ``--seeds`` seeds of 32 batches (``--quick``: 4 batches, no
+    sweeps), and the unknown parameters swept on sentiment analysis."""
+    from optsched.experiments.adaptive_gating_training import thesis_rows  # noqa: PLC0415
+
+    quick = getattr(args, "quick", False)
+    return thesis_rows(args.seeds, 4 if quick else 32, sweeps=not quick)
+
+
 #: the table builders of --thesis, in output order (other tables of issue 27 are added here)
-THESIS_TABLES: list[Callable[[argparse.Namespace], list[ThesisRow]]] = [thesis_estimation, thesis_training]
+THESIS_TABLES: list[Callable[[argparse.Namespace], list[ThesisRow]]] = [thesis_estimation, thesis_training,
+                                                                       thesis_gating]
 
 
 def thesis(args: argparse.Namespace) -> Path:

@@ -33,6 +33,7 @@ sample its own complexity.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -77,7 +78,12 @@ class GatingDecision:
 def adaptive_route(probs: np.ndarray, threshold: float) -> GatingDecision:
     """The adaptive rule (module docstring) on gate probabilities ``probs`` (any leading shape, last
     axis the experts; each row non-negative and summing to 1)."""
-    t = check_threshold(threshold)
+    return adaptive_routes(probs, (threshold,))[0]
+
+
+def adaptive_routes(probs: np.ndarray, thresholds: Sequence[float]) -> list[GatingDecision]:
+    """:func:`adaptive_route` at each of ``thresholds`` (the probabilities checked and sorted once)."""
+    ts = [check_threshold(t) for t in thresholds]
     p = np.asarray(probs, dtype=float)
     if p.ndim < 1 or p.shape[-1] < 2:
         raise ValidationError(f"adaptive gating: top-2 needs at least 2 experts, got gate probabilities of shape "
@@ -90,9 +96,10 @@ def adaptive_route(probs: np.ndarray, threshold: float) -> GatingDecision:
                               f"be finite, >= 0 and sum to 1, got sum {flat[bad[0]].sum():.6g}")
     order = np.argsort(-flat, axis=1, kind="stable")[:, :2]
     rows = np.arange(flat.shape[0])
-    two = flat[rows, order[:, 0]] - flat[rows, order[:, 1]] <= t
+    gap = flat[rows, order[:, 0]] - flat[rows, order[:, 1]]
     shape = p.shape[:-1]
-    return GatingDecision(order[:, 0].reshape(shape), order[:, 1].reshape(shape), two.reshape(shape), p.shape[-1])
+    top1, top2 = order[:, 0].reshape(shape), order[:, 1].reshape(shape)
+    return [GatingDecision(top1, top2, (gap <= t).reshape(shape), p.shape[-1]) for t in ts]
 
 
 def expert_loads(decision: GatingDecision) -> np.ndarray:
@@ -184,23 +191,43 @@ def batch_time(vectors: np.ndarray, order: np.ndarray, batch_size: int, cost: La
     return float(total), float(strag)
 
 
+def layer_factors(layers: int, seed: int) -> np.ndarray:
+    """The per-layer factors ``exp(0.2 N(0, 1))`` of :func:`synthetic_gate_probs`, drawn from ``seed``
+    on their own (one model's layers, shared by every chunk of samples drawn from it)."""
+    require_int("synthetic gate probabilities", "layers", layers, 1)
+    require_int("synthetic gate probabilities", "seed", seed, 0)
+    return np.exp(0.2 * np.random.default_rng(seed).standard_normal(layers))
+
+
 def synthetic_gate_probs(samples: int, tokens: int, layers: int, experts: int, seed: int, *,
-                         sharpness: float = 2.5, spread: float = 0.6) -> np.ndarray:
+                         sharpness: float = 2.5, spread: float = 0.6,
+                         layer_factor: np.ndarray | None = None) -> np.ndarray:
     """Gate probabilities (samples x tokens x layers x experts) drawn from ``seed``: softmax of normal
     logits scaled by a per-sample sharpness ``sharpness x exp(spread x N(0, 1))`` (samples differ in
     how clearly their tokens prefer one expert, the premise of Sec. 5.3.2), times a per-layer factor
-    ``exp(0.2 N(0, 1))``."""
+    ``exp(0.2 N(0, 1))`` (or ``layer_factor``, one positive number per layer, e.g. :func:`layer_factors`,
+    so that samples drawn in chunks share their model's layers)."""
     for name, value in (("samples", samples), ("tokens", tokens), ("layers", layers), ("seed", seed)):
         require_int("synthetic gate probabilities", name, value, 0 if name == "seed" else 1)
     require_int("synthetic gate probabilities", "experts", experts, 2)
+    require_number("synthetic gate probabilities", "sharpness", sharpness, 0.0, strict=True)
+    require_number("synthetic gate probabilities", "spread", spread, 0.0)
     rng = np.random.default_rng(seed)
     scale = sharpness * np.exp(spread * rng.standard_normal(samples))[:, None, None, None]
-    scale = scale * np.exp(0.2 * rng.standard_normal(layers))[None, None, :, None]
+    if layer_factor is None:
+        factor = np.exp(0.2 * rng.standard_normal(layers))
+    else:
+        factor = np.asarray(layer_factor, dtype=float)
+        if factor.shape != (layers,) or not np.all(np.isfinite(factor)) or np.any(factor <= 0):
+            raise ValidationError(f"synthetic gate probabilities: layer_factor must be {layers} positive numbers "
+                                  f"(one per layer), got shape {factor.shape}")
+    scale = scale * factor[None, None, :, None]
     logits = scale * rng.standard_normal((samples, tokens, layers, experts))
     logits -= logits.max(axis=-1, keepdims=True)
     p = np.exp(logits)
     return p / p.sum(axis=-1, keepdims=True)
 
 
-__all__ = ["GatingDecision", "LayerCost", "PROB_TOL", "TOP1_TIME_RATIO", "adaptive_route", "batch_time",
-           "check_threshold", "complexity_vectors", "curriculum_order", "expert_loads", "synthetic_gate_probs"]
+__all__ = ["GatingDecision", "LayerCost", "PROB_TOL", "TOP1_TIME_RATIO", "adaptive_route", "adaptive_routes",
+           "batch_time", "check_threshold", "complexity_vectors", "curriculum_order", "expert_loads", "layer_factors",
+           "synthetic_gate_probs"]

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from optsched.core.errors import ValidationError
-from optsched.perf.adaptive_gating import (LayerCost, adaptive_route, batch_time, complexity_vectors,
-                                           curriculum_order, expert_loads, synthetic_gate_probs)
+from optsched.perf.adaptive_gating import (LayerCost, adaptive_route, adaptive_routes, batch_time, complexity_vectors,
+                                           curriculum_order, expert_loads, layer_factors, synthetic_gate_probs)
 
 
 @pytest.mark.parametrize(("row", "threshold", "two"), [
@@ -88,3 +88,17 @@ def test_batch_time_and_straggler_cost() -> None:
     mixed, mixed_strag = batch_time(c, np.array([0, 1, 2, 3]), 2, cost)
     grouped, grouped_strag = batch_time(c, np.array([0, 2, 1, 3]), 2, cost)
     assert (mixed, mixed_strag) == (4.0, 1.0) and (grouped, grouped_strag) == (3.0, 0.0)
+
+
+def test_routes_at_many_thresholds_and_shared_layer_factors() -> None:
+    p = synthetic_gate_probs(3, 8, 2, 4, seed=2)
+    many = adaptive_routes(p, (0.0, 0.2, 1.0))
+    for t, d in zip((0.0, 0.2, 1.0), many):
+        assert np.array_equal(d.two, adaptive_route(p, t).two)
+    assert many[2].two.all()
+    factor = layer_factors(2, seed=5)
+    a = synthetic_gate_probs(3, 8, 2, 4, seed=2, layer_factor=factor)
+    b = synthetic_gate_probs(3, 8, 2, 4, seed=2, layer_factor=factor * 1.0)
+    assert np.array_equal(a, b) and not np.array_equal(a, p)
+    with pytest.raises(ValidationError, match="layer_factor must be 2 positive numbers"):
+        synthetic_gate_probs(3, 8, 2, 4, seed=2, layer_factor=np.array([1.0, -1.0]))
