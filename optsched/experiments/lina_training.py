@@ -39,7 +39,18 @@ own tokens' top-2 choices (the same FFN time; ours: load balanced, as the load-b
 training, Sec. 4.2.2); only the all-to-all shrinks: ``g = 1`` has none ("The 2-expert case thus boils down
 to pure data parallelism without any all-to-all"), ``g <= 4`` stays inside a node ("the 8-expert models
 avoid inter-node all-to-all as our servers have 4 GPUs each", Sec. 4.7.2.1). Multi-stream execution of
-packed experts and DRAM offloading (Sec. 4.6.1) are not modelled.
+packed experts and DRAM offloading (Sec. 4.6.1) are not modelled in the step.
+
+**Which packing** (:meth:`Calibration.lina`'s ``packing``): the evaluation's settled choice (:data:`PACKING`,
+the default) or the answer of Lina's packing rule (Sec. 4.4.2, ``"rule"``: "starting with one expert per
+device, it iteratively increases the number of experts per device in powers of two, until the FFN
+computation exceeds that of the all-to-all micro-op"; :func:`rule_packing`) or of the exact packing
+(``"exact"``, :func:`exact_packing`) on this model's times (:func:`packing_setup`). On the calibrated model
+the two differ: the FFN (the same at every packing here) never exceeds an all-to-all micro-op while an
+all-to-all is left, so with the text's DRAM offloading the rule packs every expert on every device
+(``p = E``), and with memory a hard limit (``offload=False``, ours) it stops at 2 for every expert count
+(Table 4.3's memory: two experts fit, four do not); the evaluation's 4 for 16 experts is neither. The
+default stays the evaluation's.
 
 **Communication times** (:func:`all_to_all_ms`, :func:`allreduce_ms`; the split into phases is ours: the
 text gives no bandwidth model). Devices fill nodes of :data:`GPUS_PER_NODE` in order; a node's inter-node
@@ -86,7 +97,10 @@ import numpy as np
 
 from optsched.core.checks import require_int, require_number
 from optsched.core.errors import ValidationError
+from optsched.formulations.training_packing import PackingResult, solve_packing
+from optsched.heuristics.lina_packing import packing_rule
 from optsched.heuristics.moe_comm import POLICIES
+from optsched.perf.training_packing import PackingCandidate, PackingPlan, PackingSetup
 from optsched.rounds.experts.generate import lina_cluster
 from optsched.rounds.moe_comm import AllReduce, MoECommRound, StreamOp
 from optsched.rounds.moe_comm.problem import ALL_TO_ALL, COMPUTE, DEFAULT_PARTITION_MB
@@ -358,11 +372,74 @@ class Calibration:
         """DeepSpeed: one expert per device, bucketed gradients (run with ``fair``)."""
         return self.model(experts)
 
-    def lina(self, experts: int, experts_per_device: int | None = None) -> StepModel:
-        """Lina: the evaluation's packing (:data:`PACKING`, or ``experts_per_device``), per-tensor gradients
-        (run with ``lina``)."""
-        p = PACKING.get(experts, 1) if experts_per_device is None else experts_per_device
+    def lina(self, experts: int, experts_per_device: int | None = None, *, packing: str = "evaluation") -> StepModel:
+        """Lina: per-tensor gradients (run with ``lina``) with ``experts_per_device``, or when None the
+        evaluation's packing (``packing="evaluation"``, :data:`PACKING`, the default), the packing rule's
+        answer on this model (``"rule"``, :func:`rule_packing`) or the exact packing's (``"exact"``,
+        :func:`exact_packing`)."""
+        if packing not in PACKING_SOURCES:
+            raise ValidationError(f"step model: packing must be one of {', '.join(PACKING_SOURCES)}, got {packing!r}")
+        if experts_per_device is not None:
+            p = experts_per_device
+        elif packing == "rule":
+            p = rule_packing(self, experts).experts_per_device
+        elif packing == "exact":
+            p = exact_packing(self, experts).plan.experts_per_device
+        else:
+            p = PACKING.get(experts, 1)
         return self.model(experts, experts_per_device=p, bucketed=False)
+
+
+#: where :meth:`Calibration.lina` takes its experts per device from
+PACKING_SOURCES = ("evaluation", "rule", "exact")
+#: Sec. 4.7.1: "4 Ampere A100 GPUs with 40GB memory"
+GPU_MEMORY_GB = 40.0
+#: Table 4.3, Transformer-XL with 16 experts: Baseline (one expert per device) peak memory 72.1% of the device's
+TABLE_4_3_BASE_PEAK = 0.721
+#: Table 4.3, BERT2GPT2 with 16 experts: peak memory 74.3% (one expert per device) and 94.2% (Lina, two per device,
+#: no offloading): one more packed expert takes 19.9% of the device (the only row packing without offloading, so
+#: the only one giving a per-expert increment; used for Transformer-XL, ours)
+TABLE_4_3_EXPERT_SHARE = 0.942 - 0.743
+#: ours: host-to-device bandwidth for DRAM offloading, GB/s (PCIe 4.0 x16, about 32 GB/s peak; the text gives none)
+PCIE_GBPS = 25.0
+
+
+def packing_setup(cal: "Calibration", experts: int, *, offload: bool = True) -> PackingSetup:
+    """The training-packing problem (:mod:`optsched.perf.training_packing`, Sec. 4.4.2) of this step model with
+    ``experts``: for every power of two ``p`` dividing ``experts``, one forward all-to-all alone
+    (:func:`all_to_all_ms` of the packed model; "In the forward pass, the controller records the completion times
+    of all-to-all and FFN micro-ops", Sec. 4.6.1), the forward FFN (:data:`FFN_BWD_MS` / :data:`BACKWARD_FACTOR`:
+    the same at every ``p``, module docstring "Expert packing") and the all-to-all's micro-ops (its link MB over
+    the 30 MB partition, as the ``moe-comm`` round splits it). Memory (Table 4.3, :data:`GPU_MEMORY_GB`):
+    ``base_gb + expert_gb`` = 72.1% of 40 GB, ``expert_gb`` = 19.9% of it, so two experts fit and four need
+    offloading, as Table 4.3 reports for Transformer-XL at four per device. ``swap_ms`` (ours): one layer's
+    expert weights (8 h^2 values of :data:`GRAD_BYTES`) at :data:`PCIE_GBPS`."""
+    cands = []
+    p = 1
+    while p <= experts:
+        if experts % p == 0:
+            model = cal.model(experts, experts_per_device=p, bucketed=False)
+            a2a = all_to_all_ms(model)
+            micro = max(1, math.ceil(a2a * NIC_GBPS / model.partition_mb - 1e-9))
+            cands.append(PackingCandidate(p, a2a, model.ffn_fwd_ms, micro))
+        p *= 2
+    expert_gb = TABLE_4_3_EXPERT_SHARE * GPU_MEMORY_GB
+    swap = 8 * HIDDEN ** 2 * GRAD_BYTES / 1e6 / PCIE_GBPS
+    return PackingSetup(experts, tuple(cands), memory_gb=GPU_MEMORY_GB,
+                        base_gb=TABLE_4_3_BASE_PEAK * GPU_MEMORY_GB - expert_gb, expert_gb=expert_gb, swap_ms=swap,
+                        offload=offload)
+
+
+def rule_packing(cal: "Calibration", experts: int, *, offload: bool = True) -> PackingPlan:
+    """Lina's packing rule (:func:`optsched.heuristics.lina_packing.packing_rule`) on :func:`packing_setup`."""
+    return packing_rule(packing_setup(cal, experts, offload=offload))
+
+
+def exact_packing(cal: "Calibration", experts: int, *, offload: bool = True) -> PackingResult:
+    """The exact packing (:func:`optsched.formulations.training_packing.solve_packing`) on
+    :func:`packing_setup`, never worse than the rule's."""
+    setup = packing_setup(cal, experts, offload=offload)
+    return solve_packing(setup, fallback=packing_rule(setup))
 
 
 def _other_ms(a2a_mb: float, intra: float) -> float:
@@ -498,5 +575,6 @@ def table_4_4(calibration: Calibration | None = None, *, sensitivity: bool = Tru
     return rows
 
 
-__all__ = ["BUCKET_MB", "Calibration", "EXPERT_COUNTS", "LAYERS", "PACKING", "StepModel", "StepResult", "TABLE_4_1",
-           "all_to_all_ms", "allreduce_ms", "calibrate", "run_step", "step_round", "table_4_4"]
+__all__ = ["BUCKET_MB", "Calibration", "EXPERT_COUNTS", "LAYERS", "PACKING", "PACKING_SOURCES", "StepModel",
+           "StepResult", "TABLE_4_1", "all_to_all_ms", "allreduce_ms", "calibrate", "exact_packing", "packing_setup",
+           "rule_packing", "run_step", "step_round", "table_4_4"]

@@ -151,3 +151,27 @@ def test_bad_policy_and_calibration_are_rejected() -> None:
         run_step(_tiny(), "defer")
     with pytest.raises(ValidationError, match="calibrate: the fit to Table 4.1 stopped"):
         calibrate(1.0, 1)
+
+
+def test_packing_rule_on_the_step_model() -> None:
+    """The packing rule (Sec. 4.4.2) on the calibrated model: the forward FFN (0.8 ms) never exceeds an all-to-all
+    micro-op while an all-to-all is left, so with offloading the rule packs every expert on every device; with
+    memory a hard limit it stops at two (Table 4.3: base + one expert = 72.1% of 40 GB, 19.9% per expert more:
+    two fit, four do not). The default stays the evaluation's packing."""
+    from optsched.experiments.lina_training import PACKING, exact_packing, packing_setup, rule_packing
+
+    cal = calibrate()
+    for e in EXPERT_COUNTS:
+        setup = packing_setup(cal, e)
+        assert setup.resident() == 2
+        assert [c.experts_per_device for c in setup.candidates] == [2 ** k for k in range(int(math.log2(e)) + 1)]
+        assert all(c.ffn_micro_ms < c.a2a_micro_ms for c in setup.candidates if c.a2a_ms > 0)
+        assert rule_packing(cal, e).experts_per_device == e
+        assert rule_packing(cal, e, offload=False).experts_per_device == 2
+        best = exact_packing(cal, e)
+        assert best.heuristic_ms is not None and best.layer_ms <= best.heuristic_ms + 1e-9
+        assert cal.lina(e).experts_per_device == PACKING[e]
+        assert cal.lina(e, packing="rule").experts_per_device == e
+        assert cal.lina(e, 1, packing="rule").experts_per_device == 1
+    with pytest.raises(ValidationError, match="packing must be one of"):
+        cal.lina(4, packing="settled")
