@@ -47,6 +47,11 @@ parsed arguments returning rows, listed in :data:`THESIS_TABLES`; today:
 * ``gating`` (:func:`thesis_gating`, :mod:`optsched.experiments.adaptive_gating_training`): adaptive gating's
   step time per threshold on the MoE layer cost model, every task of Table 5.2 at Sec. 5.4.3's settings
   (Tables 5.1, 5.3, 5.5, 5.6), with the parameters the thesis does not give swept on sentiment analysis.
+* ``inference`` (:func:`thesis_inference`, :mod:`optsched.experiments.lina_inference`): Lina's two-phase
+  scheduling against the baseline on the estimation study's model at Table 4.1's 4- and 16-expert inference
+  time scales (same routers and sizes as ``estimation``, l = 3): median and p95 request and MoE layer time
+  reductions (baseline / Lina, Sec. 4.7.3.1, Figs. 4.16-4.18), the headline 1.45x / 1.63x, and the
+  baseline / Ideal the thesis implies.
 """
 
 from __future__ import annotations
@@ -293,9 +298,18 @@ def thesis_gating(args: argparse.Namespace) -> list[ThesisRow]:
     return thesis_rows(args.seeds, 4 if quick else 32, sweeps=not quick)
 
 
+def thesis_inference(args: argparse.Namespace) -> list[ThesisRow]:
+    """Table ``inference`` (:func:`optsched.experiments.lina_inference.thesis_rows`): Sec. 4.7.3.1, Figs.
+    4.16-4.18, ``--seeds`` routers of ``--thesis-batches`` requests per expert count."""
+    from optsched.experiments.lina_inference import thesis_rows  # noqa: PLC0415
+
+    return thesis_rows(args.seeds, args.thesis_batches, layers=THESIS_LAYERS, profile_batches=PROFILE_BATCHES,
+                       tokens=THESIS_TOKENS)
+
+
 #: the table builders of --thesis, in output order (other tables of issue 27 are added here)
 THESIS_TABLES: list[Callable[[argparse.Namespace], list[ThesisRow]]] = [thesis_estimation, thesis_training,
-                                                                       thesis_gating]
+                                                                       thesis_gating, thesis_inference]
 
 
 def thesis(args: argparse.Namespace) -> Path:

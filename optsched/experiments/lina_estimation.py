@@ -44,6 +44,14 @@ tokens are scaled by one factor for all schemes such that the baseline's two all
 12-layer (419M) Transformer-XL inference, 102 ms of all-to-all per batch, 32.5% of it. The headline ratios
 (+24%, +26.7-33.1%) are what the model predicts, never inputs.
 
+**Layer and request times** (Sec. 4.7.1, "Inference time: Time to complete one batch of inference", "MoE
+layer time: Time to complete one MoE layer of computation and communication"; Sec. 4.7.3.1, "With Lina,
+MoE layer time includes gate computation, phase two of scheduling, two all-to-all, and expert
+computation"): ``layer_ms[scheme]`` (batches x layers) is a layer's model time plus its blocking time,
+``a2a_ms[scheme]`` its two all-to-alls, and a request's time is the non-MoE time plus its layers
+(:func:`request_times`, the one place of that sum). Median and p95 are :func:`statistic`'s;
+:meth:`EstimationStudy.reduction` is the thesis's "reduced by 1.45x" (baseline's time over Lina's).
+
 **Partition size** (:func:`partition_sweep`): the ``lina`` policy of the ``moe-comm`` kind with tensor
 partitions of 10-200 MB, step time relative to the 30 MB of Sec. 4.7.1. Fig. 4.15 gives no numbers in
 the text: "a partition size beyond 50MB slows down Transformer-XL and BERT2GPT2 compared with 30 MB" and
@@ -73,6 +81,10 @@ from optsched.rounds.moe_comm import MoECommRound
 
 #: the schemes of an inference batch (module docstring)
 SCHEMES = ("ideal", "baseline", "lina", "no-estimation", "no-fine-tuning")
+#: the statistics of inference time (Sec. 4.7.3.1: "the median and 95% inference time"), see :func:`statistic`
+STATISTICS = ("median", "p95")
+#: what a reduction compares (:meth:`EstimationStudy.reduction`): a request's time, a MoE layer's, its all-to-alls
+MEASURES = ("request", "layer", "a2a")
 #: Sec. 4.7.1: "the maximum number of experts packed on a device is 4"
 SLOTS = 4
 #: Sec. 4.7.2.2 / Fig. 4.15: partition sizes of the sweep (MB) and the evaluation's 30 MB (Sec. 4.7.1)
@@ -102,12 +114,38 @@ class SchedulerCosts:
                                   f"{self.baseline_a2a_share}")
 
 
+def statistic(values: np.ndarray | Sequence[float], stat: str) -> float:
+    """``stat`` of ``values``: ``"median"`` or ``"p95"``, the 95th percentile with linear interpolation between
+    order statistics (numpy's default: rank ``0.95 (n - 1)`` of the sorted values; the thesis's "95%ile" does
+    not say which percentile rule it uses). E.g. p95 of 10, 20, 30 is 20 + 0.9 x 10 = 29."""
+    if stat not in STATISTICS:
+        raise ValidationError(f"inference time: stat must be one of {', '.join(STATISTICS)}, got {stat!r}")
+    v = np.asarray(values, dtype=float).ravel()
+    if v.size == 0 or not np.all(np.isfinite(v)):
+        raise ValidationError(f"inference time: the {stat} needs at least one value, all finite")
+    return float(np.median(v) if stat == "median" else np.percentile(v, 95))
+
+
+def request_times(layer_ms: np.ndarray, other_ms: float) -> np.ndarray:
+    """Each request's (batch's) inference time, ms: ``other_ms`` (the non-MoE part of the model, the same for
+    every request) plus the times of its MoE layers (``layer_ms``: requests x layers, ms, blocking included).
+    E.g. layers [[1, 2], [3, 4]] and 10 ms of the rest give requests of 13 and 17 ms."""
+    owner = "request times"
+    require_number(owner, "other_ms", other_ms, 0.0)
+    t = np.asarray(layer_ms, dtype=float)
+    if t.ndim != 2 or not np.all(np.isfinite(t)) or np.any(t < 0):
+        raise ValidationError(f"{owner}: layer_ms must be a (requests x layers) array of finite times >= 0, got "
+                              f"shape {t.shape}")
+    return other_ms + t.sum(axis=1)
+
+
 @dataclass(frozen=True, eq=False)
 class EstimationStudy:
     """The result of :func:`estimation_study`: per estimated (batch, layer) whether the top-2k agree as a
     set and as an ordered list (``same_set``, ``same_order``: batches x estimated layers), per batch the
-    inference time of every scheme (``times[scheme]``, ms) and the calibration (``token_scale``,
-    ``other_ms``)."""
+    inference time of every scheme (``times[scheme]``, ms), the calibration (``token_scale``,
+    ``other_ms``), and per batch and MoE layer each scheme's layer time and all-to-all time (``layer_ms``,
+    ``a2a_ms``: batches x layers, ms; module docstring, "Layer and request times")."""
 
     path_length: int
     k: int
@@ -118,6 +156,8 @@ class EstimationStudy:
     times: dict[str, np.ndarray] = field(repr=False)
     token_scale: float
     other_ms: float
+    layer_ms: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+    a2a_ms: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
 
     def accuracy(self, rule: str | None = None) -> float:
         """Share of estimated layers whose top-2k agree under ``rule`` (default: the study's)."""
@@ -133,10 +173,34 @@ class EstimationStudy:
         return np.mean(self.same_order if (rule or self.rule) == "ordered" else self.same_set, axis=0)
 
     def median(self, scheme: str) -> float:
-        return float(np.median(self.times[scheme]))
+        return statistic(self.times[scheme], "median")
 
     def p95(self, scheme: str) -> float:
-        return float(np.percentile(self.times[scheme], 95))
+        return statistic(self.times[scheme], "p95")
+
+    def _values(self, measure: str, scheme: str) -> np.ndarray:
+        if measure not in MEASURES:
+            raise ValidationError(f"estimation study: measure must be one of {', '.join(MEASURES)}, got {measure!r}")
+        if scheme not in SCHEMES:
+            raise ValidationError(f"estimation study: scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+        return {"request": self.times, "layer": self.layer_ms, "a2a": self.a2a_ms}[measure][scheme]
+
+    def reduction(self, stat: str = "median", measure: str = "request", scheme: str = "lina",
+                  over: str = "baseline") -> float:
+        """How many times ``scheme`` shortens ``over``'s ``stat`` time: ``over``'s over ``scheme``'s (Sec.
+        4.7.3.1: "Compared to Baseline, median inference time is reduced by 1.54x", i.e. baseline time / Lina
+        time). ``measure``: ``"request"`` (a batch's inference time), ``"layer"`` (every MoE layer of every
+        batch pooled, Fig. 4.17) or ``"a2a"`` (their all-to-alls, pooled)."""
+        return statistic(self._values(measure, over), stat) / statistic(self._values(measure, scheme), stat)
+
+    def layer_reductions(self, stat: str = "p95", measure: str = "a2a", scheme: str = "lina",
+                         over: str = "baseline") -> np.ndarray:
+        """:meth:`reduction` of each MoE layer separately (``stat`` over the batches; Fig. 4.18's "tail
+        all-to-all time reduction of different layers"), layers ``0 ..``; ``measure`` ``"layer"`` or ``"a2a"``."""
+        if measure == "request":
+            raise ValidationError("estimation study: a request has no layers; measure must be layer or a2a")
+        a, b = self._values(measure, over), self._values(measure, scheme)
+        return np.array([statistic(a[:, j], stat) / statistic(b[:, j], stat) for j in range(a.shape[1])])
 
     def worse(self, scheme: str, than: str = "lina", stat: str = "median") -> float:
         """How much longer ``scheme``'s ``stat`` ("median" or "p95") inference time is than ``than``'s
@@ -176,7 +240,7 @@ def estimation_study(profile: RoutingTrace, test: RoutingTrace, *, path_length: 
     same_order = np.zeros_like(same_set)
     # per batch and layer, each scheme's device tokens (unscaled) and blocking time
     tokens: dict[str, list[list[np.ndarray]]] = {s: [] for s in SCHEMES}
-    blocked: dict[str, np.ndarray] = {s: np.zeros(len(batches)) for s in SCHEMES}
+    blocked: dict[str, np.ndarray] = {s: np.zeros((len(batches), L)) for s in SCHEMES}
     for b, idx in enumerate(batches):
         top1 = test.top1[idx]
         for s in SCHEMES:
@@ -189,7 +253,7 @@ def estimation_study(profile: RoutingTrace, test: RoutingTrace, *, path_length: 
             tokens["baseline"][b].append(device_loads(r_act, base, actual))
             exact = lina_plan(r_act)
             tokens["no-estimation"][b].append(device_loads(r_act, exact, actual))
-            blocked["no-estimation"][b] += costs.schedule_ms
+            blocked["no-estimation"][b, layer] = costs.schedule_ms
             if layer < first:
                 for s in ("lina", "no-fine-tuning"):
                     tokens[s][b].append(device_loads(r_act, base, actual))
@@ -202,14 +266,19 @@ def estimation_study(profile: RoutingTrace, test: RoutingTrace, *, path_length: 
             agree = same_order[b, j] if rule == "ordered" else same_set[b, j]
             tokens["no-fine-tuning"][b].append(device_loads(r_act, phase1, actual))
             tokens["lina"][b].append(device_loads(r_act, phase1 if agree else exact, actual))
-            blocked["lina"][b] += costs.check_ms if agree else costs.schedule_ms
+            blocked["lina"][b, layer] = costs.check_ms if agree else costs.schedule_ms
     base_a2a = np.mean([timer.all_to_all_ms(t) for per in tokens["baseline"] for t in per])
     scale = costs.baseline_a2a_ms / base_a2a if base_a2a > 0 else 1.0
-    moe = {s: np.array([sum(timer.ms(scale * t) for t in per) for per in tokens[s]]) for s in SCHEMES}
+    shape = (len(batches), L)
+    layer_ms = {s: np.array([[timer.ms(scale * t) for t in per] for per in tokens[s]]).reshape(shape) + blocked[s]
+                for s in SCHEMES}
+    a2a_ms = {s: np.array([[timer.all_to_all_ms(scale * t) for t in per] for per in tokens[s]]).reshape(shape)
+              for s in SCHEMES}
     a2a_total = costs.baseline_a2a_ms * L
-    other = max(0.0, a2a_total / costs.baseline_a2a_share - float(np.mean(moe["baseline"])))
-    times = {s: other + moe[s] + blocked[s] for s in SCHEMES}
-    return EstimationStudy(path_length, k, rule, first, same_set, same_order, times, float(scale), other)
+    other = max(0.0, a2a_total / costs.baseline_a2a_share - float(np.mean(layer_ms["baseline"].sum(axis=1))))
+    times = {s: request_times(layer_ms[s], other) for s in SCHEMES}
+    return EstimationStudy(path_length, k, rule, first, same_set, same_order, times, float(scale), other,
+                           layer_ms, a2a_ms)
 
 
 def partition_sweep(rounds: Sequence[MoECommRound], partitions_mb: Sequence[float] = PARTITIONS_MB,
@@ -229,5 +298,5 @@ def partition_sweep(rounds: Sequence[MoECommRound], partitions_mb: Sequence[floa
     return {mb: float(np.mean(v)) for mb, v in ratios.items()}
 
 
-__all__ = ["EstimationStudy", "PARTITIONS_MB", "REFERENCE_PARTITION_MB", "SCHEMES", "SLOTS", "SchedulerCosts",
-           "estimation_study", "partition_sweep"]
+__all__ = ["EstimationStudy", "MEASURES", "PARTITIONS_MB", "REFERENCE_PARTITION_MB", "SCHEMES", "SLOTS", "STATISTICS",
+           "SchedulerCosts", "estimation_study", "partition_sweep", "request_times", "statistic"]
