@@ -96,7 +96,7 @@ def _fits(problem: CriusRound, table: CriusTable, chosen: Mapping[str, int], kep
 
 def brute_force(problem: CriusRound, table: CriusTable) -> float:
     """The best objective over every combination of (nothing, keep, a candidate Cell) per job that obeys
-    the admission and the search depth, suspends no running job but opportunistic, dropped and late
+    the admission and the search depth (``D`` rescaled running jobs per scheduling choice), suspends no running job but opportunistic, dropped and late
     ones, and maps onto the nodes."""
     adm = admit(problem, table)
     options: list[list[object]] = []
@@ -122,7 +122,13 @@ def brute_force(problem: CriusRound, table: CriusTable) -> float:
             continue
         if any(g not in running for g in adm.guaranteed):
             continue
-        if sum(1 for j, o in enumerate(combo) if isinstance(o, int) and table.current_row[j] >= 0) > problem.search_depth:
+        # D per scheduling choice (Crius Sec. 6.1): one choice per queued job started, one per late running job
+        # rescaled, one for Algorithm 1 line 12
+        late = [problem.objective == "deadline" and problem.jobs[j].deadline is not None and table.current_row[j] >= 0
+                and not table.deadline_ok[table.current_row[j]] for j in range(len(combo))]
+        rescaled = sum(1 for j, o in enumerate(combo) if isinstance(o, int) and table.current_row[j] >= 0)
+        n_choices = 1 + sum(1 for j, o in enumerate(combo) if isinstance(o, int) and (table.current_row[j] < 0 or late[j]))
+        if rescaled > problem.search_depth * n_choices:
             continue
         if problem.objective == "deadline" and any(
                 table.current_row[j] >= 0 and o == "keep" and problem.jobs[j].deadline is not None

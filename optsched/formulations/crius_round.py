@@ -12,8 +12,10 @@ Cells meeting their deadlines, dropped jobs do not run), the search depth and no
   protected and the guaranteed jobs and for every running job that may keep its allocation and is not
   opportunistic: Crius suspends only opportunistic jobs, to launch the pending one (Sec. 6.1), and
   dropped or late deadline jobs (Sec. 8.5); every other running job keeps or is rescaled.
-* **Search depth**: ``sum over running jobs of sum_k x[k] <= D`` (a running job choosing a row is
-  rescaled, Sec. 6.1).
+* **Search depth** ``D`` per scheduling choice (Sec. 6.1, :func:`~optsched.rounds.crius.choice.depth_bound`):
+  ``sum over running jobs of sum_k x[k] <= D x (1 + sum over queued jobs of sum_k x[k] + sum over late
+  running deadline jobs of sum_k x[k])`` (a running job choosing a row is rescaled; the round's choices
+  are one per started queued job, one per rescaled late job and the extra scheduling of line 12).
 * **Capacity** by the packing rule of :mod:`~optsched.rounds.crius.capacity` (exact: any solution maps
   to nodes by :func:`~optsched.rounds.crius.capacity.place`, and any placement satisfies it): per GPU
   type and part size ``s`` (powers of two up to the type's node part), ``sum over rows k of the type
@@ -50,7 +52,7 @@ from optsched.formulations.cpsat import cp_solver, solve_scaled
 from optsched.formulations.solution import ModelSize, Solution, solver_seconds
 from optsched.rounds.crius.admission import CriusAdmission, admit, allowed_rows
 from optsched.rounds.crius.capacity import MIB, NodeState, place, slot_rates
-from optsched.rounds.crius.choice import Choice, is_kept, keep_choice
+from optsched.rounds.crius.choice import Choice, is_kept, is_late, keep_choice
 from optsched.rounds.crius.objective import objective
 from optsched.rounds.crius.problem import CriusRound
 from optsched.rounds.crius.table import CriusTable
@@ -130,6 +132,7 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
     offset = 0.0
     n_cons = 0
     rescaled: list[cp_model.IntVar] = []
+    choices: list[cp_model.IntVar] = []  # the scheduling choices beyond line 12's (depth_bound)
     held: dict[int, list[tuple[cp_model.IntVar, int, int, int]]] = {}  # node -> (keep var, gpus, cpus, MiB)
     members = _classes(problem, table, admission)
     classes: dict[int, list[int]] = {}
@@ -154,6 +157,8 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
             if running:
                 w += problem.preempt_penalty - problem.rescale_penalty
                 rescaled.append(v)
+            if not running or is_late(problem, table, j):
+                choices.append(v)
             obj.append((v, round(w * SCALE)))
         if running and (not deadline_mode or job.deadline is None or table.deadline_ok[cur]):
             kv = m.new_bool_var(f"keep{j}")
@@ -180,7 +185,7 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
             m.add_at_most_one(vs)
             n_cons += 1
     if rescaled:
-        m.add(sum(rescaled) <= problem.search_depth)
+        m.add(sum(rescaled) <= problem.search_depth * (1 + sum(choices)))
         n_cons += 1
     # capacity per (type, part size)
     base = state.slots(rates)

@@ -1,6 +1,7 @@
 """The feasibility check every returned Crius decision passes: rows of the right job, parts on distinct
 nodes of the row's GPU type in the row's shape, node capacities in GPUs, CPUs and memory, the search
-depth (at most ``search_depth`` running jobs rescaled), the protected job started, guaranteed jobs
+depth (at most ``D`` running jobs rescaled per scheduling choice,
+:func:`~optsched.rounds.crius.choice.depth_bound`), the protected job started, guaranteed jobs
 kept on Cells meeting their deadlines, deadline jobs only on such Cells and dropped jobs not running
 (:mod:`~optsched.rounds.crius.admission`), and no running job suspended but the opportunistic ones
 (for the protected job, Sec. 6.1) and the dropped or late deadline jobs (Sec. 8.5).
@@ -18,7 +19,7 @@ from typing import Mapping
 
 from optsched.core.capacity import NodeUsage
 from optsched.rounds.crius.admission import CriusAdmission, admit
-from optsched.rounds.crius.choice import Choice, counts, placement_of
+from optsched.rounds.crius.choice import Choice, counts, depth_bound, placement_of
 from optsched.rounds.crius.problem import CriusRound
 from optsched.rounds.crius.table import CriusTable
 
@@ -84,8 +85,10 @@ def violations(problem: CriusRound, table: CriusTable, choices: Mapping[str, Cho
                            "job) and dropped or late deadline jobs may be (Crius Sec. 6.1, 8.5)")
     if search_depth:
         rescaled, _ = counts(problem, table, choices)
-        if rescaled > problem.search_depth:
-            out.append(f"{rescaled} running jobs rescaled, more than the search depth {problem.search_depth}")
+        most = depth_bound(problem, table, choices)
+        if rescaled > most:
+            out.append(f"{rescaled} running jobs rescaled, more than the search depth {problem.search_depth} allows "
+                       f"({most}: D per scheduling choice, Crius Sec. 6.1)")
     for n in problem.cluster.nodes:
         for o in usage.excess(n.name, problem.free(n.name), CAPACITY_TOL):
             out.append(f"node {o.node!r}: {o.used:g} {o.unit} allocated, {o.capacity:g} free")

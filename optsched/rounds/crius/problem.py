@@ -14,8 +14,8 @@ Fields:
 
 * ``models``: operator graphs defined in the round (JSON: ``{name: graph}``, the graph format of
   :mod:`optsched.perf.crius.op_graph`); a name may not shadow a catalogue model;
-* ``search_depth`` (``D``, default 3, Sec. 8.4): at most this many running jobs are *rescaled* (run
-  with another Cell or on other nodes) in one round;
+* ``search_depth`` (``D``, default 3, Sec. 8.4): at most this many jobs are *rescaled* (run with another
+  Cell or on other nodes) per scheduling choice (Sec. 6.1; :func:`~optsched.rounds.crius.choice.depth_bound`);
 * ``objective``: ``"throughput"`` (default; Sec. 6, the sum of the jobs' normalised throughputs) or
   ``"deadline"`` (Sec. 8.5: scheduled jobs meet their deadlines, hopeless ones are dropped early);
 * ``rescale_penalty`` / ``preempt_penalty`` (normalised-throughput units; defaults 0.05 / 0.25): charged
