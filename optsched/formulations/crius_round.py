@@ -34,9 +34,10 @@ Cells meeting their deadlines, dropped jobs do not run), the search depth and no
   left-hand side at every variable's upper bound (a class's variable counts up to the class size) is
   at most ``s x (C_s + sum_n floor(a_min[n] / s))``, ``a_min[n]`` the slots of a held node with every
   running job there kept.
-* **Objective** (:func:`~optsched.rounds.crius.objective.objective`): ``max sum_k w_k x[k] + sum_j
-  w_cur(j) keep[j] (+ deadline bonuses) - rescale_penalty x rescaled - preempt_penalty x suspended``,
-  weights scaled by 10^6 to integers; the reported objective is recomputed in floating point.
+* **Objective** (:func:`~optsched.rounds.crius.objective.objective`): ``max sum_k v_k x[k] + sum_j
+  v_cur(j) keep[j] (+ deadline bonuses) - rescale_penalty x rescaled - preempt_penalty x suspended``,
+  ``v`` the table's ``value`` (raw throughput under the paper's objectives, which have no penalty or
+  bonus; normalised weights under ours), scaled by 10^6 to integers; the reported objective is recomputed in floating point.
 
 **Size**: ``|candidate rows| + |running jobs| + sum over nodes running jobs use of (1 + |part sizes|)``
 variables (per job at most 3 x types candidate rows: 12 on the 1,280-GPU cluster, so about 3,600 +
@@ -65,6 +66,8 @@ from optsched.rounds.crius.objective import objective
 from optsched.rounds.crius.problem import CriusRound
 from optsched.rounds.crius.table import CriusTable
 
+#: integer units per objective unit (normalised weights, or raw samples/s: at most about 10^4 a Cell, so
+#: about 10^10 a coefficient, far inside CP-SAT's 64-bit range)
 SCALE = 1_000_000
 BACKENDS = ("cpsat", *milp.BACKENDS)
 
@@ -110,7 +113,7 @@ def _classes(problem: CriusRound, table: CriusTable, admission: CriusAdmission) 
     own. Only the representative is a key."""
     out: dict[int, list[int]] = {}
     groups: dict[tuple, list[int]] = {}
-    deadline_mode = problem.objective == "deadline"
+    deadline_mode = problem.deadline_aware
     order = sorted(range(len(problem.jobs)), key=lambda j: (problem.jobs[j].submit_time, problem.jobs[j].name))
     for j in order:
         job = problem.jobs[j]
@@ -133,7 +136,8 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
     rates = slot_rates(problem.cluster)
     state = NodeState.of(problem)
     index = {n: i for i, n in enumerate(state.names)}
-    deadline_mode = problem.objective == "deadline"
+    deadline_mode = problem.deadline_aware
+    scale = SCALE
     m = cp_model.CpModel()
     x: dict[int, cp_model.IntVar] = {}
     keep: dict[int, cp_model.IntVar] = {}
@@ -149,9 +153,9 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
         name = job.name
         cur = int(table.current_row[j])
         running = cur >= 0
-        bonus = problem.deadline_bonus if deadline_mode and job.deadline is not None else 0.0
+        bonus = problem.bonus if job.deadline is not None else 0.0
         if running:
-            offset -= problem.preempt_penalty
+            offset -= problem.preempt_cost
         if name in admission.dropped or j not in members:
             continue
         group = members[j]
@@ -162,19 +166,19 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
             x[k] = v
             classes[k] = group
             vs.append(v)
-            w = float(table.weight[k]) + (bonus if table.deadline_ok[k] else 0.0)
+            w = float(table.value[k]) + (bonus if table.deadline_ok[k] else 0.0)
             if running:
-                w += problem.preempt_penalty - problem.rescale_penalty
+                w += problem.preempt_cost - problem.rescale_cost
                 rescaled.append(v)
             if not running or is_late(problem, table, j):
                 choices.append(v)
-            obj.append((v, round(w * SCALE)))
+            obj.append((v, round(w * scale)))
         if running and (not deadline_mode or job.deadline is None or table.deadline_ok[cur]):
             kv = m.new_bool_var(f"keep{j}")
             keep[j] = kv
             vs.append(kv)
-            w = float(table.weight[cur]) + problem.preempt_penalty + (bonus if table.deadline_ok[cur] else 0.0)
-            obj.append((kv, round(w * SCALE)))
+            w = float(table.value[cur]) + problem.preempt_cost + (bonus if table.deadline_ok[cur] else 0.0)
+            obj.append((kv, round(w * scale)))
             alloc = problem.current(name)
             assert alloc is not None
             for node, share in alloc.placement.shares:
@@ -356,7 +360,7 @@ def _decode(built: CriusRoundModel, values: Sequence[int]) -> dict[str, Choice] 
     for k, v in built.x.items():
         by_class.setdefault(built.classes[k][0], []).extend([k] * int(values[v.index]))
     for rep, rows in by_class.items():
-        rows.sort(key=lambda k: (-float(t.weight[k]), k))  # the earliest jobs of a class get its best Cells
+        rows.sort(key=lambda k: (-float(t.value[k]), k))  # the earliest jobs of a class get its best Cells
         for j, k in zip(built.classes[rows[0]] if rows else [], rows):
             own = k if j == rep else _row_like(t, j, k)
             left = int(t.parts[own]) - len(pinned.get(t.jobs[j], ()))

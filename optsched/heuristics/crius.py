@@ -92,7 +92,7 @@ def _protect(st: CellState, j: int) -> None:
                 break
         st.rollback(snap)
         if placed:
-            gain = float(t.weight[r]) - sum(weights[:taken]) - taken * st.p.preempt_penalty
+            gain = float(t.value[r]) - sum(weights[:taken]) - taken * st.p.preempt_cost
             if best is None or gain > best[0] + EPS:
                 best = (gain, r, victims[:taken])
     if best is None:
@@ -116,13 +116,13 @@ def _moves(st: CellState, gtype: str, exclude: set[int]) -> list[tuple[float, in
         c = st.choice[v]
         if c is None or v in exclude or not st.movable(v) or t.gpu_type[c.row] != gtype:
             continue
-        cur_w, cur_g = float(t.weight[c.row]), int(t.gpus[c.row])
+        cur_w, cur_g = float(t.value[c.row]), int(t.gpus[c.row])
         for r in st.rows(v):
             r = int(r)
             freed = cur_g - (int(t.gpus[r]) if t.gpu_type[r] == gtype else 0)
             if freed <= 0 or r == c.row:
                 continue
-            loss = cur_w - float(t.weight[r]) + st.change_cost(v)
+            loss = cur_w - float(t.value[r]) + st.change_cost(v)
             out.append((loss / freed, v, r))
     out.sort()
     return out
@@ -132,7 +132,7 @@ def _scale(st: CellState, j: int, row: int, deadline: Deadline | None) -> tuple[
     """ScaleResource for job ``j`` on ``row`` (module docstring): the best (gain, moves) found, or None."""
     t = st.t
     gtype = t.gpu_type[row]
-    target = float(t.weight[row])
+    target = float(t.value[row])
     best: list[tuple[float, list[tuple[int, int]]]] = []
 
     def dfs(depth: int, moved: list[tuple[int, int]], loss: float) -> None:
@@ -142,7 +142,7 @@ def _scale(st: CellState, j: int, row: int, deadline: Deadline | None) -> tuple[
         for _, v, r in _moves(st, gtype, {v for v, _ in moved} | {j}):
             if tried >= BRANCHING:
                 break
-            step_loss = float(t.weight[st.choice[v].row]) - float(t.weight[r]) + st.change_cost(v)  # type: ignore[union-attr]
+            step_loss = float(t.value[st.choice[v].row]) - float(t.value[r]) + st.change_cost(v)  # type: ignore[union-attr]
             if best and target - (loss + step_loss) <= best[0][0] + EPS:
                 continue
             snap = st.snapshot([v])
@@ -174,14 +174,14 @@ def _cell_based_sched(st: CellState, j: int, failed: set[tuple[str, int, int]], 
         if st.put(j, r):
             direct = r
             break
-    best_gain = float(t.weight[direct]) if direct is not None else 0.0
+    best_gain = float(t.value[direct]) if direct is not None else 0.0
     if direct is not None:
         st.put(j, None)
     plan: tuple[int, list[tuple[int, int]]] | None = None
     if st.p.search_depth > 0:
         tried = 0
         for r in rows:
-            if tried >= SCALED_CELLS or float(t.weight[r]) <= best_gain + EPS:
+            if tried >= SCALED_CELLS or float(t.value[r]) <= best_gain + EPS:
                 break
             key = (t.gpu_type[r], int(t.unit[r]), int(t.parts[r]))
             if key in failed:
@@ -219,10 +219,10 @@ def _upgrade(st: CellState, deadline: Deadline | None) -> None:
                 return
             if not st.movable(j):
                 continue
-            cur = float(t.weight[st.choice[j].row])  # type: ignore[union-attr]
+            cur = float(t.value[st.choice[j].row])  # type: ignore[union-attr]
             for r in st.rows(j):
                 r = int(r)
-                gain = float(t.weight[r]) - cur - st.change_cost(j)
+                gain = float(t.value[r]) - cur - st.change_cost(j)
                 if gain <= EPS or (best is not None and gain <= best[0] + EPS):
                     break
                 snap = st.snapshot([j])
@@ -241,7 +241,7 @@ def _upgrade(st: CellState, deadline: Deadline | None) -> None:
 def _late_running(problem: CriusRound, table: CriusTable, admission: CriusAdmission) -> list[int]:
     """Running deadline jobs (deadline objective) whose current Cell misses the deadline and that are not
     dropped, by submission (step 0 of the module docstring)."""
-    if problem.objective != "deadline":
+    if not problem.deadline_aware:
         return []
     return sorted((j for j, job in enumerate(problem.jobs)
                    if job.deadline is not None and table.current_row[j] >= 0 and job.name not in admission.dropped

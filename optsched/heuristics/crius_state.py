@@ -63,12 +63,13 @@ class CellState:
 
     # -- values -----------------------------------------------------------------------------------
     def weight(self, j: int) -> float:
+        """Job ``j``'s value in the round's objective on the Cell it holds (0: none)."""
         c = self.choice[j]
-        return 0.0 if c is None else float(self.t.weight[c.row])
+        return 0.0 if c is None else float(self.t.value[c.row])
 
     def change_cost(self, j: int) -> float:
         """Penalty of changing job ``j`` now (a running job not rescaled yet pays the rescale penalty)."""
-        return self.p.rescale_penalty if self.running[j] and j not in self.rescaled else 0.0
+        return self.p.rescale_cost if self.running[j] and j not in self.rescaled else 0.0
 
     def movable(self, j: int) -> bool:
         """Whether a scheduling choice may rescale job ``j``: it holds a Cell (running, or placed earlier in

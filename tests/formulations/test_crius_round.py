@@ -128,8 +128,8 @@ def test_held_nodes_count_only_their_free_slots() -> None:
     running = (alloc_on(c, "j1", "slow", {"s0": 1}, 1), alloc_on(c, "j3", "fast", {"f1": 1}, 1),
                alloc_on(c, "j4", "fast", {"f0": 2}, 2))
     r = CriusRound(cluster=c, jobs=jobs, models=MODELS, time=10.0, running=running,
-                   occupied=(("s0", NodeShare(1, 0, 28.95)),), search_depth=2, objective="deadline",
-                   preempt_penalty=2.0)
+                   occupied=(("s0", NodeShare(1, 0, 28.95)),), search_depth=2,
+                   objective="normalised-deadline", preempt_penalty=2.0)
     t = build_crius_table(r)
     adm = admit(r, t)
     sol = crius_round.solve(r, t, time_limit=20, hint=algorithm1(r, t, adm).choices, admission=adm)
@@ -225,7 +225,8 @@ def _opportunistic_round() -> CriusRound:
             Job("q", "tiny", 2, 100, submit_time=4.0))
     running = (alloc_on(c, "o1", "fast", {"f0": 2}, 1), alloc_on(c, "o2", "fast", {"f1": 2}, 1),
                alloc_on(c, "o3", "slow", {"s0": 4}, 1))
-    return CriusRound(cluster=c, jobs=jobs, models=MODELS, time=10.0, search_depth=0, running=running)
+    return CriusRound(cluster=c, jobs=jobs, models=MODELS, time=10.0, search_depth=0, running=running,
+                      objective="normalised")
 
 
 def test_opportunistic_jobs_are_suspended_only_to_launch_the_pending_job() -> None:
@@ -234,7 +235,7 @@ def test_opportunistic_jobs_are_suspended_only_to_launch_the_pending_job() -> No
     requirement for the pending job is satisfied, the opportunistic jobs will be suspended to launch the
     pending one."
 
-    Every GPU is busy: o1 on f0 and o2 on f1 (2 fast GPUs each), o3 on the slow node, all submitted after
+    Objective "normalised" (its numbers below). Every GPU is busy: o1 on f0 and o2 on f1 (2 fast GPUs each), o3 on the slow node, all submitted after
     the pending job p (pinned to fast, Cells of 2 and 4 GPUs); q (2 GPUs) comes last; D = 0. Suspending
     o1 launches p on f0; suspending o2 as well would give f1 to q, worth more than o2 (the rule before
     issue 25 allowed it: optimum 1.807), but o2's GPUs are not where p runs: under the text o2 stays

@@ -69,7 +69,9 @@ def _one_type_round(running_gpus: int, depth: int, queued_gpus: int = 2) -> Criu
     c = toy_cluster(fast_nodes=1, fast_gpus=4, slow_nodes=0)
     jobs = (Job("big", "poor", 2, 100, submit_time=0.0), Job("wait", "tiny", queued_gpus, 100, submit_time=1.0))
     models = (("poor", toy_graph("poor", flops=2e10, params=1e9)), ("tiny", toy_graph("tiny")))
-    return CriusRound(cluster=c, jobs=jobs, models=models, time=10.0, search_depth=depth,
+    # objective "normalised": the trade below (a poorly scaling job's GPUs for a small job) is worth it per
+    # normalised throughput, not per raw samples/s (the paper's objective)
+    return CriusRound(cluster=c, jobs=jobs, models=models, time=10.0, search_depth=depth, objective="normalised",
                       running=(alloc_on(c, "big", "fast", {"f0": running_gpus}, 1),))
 
 
@@ -166,14 +168,15 @@ def _two_node_round(depth: int) -> CriusRound:
     models = (("poor", toy_graph("poor", flops=2e10, params=1e9)), ("tiny", toy_graph("tiny")))
     jobs = (Job("a", "poor", 2, 100, submit_time=0.0), Job("b", "poor", 2, 100, submit_time=0.5),
             Job("c", "tiny", 2, 100, submit_time=1.0), Job("d", "tiny", 2, 100, submit_time=2.0))
-    return CriusRound(cluster=c, jobs=jobs, models=models, time=10.0, search_depth=depth,
+    # objective "normalised" (with its rescale penalty): per raw samples/s "a" and "b" are worth more than c, d
+    return CriusRound(cluster=c, jobs=jobs, models=models, time=10.0, search_depth=depth, objective="normalised",
                       running=(alloc_on(c, "a", "fast", {"f0": 4}, 1), alloc_on(c, "b", "fast", {"f1": 4}, 1)))
 
 
 def test_search_depth_counts_per_scheduling_choice() -> None:
     """Crius Sec. 6.1: search depth is "the maximum job scaling times for generating a scheduling choice".
 
-    Hand trace, D = 1 (weights: "a"/"b" run 4 GPUs at 1.8062 and have a 2-GPU Cell of 1.0; "c"/"d" have
+    Hand trace, objective "normalised", D = 1 (weights: "a"/"b" run 4 GPUs at 1.8062 and have a 2-GPU Cell of 1.0; "c"/"d" have
     Cells of 1 / 2 / 4 GPUs at 0.5062 / 1.0 / 1.9522; rescale penalty 0.05). No GPU is free and no
     running job was submitted after "c", so nobody is protected.
 

@@ -47,7 +47,7 @@ class CriusAdmission:
 def allowed_rows(problem: CriusRound, table: CriusTable, j: int, rows: np.ndarray) -> np.ndarray:
     """``rows`` of job index ``j`` it may run on: all, or under the deadline objective for a job with a
     deadline those that meet it."""
-    if problem.objective != "deadline" or problem.jobs[j].deadline is None:
+    if not problem.deadline_aware or problem.jobs[j].deadline is None:
         return rows
     return rows[table.deadline_ok[rows]]
 
@@ -56,7 +56,7 @@ def admit(problem: CriusRound, table: CriusTable) -> CriusAdmission:
     """The round's admission (module docstring)."""
     dropped: set[str] = set()
     guaranteed: set[str] = set()
-    if problem.objective == "deadline":
+    if problem.deadline_aware:
         for j, job in enumerate(problem.jobs):
             if job.deadline is None:
                 continue

@@ -77,7 +77,7 @@ def is_late(problem: CriusRound, table: CriusTable, j: int) -> bool:
     """Whether job index ``j`` runs a Cell that misses its deadline under the deadline objective (Sec. 8.5:
     it may not stay as it is)."""
     cur = int(table.current_row[j])
-    return (cur >= 0 and problem.objective == "deadline" and problem.jobs[j].deadline is not None
+    return (cur >= 0 and problem.deadline_aware and problem.jobs[j].deadline is not None
             and not bool(table.deadline_ok[cur]))
 
 

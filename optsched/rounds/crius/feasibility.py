@@ -38,7 +38,7 @@ def violations(problem: CriusRound, table: CriusTable, choices: Mapping[str, Cho
     admission = admission or admit(problem, table)
     out: list[str] = []
     usage = NodeUsage()
-    deadline_mode = problem.objective == "deadline"
+    deadline_mode = problem.deadline_aware
     for name, choice in choices.items():
         if name not in table.coefficients.job_position:
             out.append(f"job {name!r} is not in the round")
