@@ -107,11 +107,11 @@ def _protect(st: CellState, j: int) -> None:
         st.pinned.add(j)
 
 
-def _moves(st: CellState, gtype: str, exclude: set[int]) -> list[tuple[float, int, int]]:
-    """Rescalings that free GPUs of ``gtype``: (loss per freed GPU, job, row), least first. Any job that
+def _moves(st: CellState, gtype: str, exclude: set[int]) -> list[tuple[float, int, int, float]]:
+    """Rescalings that free GPUs of ``gtype``: (loss per freed GPU, job, row, loss), least first. Any job that
     holds a Cell (running or placed earlier in the round) may be rescaled (:meth:`CellState.movable`)."""
     t = st.t
-    out: list[tuple[float, int, int]] = []
+    out: list[tuple[float, int, int, float]] = []
     for v in range(len(st.choice)):
         c = st.choice[v]
         if c is None or v in exclude or not st.movable(v) or t.gpu_type[c.row] != gtype:
@@ -123,15 +123,24 @@ def _moves(st: CellState, gtype: str, exclude: set[int]) -> list[tuple[float, in
             if freed <= 0 or r == c.row:
                 continue
             loss = cur_w - float(t.value[r]) + st.change_cost(v)
-            out.append((loss / freed, v, r))
+            out.append((loss / freed, v, r, loss))
     out.sort()
     return out
 
 
-def _scale(st: CellState, j: int, row: int, deadline: Deadline | None) -> tuple[float, list[tuple[int, int]]] | None:
-    """ScaleResource for job ``j`` on ``row`` (module docstring): the best (gain, moves) found, or None."""
+def _scale(st: CellState, j: int, row: int, deadline: Deadline | None,
+           moves: dict[str, list[tuple[float, int, int, float]]], dead: set[tuple[int, int]]
+           ) -> tuple[float, list[tuple[int, int]]] | None:
+    """ScaleResource for job ``j`` on ``row`` (module docstring): the best (gain, moves) found, or None.
+    ``moves`` keeps :func:`_moves` per GPU type for one CellBasedSched call (the search changes only the
+    jobs it moves, which it excludes, so the list holds along every branch); ``dead`` the moves to
+    another GPU type that did not fit at the root of a search (every search of the call starts from the
+    same state and only takes GPUs of other types, so they never fit deeper either)."""
     t = st.t
     gtype = t.gpu_type[row]
+    if gtype not in moves:
+        moves[gtype] = _moves(st, gtype, {j})
+    listed = moves[gtype]
     target = float(t.value[row])
     best: list[tuple[float, list[tuple[int, int]]]] = []
 
@@ -139,14 +148,17 @@ def _scale(st: CellState, j: int, row: int, deadline: Deadline | None) -> tuple[
         if deadline is not None and deadline.expired():
             return
         tried = 0
-        for _, v, r in _moves(st, gtype, {v for v, _ in moved} | {j}):
+        gone = {v for v, _ in moved}
+        floor = best[0][0] + EPS - target + loss if best else None
+        for _, v, r, step_loss in listed:
             if tried >= BRANCHING:
                 break
-            step_loss = float(t.value[st.choice[v].row]) - float(t.value[r]) + st.change_cost(v)  # type: ignore[union-attr]
-            if best and target - (loss + step_loss) <= best[0][0] + EPS:
+            if (floor is not None and -step_loss <= floor) or v in gone or (v, r) in dead:
                 continue
             snap = st.snapshot([v])
             if not st.put(v, r):
+                if depth == 0 and t.gpu_type[r] != gtype:
+                    dead.add((v, r))
                 continue
             tried += 1
             path = [*moved, (v, r)]
@@ -155,9 +167,11 @@ def _scale(st: CellState, j: int, row: int, deadline: Deadline | None) -> tuple[
                 gain = target - loss - step_loss
                 if not best or gain > best[0][0] + EPS:
                     best[:] = [(gain, path)]
+                    floor = gain + EPS - target + loss
                 st.rollback(snap_j)
             elif depth + 1 < st.p.search_depth:
                 dfs(depth + 1, path, loss + step_loss)
+                floor = best[0][0] + EPS - target + loss if best else None
             st.rollback(snap)
 
     if st.p.search_depth > 0:
@@ -180,6 +194,8 @@ def _cell_based_sched(st: CellState, j: int, failed: set[tuple[str, int, int]], 
     plan: tuple[int, list[tuple[int, int]]] | None = None
     if st.p.search_depth > 0:
         tried = 0
+        moves: dict[str, list[tuple[float, int, int, float]]] = {}
+        dead: set[tuple[int, int]] = set()
         for r in rows:
             if tried >= SCALED_CELLS or float(t.value[r]) <= best_gain + EPS:
                 break
@@ -187,7 +203,7 @@ def _cell_based_sched(st: CellState, j: int, failed: set[tuple[str, int, int]], 
             if key in failed:
                 continue
             tried += 1
-            got = _scale(st, j, r, deadline)
+            got = _scale(st, j, r, deadline, moves, dead)
             if got is None:
                 failed.add(key)
             elif got[0] > best_gain + EPS:
