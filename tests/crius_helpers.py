@@ -131,7 +131,8 @@ def brute_force(problem: CriusRound, table: CriusTable, *, for_pending: bool = T
         late = [problem.objective == "deadline" and problem.jobs[j].deadline is not None and table.current_row[j] >= 0
                 and not table.deadline_ok[table.current_row[j]] for j in range(len(combo))]
         rescaled = sum(1 for j, o in enumerate(combo) if isinstance(o, int) and table.current_row[j] >= 0)
-        n_choices = 1 + sum(1 for j, o in enumerate(combo) if isinstance(o, int) and (table.current_row[j] < 0 or late[j]))
+        n_choices = 1 + sum(1 for j, o in enumerate(combo)
+                            if isinstance(o, int) and (table.current_row[j] < 0 or late[j]))
         if rescaled > problem.search_depth * n_choices:
             continue
         if problem.objective == "deadline" and any(
@@ -140,7 +141,8 @@ def brute_force(problem: CriusRound, table: CriusTable, *, for_pending: bool = T
             continue
         # Crius Sec. 6.1, "the opportunistic jobs will be suspended to launch the pending one": every suspended
         # opportunistic job (not late) held GPUs on a node where the protected job runs a part
-        gone = [{n for n, sh in problem.current(problem.jobs[j].name).placement.shares if sh.gpus > 0}  # type: ignore[union-attr]
+        gone = [{n for n, sh in problem.current(problem.jobs[j].name).placement.shares  # type: ignore[union-attr]
+                 if sh.gpus > 0}
                 for j, o in enumerate(combo) if o is None and problem.jobs[j].name in adm.opportunistic
                 and not late[j]]
         if not for_pending:

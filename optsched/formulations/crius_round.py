@@ -37,7 +37,8 @@ Cells meeting their deadlines, dropped jobs do not run), the search depth and no
 * **Objective** (:func:`~optsched.rounds.crius.objective.objective`): ``max sum_k v_k x[k] + sum_j
   v_cur(j) keep[j] (+ deadline bonuses) - rescale_penalty x rescaled - preempt_penalty x suspended``,
   ``v`` the table's ``value`` (raw throughput under the paper's objectives, which have no penalty or
-  bonus; normalised weights under ours), scaled by 10^6 to integers; the reported objective is recomputed in floating point.
+  bonus; normalised weights under ours), scaled by 10^6 to integers; the reported objective is
+  recomputed in floating point.
 
 **Size**: ``|candidate rows| + |running jobs| + sum over nodes running jobs use of (1 + |part sizes|)``
 variables (per job at most 3 x types candidate rows: 12 on the 1,280-GPU cluster, so about 3,600 +

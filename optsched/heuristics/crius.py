@@ -9,7 +9,8 @@ the cluster (every change is virtual until the decision is returned, Algorithm 1
    dropped running jobs are suspended, and so is every running deadline job whose current Cell misses
    its deadline (it may not stay; admission did not drop it, so some Cell meets the deadline). After
    step 1 each of the latter (by submission) is rescaled -- a scheduling choice of its own, of one
-   scaling, so when ``D >= 1`` -- to its best-weight Cell that meets the deadline and fits as is (it counts as rescaled), else stays
+   scaling, so when ``D >= 1`` -- to its best-weight Cell that meets the deadline and fits as is (it
+   counts as rescaled), else stays
    suspended (our choice: rescaling costs less than suspension, and it is the paper's only way to
    keep the job within its deadline; suspending first leaves step 1 the room admission assumed).
 1. **Opportunistic execution**: the protected pending job (:mod:`~optsched.rounds.crius.admission`)

@@ -235,7 +235,8 @@ def test_opportunistic_jobs_are_suspended_only_to_launch_the_pending_job() -> No
     requirement for the pending job is satisfied, the opportunistic jobs will be suspended to launch the
     pending one."
 
-    Objective "normalised" (its numbers below). Every GPU is busy: o1 on f0 and o2 on f1 (2 fast GPUs each), o3 on the slow node, all submitted after
+    Objective "normalised" (its numbers below). Every GPU is busy: o1 on f0 and o2 on f1 (2 fast GPUs
+    each), o3 on the slow node, all submitted after
     the pending job p (pinned to fast, Cells of 2 and 4 GPUs); q (2 GPUs) comes last; D = 0. Suspending
     o1 launches p on f0; suspending o2 as well would give f1 to q, worth more than o2 (the rule before
     issue 25 allowed it: optimum 1.807), but o2's GPUs are not where p runs: under the text o2 stays

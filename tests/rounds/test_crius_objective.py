@@ -102,7 +102,9 @@ def test_a_penalty_under_an_objective_without_one_is_refused_naming_it(field: st
 def test_normalised_objective_round_trips_with_its_penalties() -> None:
     r = _round(objective="normalised-deadline", rescale_penalty=0.1, deadline_bonus=3.0)
     data = json.loads(json.dumps(r.to_dict()))
-    assert data["objective"] == "normalised-deadline" and data["rescale_penalty"] == 0.1 and "preempt_penalty" not in data
+    assert data["objective"] == "normalised-deadline" and data["rescale_penalty"] == 0.1
+    assert "preempt_penalty" not in data
     back = RoundProblem.from_dict(data)
-    assert back.to_dict() == r.to_dict() and back.rescale_cost == 0.1 and back.preempt_cost == 0.25 and back.bonus == 3.0
+    assert back.to_dict() == r.to_dict()
+    assert back.rescale_cost == 0.1 and back.preempt_cost == 0.25 and back.bonus == 3.0
     assert "rescale_penalty" not in _round().to_dict() and _round().rescale_cost == 0.0

@@ -99,4 +99,5 @@ def depth_bound(problem: CriusRound, table: CriusTable, choices: Mapping[str, Ch
     return problem.search_depth * scheduling_choices(problem, table, choices)
 
 
-__all__ = ["Choice", "counts", "depth_bound", "is_late", "scheduling_choices", "current_parts", "is_kept", "keep_choice", "placement_of"]
+__all__ = ["Choice", "counts", "current_parts", "depth_bound", "is_kept", "is_late", "keep_choice", "placement_of",
+           "scheduling_choices"]

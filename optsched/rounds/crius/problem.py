@@ -198,5 +198,5 @@ class CriusRound(RoundProblem):
                 "deadline_bonus": data.get("deadline_bonus")}
 
 
-__all__ = ["CriusRound", "DEADLINE_OBJECTIVES", "DEFAULT_DEADLINE_BONUS", "DEFAULT_PREEMPT_PENALTY", "DEFAULT_RESCALE_PENALTY",
-           "DEFAULT_SEARCH_DEPTH", "OBJECTIVES"]
+__all__ = ["CriusRound", "DEADLINE_OBJECTIVES", "DEFAULT_DEADLINE_BONUS", "DEFAULT_PREEMPT_PENALTY",
+           "DEFAULT_RESCALE_PENALTY", "DEFAULT_SEARCH_DEPTH", "OBJECTIVES"]
