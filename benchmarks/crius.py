@@ -2,7 +2,7 @@
 the Cell estimator's accuracy, Cell-guided tuning, round times at 1,280 GPUs and a trace-driven
 simulation against the baselines of Crius Sec. 8.1.
 
-    python benchmarks/crius.py [--quick] [--sections estimate tuning round sim] [--time-limit 60]
+    python benchmarks/crius.py [--quick] [--sections estimate tuning round constants sim] [--time-limit 60]
                                [--sim-jobs 1500] [--sim-load 1.5] [--sim-exact-limit 2] [--seed 0]
 
 1. **estimate** (Crius Fig. 12a, paper: 93.4% average, 90.5% worst): for every Cell of the
@@ -23,7 +23,13 @@ simulation against the baselines of Crius Sec. 8.1.
    estimator; warm: the process's estimator, as in every round after the first), Algorithm 1 and the
    exact policy's whole call (table, heuristic, CP-SAT), its status, gap, model size, and the exact /
    heuristic objectives.
-4. **sim** (Fig. 17, paper: up to 81.3% / 80.1% / 66.4% / 75.8% lower average JCT than FCFS / Gandiva /
+4. **constants**: the constants of our own in Algorithm 1's ScaleResource (the paper does not say how
+   the choices are enumerated): ``BRANCHING`` (moves tried per search step) and ``SCALED_CELLS``
+   (candidate Cells searched per job), swept on generated rounds (``gen-round --kind crius --jobs J
+   --seed S``: J = 100, seeds 0-2, and J = 300, seed 0; ``--quick``: J = 100 only), printing
+   Algorithm 1's objective over the exact optimum (the round's objective, by default the paper's raw
+   cluster throughput, samples/s) and its time.
+5. **sim** (Fig. 17, paper: up to 81.3% / 80.1% / 66.4% / 75.8% lower average JCT than FCFS / Gandiva /
    Gavel / ElasticFlow, 1.54x average throughput): a Philly-derived trace (``philly_busiest12h.csv``,
    the first ``--sim-jobs`` rows, arrivals scaled to ``--sim-load``; Philly-calibrated synthetic
    arrivals when ``../shared/data`` is absent) on ``crius-sim-1280``, 5-minute rounds (Sec. 7), the
@@ -32,7 +38,7 @@ simulation against the baselines of Crius Sec. 8.1.
    GPU utilisation, restarts per job, and each Crius method's reduction of the average JCT and
    throughput ratio against each baseline.
 
-Writes ``benchmarks/out/crius_{estimate,tuning,round,sim}.csv``. The default run takes well under 15
+Writes ``benchmarks/out/crius_{estimate,tuning,round,constants,sim}.csv``. The default run takes well under 15
 minutes on one core; ``--quick`` a fraction of that.
 """
 
@@ -180,14 +186,47 @@ def rounds(args: argparse.Namespace) -> None:
         rows.append((n, queued, len(problem.running), len(table), int(table.candidate.sum()), f"{cold_s:.2f}",
                      f"{table_s:.2f}",
                      f"{heur_s:.3f}", f"{1000 * heur_s / max(queued, 1):.2f}", f"{h_obj:.2f}", f"{d.objective:.2f}",
+                     f"{h_obj / d.objective:.3f}",
                      d.status, "" if d.gap is None else f"{100 * d.gap:.3f}", f"{d.solve_seconds:.2f}",
                      size.get("variables", ""), size.get("constraints", "")))
         sys.stdout.write("  ".join(map(str, rows[-1])) + "\n")
         sys.stdout.flush()
     emit(("jobs_queued_target", "queued", "running", "cells", "candidates", "table_cold_s", "table_s", "heuristic_s",
           "heuristic_ms_per_job",
-          "heuristic_obj", "exact_obj", "status", "gap_%", "whole_round_s", "variables", "constraints"), rows,
+          "heuristic_obj", "exact_obj", "heuristic_over_exact", "status", "gap_%", "whole_round_s", "variables",
+          "constraints"), rows,
          "crius_round.csv")
+
+
+def constants(args: argparse.Namespace) -> None:
+    """Section 4 (module docstring): BRANCHING x SCALED_CELLS against the exact optimum."""
+    import optsched.heuristics.crius as alg1
+
+    cases = [(100, s) for s in (0, 1, 2)] + ([] if args.quick else [(300, 0)])
+    saved = (alg1.BRANCHING, alg1.SCALED_CELLS)
+    print(f"\nconstants of Algorithm 1 (ours; defaults BRANCHING={saved[0]}, SCALED_CELLS={saved[1]}): "
+          "Algorithm 1 / exact in the round's objective (default: the paper's raw cluster throughput, samples/s)")
+    rows = []
+    try:
+        for jobs, seed in cases:
+            problem = generate_crius_round(jobs, seed)
+            table = build_crius_table(problem)
+            exact = optsched.solve(problem, "exact", time_limit=args.time_limit, seed=seed)
+            for b in (1, 3, 5):
+                for c in (1, 4, 12):
+                    alg1.BRANCHING, alg1.SCALED_CELLS = b, c
+                    t0 = time.perf_counter()
+                    sched = algorithm1(problem, table, admit(problem, table))
+                    secs = time.perf_counter() - t0
+                    h = objective(problem, table, sched.choices)
+                    rows.append((jobs, seed, b, c, f"{h:.2f}", f"{exact.objective:.2f}", exact.status,
+                                 f"{h / exact.objective:.3f}", f"{secs:.2f}"))
+                    sys.stdout.write("  ".join(map(str, rows[-1])) + "\n")
+                    sys.stdout.flush()
+    finally:
+        alg1.BRANCHING, alg1.SCALED_CELLS = saved
+    emit(("jobs", "seed", "branching", "scaled_cells", "heuristic_obj", "exact_obj", "exact_status",
+          "heuristic_over_exact", "heuristic_s"), rows, "crius_constants.csv")
 
 
 def sim(args: argparse.Namespace) -> None:
@@ -232,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer Cells, rounds and simulated jobs")
     ap.add_argument("--sections", nargs="+", default=["estimate", "round", "sim"],
-                    choices=("estimate", "tuning", "round", "sim"),
+                    choices=("estimate", "tuning", "round", "constants", "sim"),
                     help="what to run (estimate and tuning are one section)")
     ap.add_argument("--time-limit", type=float, default=60.0, help="limit of each exact round (60)")
     ap.add_argument("--sim-jobs", type=int, default=1500, help="jobs of the simulated trace (1500)")
@@ -246,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         estimate_and_tuning(args)
     if "round" in args.sections:
         rounds(args)
+    if "constants" in args.sections:
+        constants(args)
     if "sim" in args.sections:
         sim(args)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")

@@ -54,8 +54,10 @@ def alloc_on(problem_cluster: Cluster, job: str, gpu_type: str, shares: Mapping[
     return Allocation(job, cell_plan(sum(shares.values()), stages), placement)
 
 
-def _fits(problem: CriusRound, table: CriusTable, chosen: Mapping[str, int], kept: Sequence[str]) -> bool:
-    """Whether the rows of ``chosen`` map onto nodes (every mapping tried) next to the kept jobs."""
+def _fits(problem: CriusRound, table: CriusTable, chosen: Mapping[str, int], kept: Sequence[str],
+          touch: tuple[str, Sequence[set[str]]] | None = None) -> bool:
+    """Whether the rows of ``chosen`` map onto nodes (every mapping tried) next to the kept jobs; with
+    ``touch = (job, node sets)`` only mappings where ``job`` has a part on a node of every set count."""
     free = {n.name: problem.free(n.name) for n in problem.cluster.nodes}
     left = {n: [s.gpus, s.cpus, s.mem_gib] for n, s in free.items()}
     for name in kept:
@@ -72,7 +74,7 @@ def _fits(problem: CriusRound, table: CriusTable, chosen: Mapping[str, int], kep
 
     def rec(i: int, used: dict[str, set[str]]) -> bool:
         if i == len(parts):
-            return True
+            return touch is None or all(used.get(touch[0], set()) & nodes for nodes in touch[1])
         name, t, share = parts[i]
         for n in problem.cluster.nodes:
             if n.gpu_type != t or n.name in used.setdefault(name, set()):
@@ -94,10 +96,12 @@ def _fits(problem: CriusRound, table: CriusTable, chosen: Mapping[str, int], kep
     return all(min(v) >= -1e-9 for v in left.values()) and rec(0, {})
 
 
-def brute_force(problem: CriusRound, table: CriusTable) -> float:
+def brute_force(problem: CriusRound, table: CriusTable, *, for_pending: bool = True) -> float:
     """The best objective over every combination of (nothing, keep, a candidate Cell) per job that obeys
-    the admission and the search depth, suspends no running job but opportunistic, dropped and late
-    ones, and maps onto the nodes."""
+    the admission and the search depth (``D`` rescaled running jobs per scheduling choice), suspends no running job
+    but dropped and late ones and opportunistic ones that held GPUs where the protected job runs, and maps
+    onto the nodes (``for_pending=False``: the opportunistic jobs may be suspended for any gain, the rule
+    before issue 25)."""
     adm = admit(problem, table)
     options: list[list[object]] = []
     for j, job in enumerate(problem.jobs):
@@ -122,13 +126,30 @@ def brute_force(problem: CriusRound, table: CriusTable) -> float:
             continue
         if any(g not in running for g in adm.guaranteed):
             continue
-        if sum(1 for j, o in enumerate(combo) if isinstance(o, int) and table.current_row[j] >= 0) > problem.search_depth:
+        # D per scheduling choice (Crius Sec. 6.1): one choice per queued job started, one per late running job
+        # rescaled, one for Algorithm 1 line 12
+        late = [problem.objective == "deadline" and problem.jobs[j].deadline is not None and table.current_row[j] >= 0
+                and not table.deadline_ok[table.current_row[j]] for j in range(len(combo))]
+        rescaled = sum(1 for j, o in enumerate(combo) if isinstance(o, int) and table.current_row[j] >= 0)
+        n_choices = 1 + sum(1 for j, o in enumerate(combo)
+                            if isinstance(o, int) and (table.current_row[j] < 0 or late[j]))
+        if rescaled > problem.search_depth * n_choices:
             continue
         if problem.objective == "deadline" and any(
                 table.current_row[j] >= 0 and o == "keep" and problem.jobs[j].deadline is not None
                 and not table.deadline_ok[table.current_row[j]] for j, o in enumerate(combo)):
             continue
-        if not _fits(problem, table, chosen, kept):
+        # Crius Sec. 6.1, "the opportunistic jobs will be suspended to launch the pending one": every suspended
+        # opportunistic job (not late) held GPUs on a node where the protected job runs a part
+        gone = [{n for n, sh in problem.current(problem.jobs[j].name).placement.shares  # type: ignore[union-attr]
+                 if sh.gpus > 0}
+                for j, o in enumerate(combo) if o is None and problem.jobs[j].name in adm.opportunistic
+                and not late[j]]
+        if not for_pending:
+            gone = []
+        if gone and not adm.protected:
+            continue
+        if not _fits(problem, table, chosen, kept, (adm.protected, gone) if gone else None):
             continue
         choices = {n: Choice(r, ()) for n, r in chosen.items()}
         choices.update({n: keep_choice(problem, table, table.index_of(n)) for n in kept})

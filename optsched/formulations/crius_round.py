@@ -12,8 +12,18 @@ Cells meeting their deadlines, dropped jobs do not run), the search depth and no
   protected and the guaranteed jobs and for every running job that may keep its allocation and is not
   opportunistic: Crius suspends only opportunistic jobs, to launch the pending one (Sec. 6.1), and
   dropped or late deadline jobs (Sec. 8.5); every other running job keeps or is rescaled.
-* **Search depth**: ``sum over running jobs of sum_k x[k] <= D`` (a running job choosing a row is
-  rescaled, Sec. 6.1).
+* **Suspension for the pending job** (:mod:`~optsched.rounds.crius.admission`: a suspended
+  opportunistic job held GPUs on a node where the protected job now runs a part): ``z[k, n]`` (bool)
+  per row k of the protected job and node n of k's type that an opportunistic job holds: a part of k
+  on n (``z[k, n] <= x[k]``, ``sum_n z[k, n] <= parts of k``); per opportunistic job v,
+  ``1 - keep[v] - sum_k x[k] of v <= sum over v's nodes n of sum_k z[k, n]``. A pinned part takes its
+  size from the node's slots (``s q[n, s] <= a[n] - sum_k size_k z[k, n]`` for every size, 1 included)
+  and leaves the row's count in the packing rule (``- size_k z[k, n]``), so the rule stays exact: the
+  pinned parts go first, :func:`~optsched.rounds.crius.capacity.place` places the rest.
+* **Search depth** ``D`` per scheduling choice (Sec. 6.1, :func:`~optsched.rounds.crius.choice.depth_bound`):
+  ``sum over running jobs of sum_k x[k] <= D x (1 + sum over queued jobs of sum_k x[k] + sum over late
+  running deadline jobs of sum_k x[k])`` (a running job choosing a row is rescaled; the round's choices
+  are one per started queued job, one per rescaled late job and the extra scheduling of line 12).
 * **Capacity** by the packing rule of :mod:`~optsched.rounds.crius.capacity` (exact: any solution maps
   to nodes by :func:`~optsched.rounds.crius.capacity.place`, and any placement satisfies it): per GPU
   type and part size ``s`` (powers of two up to the type's node part), ``sum over rows k of the type
@@ -24,9 +34,11 @@ Cells meeting their deadlines, dropped jobs do not run), the search depth and no
   left-hand side at every variable's upper bound (a class's variable counts up to the class size) is
   at most ``s x (C_s + sum_n floor(a_min[n] / s))``, ``a_min[n]`` the slots of a held node with every
   running job there kept.
-* **Objective** (:func:`~optsched.rounds.crius.objective.objective`): ``max sum_k w_k x[k] + sum_j
-  w_cur(j) keep[j] (+ deadline bonuses) - rescale_penalty x rescaled - preempt_penalty x suspended``,
-  weights scaled by 10^6 to integers; the reported objective is recomputed in floating point.
+* **Objective** (:func:`~optsched.rounds.crius.objective.objective`): ``max sum_k v_k x[k] + sum_j
+  v_cur(j) keep[j] (+ deadline bonuses) - rescale_penalty x rescaled - preempt_penalty x suspended``,
+  ``v`` the table's ``value`` (raw throughput under the paper's objectives, which have no penalty or
+  bonus; normalised weights under ours), scaled by 10^6 to integers; the reported objective is
+  recomputed in floating point.
 
 **Size**: ``|candidate rows| + |running jobs| + sum over nodes running jobs use of (1 + |part sizes|)``
 variables (per job at most 3 x types candidate rows: 12 on the 1,280-GPU cluster, so about 3,600 +
@@ -50,11 +62,13 @@ from optsched.formulations.cpsat import cp_solver, solve_scaled
 from optsched.formulations.solution import ModelSize, Solution, solver_seconds
 from optsched.rounds.crius.admission import CriusAdmission, admit, allowed_rows
 from optsched.rounds.crius.capacity import MIB, NodeState, place, slot_rates
-from optsched.rounds.crius.choice import Choice, is_kept, keep_choice
+from optsched.rounds.crius.choice import Choice, is_kept, is_late, keep_choice
 from optsched.rounds.crius.objective import objective
 from optsched.rounds.crius.problem import CriusRound
 from optsched.rounds.crius.table import CriusTable
 
+#: integer units per objective unit (normalised weights, or raw samples/s: at most about 10^4 a Cell, so
+#: about 10^10 a coefficient, far inside CP-SAT's 64-bit range)
 SCALE = 1_000_000
 BACKENDS = ("cpsat", *milp.BACKENDS)
 
@@ -80,11 +94,12 @@ class CriusRoundModel:
     q: dict[tuple[int, int], cp_model.IntVar]        # (node index, size) -> q[n, s]
     offset: float
     n_constraints: int
+    pin: dict[tuple[int, int], cp_model.IntVar]      # (row of the protected job, node index) -> z[k, n]
 
     @property
     def size(self) -> ModelSize:
-        return ModelSize(len(self.x) + len(self.keep) + len(self.avail) + len(self.q), self.n_constraints,
-                         "size-classes")
+        return ModelSize(len(self.x) + len(self.keep) + len(self.avail) + len(self.q) + len(self.pin),
+                         self.n_constraints, "size-classes")
 
 
 def _spec(table: CriusTable, k: int) -> tuple:
@@ -99,7 +114,7 @@ def _classes(problem: CriusRound, table: CriusTable, admission: CriusAdmission) 
     own. Only the representative is a key."""
     out: dict[int, list[int]] = {}
     groups: dict[tuple, list[int]] = {}
-    deadline_mode = problem.objective == "deadline"
+    deadline_mode = problem.deadline_aware
     order = sorted(range(len(problem.jobs)), key=lambda j: (problem.jobs[j].submit_time, problem.jobs[j].name))
     for j in order:
         job = problem.jobs[j]
@@ -122,7 +137,8 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
     rates = slot_rates(problem.cluster)
     state = NodeState.of(problem)
     index = {n: i for i, n in enumerate(state.names)}
-    deadline_mode = problem.objective == "deadline"
+    deadline_mode = problem.deadline_aware
+    scale = SCALE
     m = cp_model.CpModel()
     x: dict[int, cp_model.IntVar] = {}
     keep: dict[int, cp_model.IntVar] = {}
@@ -130,6 +146,7 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
     offset = 0.0
     n_cons = 0
     rescaled: list[cp_model.IntVar] = []
+    choices: list[cp_model.IntVar] = []  # the scheduling choices beyond line 12's (depth_bound)
     held: dict[int, list[tuple[cp_model.IntVar, int, int, int]]] = {}  # node -> (keep var, gpus, cpus, MiB)
     members = _classes(problem, table, admission)
     classes: dict[int, list[int]] = {}
@@ -137,9 +154,9 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
         name = job.name
         cur = int(table.current_row[j])
         running = cur >= 0
-        bonus = problem.deadline_bonus if deadline_mode and job.deadline is not None else 0.0
+        bonus = problem.bonus if job.deadline is not None else 0.0
         if running:
-            offset -= problem.preempt_penalty
+            offset -= problem.preempt_cost
         if name in admission.dropped or j not in members:
             continue
         group = members[j]
@@ -150,17 +167,19 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
             x[k] = v
             classes[k] = group
             vs.append(v)
-            w = float(table.weight[k]) + (bonus if table.deadline_ok[k] else 0.0)
+            w = float(table.value[k]) + (bonus if table.deadline_ok[k] else 0.0)
             if running:
-                w += problem.preempt_penalty - problem.rescale_penalty
+                w += problem.preempt_cost - problem.rescale_cost
                 rescaled.append(v)
-            obj.append((v, round(w * SCALE)))
+            if not running or is_late(problem, table, j):
+                choices.append(v)
+            obj.append((v, round(w * scale)))
         if running and (not deadline_mode or job.deadline is None or table.deadline_ok[cur]):
             kv = m.new_bool_var(f"keep{j}")
             keep[j] = kv
             vs.append(kv)
-            w = float(table.weight[cur]) + problem.preempt_penalty + (bonus if table.deadline_ok[cur] else 0.0)
-            obj.append((kv, round(w * SCALE)))
+            w = float(table.value[cur]) + problem.preempt_cost + (bonus if table.deadline_ok[cur] else 0.0)
+            obj.append((kv, round(w * scale)))
             alloc = problem.current(name)
             assert alloc is not None
             for node, share in alloc.placement.shares:
@@ -180,8 +199,39 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
             m.add_at_most_one(vs)
             n_cons += 1
     if rescaled:
-        m.add(sum(rescaled) <= problem.search_depth)
+        m.add(sum(rescaled) <= problem.search_depth * (1 + sum(choices)))
         n_cons += 1
+    # suspension for the pending job only: z[k, n] pins a part of the protected job's row k on node n
+    pin: dict[tuple[int, int], cp_model.IntVar] = {}
+    jp = table.index_of(admission.protected) if admission.protected is not None else -1
+    if jp >= 0 and admission.opportunistic:
+        rows_p = [int(k) for k in allowed_rows(problem, table, jp, table.candidates_of(jp))]
+        for name in sorted(admission.opportunistic):
+            v = table.index_of(name)
+            alloc = problem.current(name)
+            assert alloc is not None
+            nodes_v = [index[n] for n, sh in alloc.placement.shares if sh.gpus > 0]
+            cover = []
+            for n in nodes_v:
+                for k in rows_p:
+                    if table.gpu_type[k] == str(state.types[n]):
+                        if (k, n) not in pin:
+                            pin[(k, n)] = m.new_bool_var(f"z{k}_{n}")
+                            m.add(pin[(k, n)] <= x[k])
+                            n_cons += 1
+                        cover.append(pin[(k, n)])
+            own = [x[k] for k in allowed_rows(problem, table, v, table.candidates_of(v)) if int(k) in x]
+            m.add(1 - sum([keep[v]] if v in keep else []) - sum(own) <= sum(cover))
+            n_cons += 1
+        for k in rows_p:
+            zs = [z for (kk, _), z in pin.items() if kk == k]
+            if len(zs) > int(table.parts[k]):
+                m.add(sum(zs) <= int(table.parts[k]))
+                n_cons += 1
+    pinned_at: dict[int, list[tuple[cp_model.IntVar, int]]] = {}  # node -> (z, part size)
+    for (k, n), z in pin.items():
+        pinned_at.setdefault(n, []).append((z, int(table.unit[k])))
+        held.setdefault(n, [])  # its slots become a[n] (the pinned parts come off them)
     # capacity per (type, part size)
     base = state.slots(rates)
     units: dict[str, int] = {}
@@ -206,13 +256,14 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
         if mib > 0:
             m.add(mib * a + sum(mm * kv for kv, _, _, mm in terms) <= math.floor(state.mem[n] * MIB + 1e-6))
             n_cons += 1
+        taken = sum(size * z for z, size in pinned_at.get(n, []))
         for s in _sizes(units[t]):
-            if s == 1:
+            if s == 1 and n not in pinned_at:
                 q[(n, 1)] = a
                 continue
             qv = m.new_int_var(0, int(problem.cluster.node(state.names[n]).num_gpus) // s, f"q{n}_{s}")
             q[(n, s)] = qv
-            m.add(s * qv <= a)
+            m.add(s * qv <= a - taken)
             n_cons += 1
     # the fewest slots a held node can have (every running job there kept): the "cannot bind" test
     least = state.copy()
@@ -228,17 +279,20 @@ def build(problem: CriusRound, table: CriusTable, *, admission: CriusAdmission |
         mask = (state.types == t) & np.array([i not in avail for i in range(len(state.names))], dtype=bool)
         for s in _sizes(unit):
             terms = [(x[k], int(table.gpus[k])) for k in rows_t if int(table.unit[k]) >= s]
+            terms += [(z, -int(table.unit[k])) for (k, n), z in pin.items()
+                      if table.gpu_type[k] == t and int(table.unit[k]) >= s]
             if not terms:
                 continue
             const = int((base[mask] // s).sum())
             var_q = [qv for (n, s2), qv in q.items() if s2 == s and str(state.types[n]) == t]
             most = sum(int(table.gpus[k]) * len(classes[k]) for k in rows_t if int(table.unit[k]) >= s)
-            if most <= s * (const + int((held_least[held_mask[t]] // s).sum())):
+            pinned_type = any(table.gpu_type[k] == t for k, _ in pin)
+            if not pinned_type and most <= s * (const + int((held_least[held_mask[t]] // s).sum())):
                 continue  # cannot bind: every class fully on rows of size >= s fits next to every kept job
             m.add(sum(c * v for v, c in terms) <= s * const + s * sum(var_q))
             n_cons += 1
     m.maximize(sum(c * v for v, c in obj))
-    return CriusRoundModel(problem, table, admission, m, x, classes, keep, avail, q, offset, n_cons)
+    return CriusRoundModel(problem, table, admission, m, x, classes, keep, avail, q, offset, n_cons, pin)
 
 
 def _hint_values(built: CriusRoundModel, hint: Mapping[str, Choice]) -> dict[int, int]:
@@ -268,10 +322,16 @@ def _hint_values(built: CriusRoundModel, hint: Mapping[str, Choice]) -> dict[int
         assert alloc is not None
         state.take(alloc.placement, index)
     slots = state.slots(rates)
+    taken = np.zeros(len(slots), dtype=np.int64)
+    p_choice = hint.get(built.admission.protected) if built.admission.protected is not None else None
+    for (k, n), z in built.pin.items():
+        on = int(p_choice is not None and p_choice.row == k and any(index[name] == n for name, _ in p_choice.parts))
+        out[z.index] = on
+        taken[n] += on * int(t.unit[k])
     for n, a in built.avail.items():
         out[a.index] = int(slots[n])
     for (n, s), qv in built.q.items():
-        out[qv.index] = int(slots[n]) // s
+        out[qv.index] = int(slots[n] - taken[n]) // s
     return out
 
 
@@ -289,20 +349,29 @@ def _decode(built: CriusRoundModel, values: Sequence[int]) -> dict[str, Choice] 
             alloc = p.current(t.jobs[j])
             assert alloc is not None
             state.take(alloc.placement, index)
+    slots = state.slots(slot_rates(p.cluster))
+    pinned: dict[str, list[tuple[int, int]]] = {}
+    for (k, n), z in built.pin.items():
+        if values[z.index]:
+            size = int(t.unit[k])
+            slots[n] -= size
+            pinned.setdefault(t.jobs[t.job_index[k]], []).append((n, size))
     demands = []
     by_class: dict[int, list[int]] = {}
     for k, v in built.x.items():
         by_class.setdefault(built.classes[k][0], []).extend([k] * int(values[v.index]))
     for rep, rows in by_class.items():
-        rows.sort(key=lambda k: (-float(t.weight[k]), k))  # the earliest jobs of a class get its best Cells
+        rows.sort(key=lambda k: (-float(t.value[k]), k))  # the earliest jobs of a class get its best Cells
         for j, k in zip(built.classes[rows[0]] if rows else [], rows):
             own = k if j == rep else _row_like(t, j, k)
-            demands.append((t.jobs[j], t.gpu_type[own], int(t.unit[own]), int(t.parts[own]), own))
-    got = place(state.slots(slot_rates(p.cluster)), state.types, [d[:4] for d in demands])
+            left = int(t.parts[own]) - len(pinned.get(t.jobs[j], ()))
+            demands.append((t.jobs[j], t.gpu_type[own], int(t.unit[own]), left, own))
+    got = place(slots, state.types, [d[:4] for d in demands])
     if got is None:
         return None
     for name, _, _, _, k in demands:
-        out[name] = Choice(k, tuple(sorted((state.names[n], g) for n, g in got[name])))
+        parts = [*pinned.get(name, ()), *got[name]]
+        out[name] = Choice(k, tuple(sorted((state.names[n], g) for n, g in parts)))
     return out
 
 
@@ -332,7 +401,7 @@ def solve(problem: CriusRound, table: CriusTable, *, time_limit: float, seed: in
     if backend == "cpsat":
         if start:
             unique = {v.index: v for v in (*built.x.values(), *built.keep.values(), *built.avail.values(),
-                                           *built.q.values())}
+                                           *built.q.values(), *built.pin.values())}
             for i, v in unique.items():
                 built.model.add_hint(v, start[i])
         solver = cp_solver(solver_seconds(time_limit, t0), seed, workers)

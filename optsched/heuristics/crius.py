@@ -8,8 +8,9 @@ the cluster (every change is virtual until the decision is returned, Algorithm 1
 0. Deadlines (deadline objective, Sec. 8.5: "strict deadline guarantees for each scheduled job"):
    dropped running jobs are suspended, and so is every running deadline job whose current Cell misses
    its deadline (it may not stay; admission did not drop it, so some Cell meets the deadline). After
-   step 1 each of the latter (by submission) is rescaled, while the search depth allows, to its
-   best-weight Cell that meets the deadline and fits as is (it counts as rescaled), else stays
+   step 1 each of the latter (by submission) is rescaled -- a scheduling choice of its own, of one
+   scaling, so when ``D >= 1`` -- to its best-weight Cell that meets the deadline and fits as is (it
+   counts as rescaled), else stays
    suspended (our choice: rescaling costs less than suspension, and it is the paper's only way to
    keep the job within its deadline; suspending first leaves step 1 the room admission assumed).
 1. **Opportunistic execution**: the protected pending job (:mod:`~optsched.rounds.crius.admission`)
@@ -19,24 +20,32 @@ the cluster (every change is virtual until the decision is returned, Algorithm 1
    that still fit where they ran afterwards are kept.
 2. **SchedArrival**: every other queued job, by submission time then name, gets
    ``CellBasedSched(job)`` and is pended when it returns no choice.
-3. **SchedDeparture** (line 12, "extra scheduling for utilizing released resource"):
-   ``CellBasedSched()`` upgrades the jobs that run (to a candidate Cell of more weight that fits when the
-   job's own GPUs are released) while some upgrade gains.
+3. **SchedDeparture** (line 12, "extra scheduling for utilizing released resource"): ``CellBasedSched()``,
+   one scheduling choice: at most ``D`` upgrades, each the one of largest gain among the jobs that hold
+   a Cell (running or placed this round) to a candidate Cell of more weight that fits when the job's
+   own GPUs are released. (The text runs it "if there are no pending jobs"; the pseudocode, followed
+   here, runs it always: a job pended this round found no room.)
 
 ``CellBasedSched(job)`` (lines 14-20): the choices are the job's candidate Cells that fit as they are
-and, while the search depth allows, the ones that fit after ``ScaleResource`` rescales running jobs;
-``BestPerf`` takes the choice of the largest gain (``weight - losses of rescaled jobs - penalties``),
-ties to the one without rescaling, and applies it virtually.
+and, when ``D > 0``, the ones that fit after ``ScaleResource`` rescales jobs holding Cells; ``BestPerf``
+takes the choice of the largest gain (``weight - losses of rescaled jobs - penalties``), ties to the one
+without rescaling, and applies it virtually (``VirtualAlloc``: the jobs placed so far count as running
+for every later choice).
 
-``ScaleResource(job, Cell)`` (the search depth, Sec. 6.1: "the maximum job scaling times for generating
-a scheduling choice"): a depth-first search over sequences of at most ``min(3, depth left)``
-rescalings of running jobs that hold GPUs of the Cell's type; a rescaling moves one such job to
-another of its candidate Cells with fewer GPUs of that type (fewer GPUs, or another type) where it
-fits. At every step the :data:`BRANCHING` moves of least loss per freed GPU that fit are tried; the
-search stops at the first sequence after which the Cell fits along a branch and keeps the best gain
-found. A job rescaled once may be rescaled again in the same round without counting twice. The
-round's search depth ``D`` bounds the rescaled running jobs of the whole round. A search that fails
-for a (GPU type, part size, parts) fails again until some rescaling succeeds, so it is remembered.
+``ScaleResource(job, Cell)`` (the search depth ``D``, Sec. 6.1: "a hyperparameter called search depth,
+which is the maximum job scaling times for generating a scheduling choice in Algorithm 1 line 18"):
+a depth-first search over sequences of at most ``D`` rescalings -- per scheduling choice, not per
+round -- of jobs that hold GPUs of the Cell's type: running jobs and jobs placed earlier in the round
+("This exploration tries to scale the GPU types and numbers of both running jobs and new-coming
+jobs"); a rescaling moves one such job to another of its candidate Cells with fewer GPUs of that
+type (fewer GPUs, or another type) where it fits. Constants of our own, not the paper's (it does
+not say how the choices are enumerated): at every step the :data:`BRANCHING` moves of least loss per
+freed GPU that fit are tried, and ScaleResource is tried on at most :data:`SCALED_CELLS` of the job's
+candidate Cells (best weight first); the search stops at the first sequence after which the Cell
+fits along a branch and keeps the best gain found; its cost grows as ``BRANCHING ** D``. A search
+that fails for a (GPU type, part size, parts) fails again until some rescaling succeeds, so it is
+remembered. Over a round this rescales at most ``D`` running jobs per scheduling choice
+(:func:`~optsched.rounds.crius.choice.depth_bound`).
 
 Every placement is best fit (:class:`~optsched.heuristics.placement.NodeLedger`: a part goes to the
 node of its type with the fewest free GPUs that holds it, the job's current nodes first). The result
@@ -53,11 +62,9 @@ from optsched.rounds.crius.decision import Schedule
 from optsched.rounds.crius.problem import CriusRound
 from optsched.rounds.crius.table import CriusTable
 
-#: moves tried at each step of ScaleResource
+#: moves tried at each step of ScaleResource (our constant: the paper does not say how choices are enumerated)
 BRANCHING = 3
-#: the deepest ScaleResource search (Crius Sec. 8.4 uses depth 3)
-MAX_SEARCH_DEPTH = 3
-#: candidate Cells of a job ScaleResource is tried on
+#: candidate Cells of a job ScaleResource is tried on (our constant, likewise)
 SCALED_CELLS = 4
 
 
@@ -86,7 +93,7 @@ def _protect(st: CellState, j: int) -> None:
                 break
         st.rollback(snap)
         if placed:
-            gain = float(t.weight[r]) - sum(weights[:taken]) - taken * st.p.preempt_penalty
+            gain = float(t.value[r]) - sum(weights[:taken]) - taken * st.p.preempt_cost
             if best is None or gain > best[0] + EPS:
                 best = (gain, r, victims[:taken])
     if best is None:
@@ -97,55 +104,62 @@ def _protect(st: CellState, j: int) -> None:
     st.put(j, r)
     for v in taken_jobs:
         st.keep(v)
+    if any(st.choice[v] is None for v in taken_jobs):
+        st.pinned.add(j)
 
 
-def _moves(st: CellState, gtype: str, exclude: set[int]) -> list[tuple[float, int, int]]:
-    """Rescalings that free GPUs of ``gtype``: (loss per freed GPU, job, row), least first."""
+def _moves(st: CellState, gtype: str, exclude: set[int]) -> list[tuple[float, int, int, float]]:
+    """Rescalings that free GPUs of ``gtype``: (loss per freed GPU, job, row, loss), least first. Any job that
+    holds a Cell (running or placed earlier in the round) may be rescaled (:meth:`CellState.movable`)."""
     t = st.t
-    out: list[tuple[float, int, int]] = []
+    out: list[tuple[float, int, int, float]] = []
     for v in range(len(st.choice)):
         c = st.choice[v]
-        if c is None or v in exclude or not st.running[v] or t.gpu_type[c.row] != gtype:
+        if c is None or v in exclude or not st.movable(v) or t.gpu_type[c.row] != gtype:
             continue
-        name = t.jobs[v]
-        if name == st.a.protected or name in st.a.guaranteed:
-            continue
-        if st.needs_budget(v) and st.budget() <= 0:
-            continue
-        cur_w, cur_g = float(t.weight[c.row]), int(t.gpus[c.row])
+        cur_w, cur_g = float(t.value[c.row]), int(t.gpus[c.row])
         for r in st.rows(v):
             r = int(r)
             freed = cur_g - (int(t.gpus[r]) if t.gpu_type[r] == gtype else 0)
             if freed <= 0 or r == c.row:
                 continue
-            loss = cur_w - float(t.weight[r]) + st.change_cost(v)
-            out.append((loss / freed, v, r))
+            loss = cur_w - float(t.value[r]) + st.change_cost(v)
+            out.append((loss / freed, v, r, loss))
     out.sort()
     return out
 
 
-def _scale(st: CellState, j: int, row: int, deadline: Deadline | None) -> tuple[float, list[tuple[int, int]]] | None:
-    """ScaleResource for job ``j`` on ``row`` (module docstring): the best (gain, moves) found, or None."""
+def _scale(st: CellState, j: int, row: int, deadline: Deadline | None,
+           moves: dict[str, list[tuple[float, int, int, float]]], dead: set[tuple[int, int]]
+           ) -> tuple[float, list[tuple[int, int]]] | None:
+    """ScaleResource for job ``j`` on ``row`` (module docstring): the best (gain, moves) found, or None.
+    ``moves`` keeps :func:`_moves` per GPU type for one CellBasedSched call (the search changes only the
+    jobs it moves, which it excludes, so the list holds along every branch); ``dead`` the moves to
+    another GPU type that did not fit at the root of a search (every search of the call starts from the
+    same state and only takes GPUs of other types, so they never fit deeper either)."""
     t = st.t
     gtype = t.gpu_type[row]
-    target = float(t.weight[row])
+    if gtype not in moves:
+        moves[gtype] = _moves(st, gtype, {j})
+    listed = moves[gtype]
+    target = float(t.value[row])
     best: list[tuple[float, list[tuple[int, int]]]] = []
 
-    def dfs(depth: int, moved: list[tuple[int, int]], loss: float, budget: int) -> None:
+    def dfs(depth: int, moved: list[tuple[int, int]], loss: float) -> None:
         if deadline is not None and deadline.expired():
             return
         tried = 0
-        for _, v, r in _moves(st, gtype, {v for v, _ in moved} | {j}):
+        gone = {v for v, _ in moved}
+        floor = best[0][0] + EPS - target + loss if best else None
+        for _, v, r, step_loss in listed:
             if tried >= BRANCHING:
                 break
-            cost = st.needs_budget(v)
-            if cost and budget <= 0:
-                continue
-            step_loss = float(t.weight[st.choice[v].row]) - float(t.weight[r]) + st.change_cost(v)  # type: ignore[union-attr]
-            if best and target - (loss + step_loss) <= best[0][0] + EPS:
+            if (floor is not None and -step_loss <= floor) or v in gone or (v, r) in dead:
                 continue
             snap = st.snapshot([v])
             if not st.put(v, r):
+                if depth == 0 and t.gpu_type[r] != gtype:
+                    dead.add((v, r))
                 continue
             tried += 1
             path = [*moved, (v, r)]
@@ -154,12 +168,15 @@ def _scale(st: CellState, j: int, row: int, deadline: Deadline | None) -> tuple[
                 gain = target - loss - step_loss
                 if not best or gain > best[0][0] + EPS:
                     best[:] = [(gain, path)]
+                    floor = gain + EPS - target + loss
                 st.rollback(snap_j)
-            elif depth + 1 < MAX_SEARCH_DEPTH:
-                dfs(depth + 1, path, loss + step_loss, budget - int(cost))
+            elif depth + 1 < st.p.search_depth:
+                dfs(depth + 1, path, loss + step_loss)
+                floor = best[0][0] + EPS - target + loss if best else None
             st.rollback(snap)
 
-    dfs(0, [], 0.0, st.budget())
+    if st.p.search_depth > 0:
+        dfs(0, [], 0.0)
     return best[0] if best else None
 
 
@@ -172,20 +189,22 @@ def _cell_based_sched(st: CellState, j: int, failed: set[tuple[str, int, int]], 
         if st.put(j, r):
             direct = r
             break
-    best_gain = float(t.weight[direct]) if direct is not None else 0.0
+    best_gain = float(t.value[direct]) if direct is not None else 0.0
     if direct is not None:
         st.put(j, None)
     plan: tuple[int, list[tuple[int, int]]] | None = None
-    if st.budget() > 0:
+    if st.p.search_depth > 0:
         tried = 0
+        moves: dict[str, list[tuple[float, int, int, float]]] = {}
+        dead: set[tuple[int, int]] = set()
         for r in rows:
-            if tried >= SCALED_CELLS or float(t.weight[r]) <= best_gain + EPS:
+            if tried >= SCALED_CELLS or float(t.value[r]) <= best_gain + EPS:
                 break
             key = (t.gpu_type[r], int(t.unit[r]), int(t.parts[r]))
             if key in failed:
                 continue
             tried += 1
-            got = _scale(st, j, r, deadline)
+            got = _scale(st, j, r, deadline, moves, dead)
             if got is None:
                 failed.add(key)
             elif got[0] > best_gain + EPS:
@@ -208,37 +227,38 @@ def _cell_based_sched(st: CellState, j: int, failed: set[tuple[str, int, int]], 
 
 
 def _upgrade(st: CellState, deadline: Deadline | None) -> None:
-    """CellBasedSched() of SchedDeparture (module docstring)."""
+    """CellBasedSched() of SchedDeparture (module docstring): at most ``D`` upgrades, largest gain first."""
     t = st.t
-    for _ in range(3):
-        improved = False
+    for _ in range(st.p.search_depth):
+        best: tuple[float, int, int] | None = None
         for j in range(len(st.choice)):
             if deadline is not None and deadline.expired():
                 return
-            c = st.choice[j]
-            if c is None:
+            if not st.movable(j):
                 continue
-            if st.needs_budget(j) and st.budget() <= 0:
-                continue
-            cur = float(t.weight[c.row])
+            cur = float(t.value[st.choice[j].row])  # type: ignore[union-attr]
             for r in st.rows(j):
                 r = int(r)
-                if float(t.weight[r]) - cur - st.change_cost(j) <= EPS:
+                gain = float(t.value[r]) - cur - st.change_cost(j)
+                if gain <= EPS or (best is not None and gain <= best[0] + EPS):
                     break
                 snap = st.snapshot([j])
-                if st.put(j, r):
-                    st.mark_changed(j)
-                    improved = True
-                    break
+                fits = st.put(j, r)
                 st.rollback(snap)
-        if not improved:
+                if fits:
+                    best = (gain, j, r)
+                    break
+        if best is None:
             return
+        _, j, r = best
+        st.put(j, r)
+        st.mark_changed(j)
 
 
 def _late_running(problem: CriusRound, table: CriusTable, admission: CriusAdmission) -> list[int]:
     """Running deadline jobs (deadline objective) whose current Cell misses the deadline and that are not
     dropped, by submission (step 0 of the module docstring)."""
-    if problem.objective != "deadline":
+    if not problem.deadline_aware:
         return []
     return sorted((j for j, job in enumerate(problem.jobs)
                    if job.deadline is not None and table.current_row[j] >= 0 and job.name not in admission.dropped
@@ -264,7 +284,7 @@ def algorithm1(problem: CriusRound, table: CriusTable, admission: CriusAdmission
         _protect(st, table.index_of(admission.protected))
     for j in late:
         for r in st.rows(j):
-            if st.budget() <= 0:
+            if problem.search_depth <= 0:
                 break
             if st.put(j, int(r)):
                 st.mark_changed(j)
@@ -292,4 +312,4 @@ def algorithm1(problem: CriusRound, table: CriusTable, admission: CriusAdmission
     return Schedule(choices, admission, "; ".join(msg), complete)
 
 
-__all__ = ["BRANCHING", "MAX_SEARCH_DEPTH", "SCALED_CELLS", "algorithm1"]
+__all__ = ["BRANCHING", "SCALED_CELLS", "algorithm1"]

@@ -1,7 +1,9 @@
 """The virtual cluster a Crius-kind heuristic works on (Algorithm 1, :mod:`optsched.heuristics.crius`, and
 the baselines of Crius Sec. 8.1, :mod:`optsched.heuristics.baselines`): who holds which GPUs, CPUs and
 memory on which node (:class:`~optsched.heuristics.placement.NodeLedger`), each job's choice, and the
-running jobs rescaled so far. Every running job starts holding its exact current shares (kept).
+running jobs rescaled so far. Every running job starts holding its exact current shares (kept). A job
+placed earlier in the round holds its Cell like a running job (Algorithm 1 line 19, ``VirtualAlloc``:
+"the best plan is applied virtually on running jobs"), so later scheduling choices may rescale it.
 
 Placing a row (:meth:`CellState.put`) maps its parts (part size and count of the table, with CPUs and
 memory in proportion, :func:`~optsched.rounds.crius.capacity.part_share`) onto distinct nodes of its
@@ -48,6 +50,9 @@ class CellState:
         self.choice: list[Choice | None] = [None] * len(problem.jobs)
         self.running = table.current_row >= 0
         self.rescaled: set[int] = set()
+        #: jobs no scheduling choice may rescale: the protected job once it suspended opportunistic jobs (they
+        #: were suspended for it where it runs, Sec. 6.1; moving it would leave them suspended for nothing)
+        self.pinned: set[int] = set()
         self.submit = [(j.submit_time, j.name) for j in problem.jobs]
         for j in np.flatnonzero(self.running):
             cur = problem.current(table.jobs[j])
@@ -58,18 +63,18 @@ class CellState:
 
     # -- values -----------------------------------------------------------------------------------
     def weight(self, j: int) -> float:
+        """Job ``j``'s value in the round's objective on the Cell it holds (0: none)."""
         c = self.choice[j]
-        return 0.0 if c is None else float(self.t.weight[c.row])
+        return 0.0 if c is None else float(self.t.value[c.row])
 
     def change_cost(self, j: int) -> float:
         """Penalty of changing job ``j`` now (a running job not rescaled yet pays the rescale penalty)."""
-        return self.p.rescale_penalty if self.running[j] and j not in self.rescaled else 0.0
+        return self.p.rescale_cost if self.running[j] and j not in self.rescaled else 0.0
 
-    def needs_budget(self, j: int) -> bool:
-        return bool(self.running[j]) and j not in self.rescaled
-
-    def budget(self) -> int:
-        return self.p.search_depth - len(self.rescaled)
+    def movable(self, j: int) -> bool:
+        """Whether a scheduling choice may rescale job ``j``: it holds a Cell (running, or placed earlier in
+        the round) and is not pinned."""
+        return self.choice[j] is not None and j not in self.pinned
 
     # -- placement --------------------------------------------------------------------------------
     def shares_for(self, j: int, row: int) -> list[tuple[int, int, int, float]] | None:

@@ -14,7 +14,7 @@ from optsched.formulations import crius_round
 from optsched.heuristics.crius import algorithm1
 from optsched.rounds.crius import CriusRound, generate_crius_round
 from optsched.rounds.crius.admission import admit
-from optsched.rounds.crius.choice import counts
+from optsched.rounds.crius.choice import Choice, counts, depth_bound
 from optsched.rounds.crius.feasibility import violations
 from optsched.rounds.crius.objective import objective
 from optsched.rounds.crius.table import build_crius_table
@@ -64,7 +64,8 @@ def test_exact_is_never_below_the_heuristic(jobs: int, seed: int) -> None:
         sol = crius_round.solve(rr, t, time_limit=20, hint=h.choices, admission=adm)
         assert sol.objective >= objective(rr, t, h.choices) - 1e-9
         assert violations(rr, t, sol.payload["choices"], adm) == []
-        assert counts(rr, t, sol.payload["choices"])[0] <= rr.search_depth
+        # D per scheduling choice (Sec. 6.1), not per round
+        assert counts(rr, t, sol.payload["choices"])[0] <= depth_bound(rr, t, sol.payload["choices"])
         assert sol.bound is None or sol.bound >= sol.objective - 1e-6
 
 
@@ -127,8 +128,8 @@ def test_held_nodes_count_only_their_free_slots() -> None:
     running = (alloc_on(c, "j1", "slow", {"s0": 1}, 1), alloc_on(c, "j3", "fast", {"f1": 1}, 1),
                alloc_on(c, "j4", "fast", {"f0": 2}, 2))
     r = CriusRound(cluster=c, jobs=jobs, models=MODELS, time=10.0, running=running,
-                   occupied=(("s0", NodeShare(1, 0, 28.95)),), search_depth=2, objective="deadline",
-                   preempt_penalty=2.0)
+                   occupied=(("s0", NodeShare(1, 0, 28.95)),), search_depth=2,
+                   objective="normalised-deadline", preempt_penalty=2.0)
     t = build_crius_table(r)
     adm = admit(r, t)
     sol = crius_round.solve(r, t, time_limit=20, hint=algorithm1(r, t, adm).choices, admission=adm)
@@ -187,3 +188,118 @@ def test_only_opportunistic_dropped_or_late_running_jobs_are_suspended() -> None
     victim = next(n for n in running if n not in adm.opportunistic and n in choices)
     broken = {n: c for n, c in choices.items() if n != victim}
     assert any("is suspended" in v and repr(victim) in v for v in violations(r, t, broken, adm))
+
+
+def _suspension_problems(r: CriusRound, t, choices, adm) -> list[str]:
+    """An independent check of Crius Sec. 6.1's suspension rule and of node GPUs: every running job that
+    gets nothing is opportunistic and held GPUs on a node where the protected job now runs a part; no
+    node holds more GPUs than it has (kept jobs on their current shares plus the chosen parts)."""
+    out = []
+    prot = choices.get(adm.protected) if adm.protected else None
+    prot_nodes = {n for n, _ in prot.parts} if prot else set()
+    used = {n.name: 0 for n in r.cluster.nodes}
+    for a in r.running:
+        held = {n for n, sh in a.placement.shares if sh.gpus > 0}
+        if a.job not in choices:
+            if a.job not in adm.opportunistic or not held & prot_nodes:
+                out.append(f"{a.job} suspended, not to launch the pending job")
+        elif choices[a.job].row == t.current_row[t.index_of(a.job)] and \
+                tuple(sorted(choices[a.job].parts)) == a.placement.gpu_parts:
+            for n, sh in a.placement.shares:
+                used[n] += sh.gpus
+            continue
+    for name, c in choices.items():
+        if r.current(name) is not None and tuple(sorted(c.parts)) == r.current(name).placement.gpu_parts \
+                and c.row == t.current_row[t.index_of(name)]:
+            continue
+        for n, g in c.parts:
+            used[n] += g
+    out += [f"node {n} over" for n, g in used.items() if g > r.cluster.node(n).num_gpus]
+    return out
+
+
+def _opportunistic_round() -> CriusRound:
+    c = toy_cluster()
+    jobs = (Job("p", "tiny", 4, 100, submit_time=0.0, gpu_type="fast"), Job("o1", "tiny", 4, 100, submit_time=1.0),
+            Job("o2", "tiny", 4, 100, submit_time=2.0), Job("o3", "poor", 2, 100, submit_time=3.0),
+            Job("q", "tiny", 2, 100, submit_time=4.0))
+    running = (alloc_on(c, "o1", "fast", {"f0": 2}, 1), alloc_on(c, "o2", "fast", {"f1": 2}, 1),
+               alloc_on(c, "o3", "slow", {"s0": 4}, 1))
+    return CriusRound(cluster=c, jobs=jobs, models=MODELS, time=10.0, search_depth=0, running=running,
+                      objective="normalised")
+
+
+def test_opportunistic_jobs_are_suspended_only_to_launch_the_pending_job() -> None:
+    """Crius Sec. 6.1: "When the idle resources are insufficient for a queuing job, Crius pends it and
+    opportunistically launches other jobs to utilize the idle resources. Once the minimum resource
+    requirement for the pending job is satisfied, the opportunistic jobs will be suspended to launch the
+    pending one."
+
+    Objective "normalised" (its numbers below). Every GPU is busy: o1 on f0 and o2 on f1 (2 fast GPUs
+    each), o3 on the slow node, all submitted after
+    the pending job p (pinned to fast, Cells of 2 and 4 GPUs); q (2 GPUs) comes last; D = 0. Suspending
+    o1 launches p on f0; suspending o2 as well would give f1 to q, worth more than o2 (the rule before
+    issue 25 allowed it: optimum 1.807), but o2's GPUs are not where p runs: under the text o2 stays
+    and q waits (optimum 1.645, p on one node, the other opportunistic job kept)."""
+    r = _opportunistic_round()
+    t = build_crius_table(r)
+    adm = admit(r, t)
+    assert adm.protected == "p" and adm.opportunistic == {"o1", "o2", "o3"}
+    best, before = brute_force(r, t), brute_force(r, t, for_pending=False)
+    assert best == pytest.approx(1.6447, abs=1e-4) and before == pytest.approx(1.8069, abs=1e-4)
+    sol = crius_round.solve(r, t, time_limit=20, admission=adm)
+    assert sol.status == "optimal" and sol.objective == pytest.approx(best, abs=1e-6)
+    h = algorithm1(r, t, adm)
+    for choices in (sol.payload["choices"], h.choices):
+        assert "p" in choices and "q" not in choices
+        assert _suspension_problems(r, t, choices, adm) == [] and violations(r, t, choices, adm) == []
+    # the old optimum (o1 and o2 suspended, p on f0, q on f1) is refused, naming the rule
+    old = {"p": Choice(next(int(k) for k in t.candidates_of(0) if t.gpus[k] == 2), (("f0", 2),)),
+           "o3": sol.payload["choices"]["o3"],
+           "q": Choice(next(int(k) for k in t.candidates_of(4) if t.gpus[k] == 2 and t.gpu_type[k] == "fast"),
+                       (("f1", 2),))}
+    assert objective(r, t, old) == pytest.approx(before, abs=1e-6)
+    assert any("not to launch the pending job" in v and "'o2'" in v for v in violations(r, t, old, adm))
+    assert _suspension_problems(r, t, old, adm) == ["o2 suspended, not to launch the pending job"]
+
+
+def _suspension_round(seed: int) -> CriusRound:
+    """Random tiny rounds where the pending job needs suspensions: p (earliest, N_G 2 or 4, pinned fast or
+    not), two or three running jobs submitted after it on random nodes, a later queued job."""
+    rng = np.random.default_rng(seed)
+    c = toy_cluster()
+    spots = [("fast", {"f0": 2}), ("fast", {"f1": 2}), ("fast", {"f0": 1}), ("slow", {"s0": 2}), ("slow", {"s0": 4})]
+    picks = rng.permutation(len(spots))
+    running, jobs = [], [Job("p", "tiny", int(rng.choice([2, 4])), 100, submit_time=0.0,
+                             gpu_type="fast" if rng.random() < 0.5 else None)]
+    used: dict[str, int] = {}
+    for i in picks[:int(rng.integers(2, 4))]:
+        gtype, share = spots[int(i)]
+        n, g = next(iter(share.items()))
+        if used.get(n, 0) + g > {"f0": 2, "f1": 2, "s0": 4}[n]:
+            continue
+        used[n] = used.get(n, 0) + g
+        name = f"o{len(running)}"
+        jobs.append(Job(name, MODELS[int(rng.integers(0, 2))][0], int(rng.choice([1, 2])), 100,
+                        submit_time=1.0 + len(running)))
+        running.append(alloc_on(c, name, gtype, share, 1))
+    jobs.append(Job("q", MODELS[int(rng.integers(0, 2))][0], int(rng.choice([1, 2])), 100, submit_time=9.0))
+    return CriusRound(cluster=c, jobs=tuple(jobs), models=MODELS, time=10.0, running=tuple(running),
+                      search_depth=int(rng.integers(0, 2)))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_suspension_rule_by_brute_force(seed: int) -> None:
+    """Exact == brute force under the suspension rule of Sec. 6.1 on tiny rounds with opportunistic jobs;
+    the exact and Algorithm 1 decisions pass the independent check :func:`_suspension_problems`."""
+    r = _suspension_round(seed)
+    t = build_crius_table(r)
+    adm = admit(r, t)
+    sol = crius_round.solve(r, t, time_limit=20, admission=adm)
+    assert sol.status == "optimal"
+    assert sol.objective == pytest.approx(brute_force(r, t), abs=1e-6)
+    h = algorithm1(r, t, adm)
+    assert objective(r, t, h.choices) <= sol.objective + 1e-9
+    for choices in (sol.payload["choices"], h.choices):
+        assert _suspension_problems(r, t, choices, adm) == []
+        assert violations(r, t, choices, adm) == []

@@ -17,8 +17,9 @@ from optsched.heuristics.baselines.gavel import gavel_shares
 from optsched.heuristics.crius import algorithm1
 from optsched.rounds.crius import CriusRound, generate_crius_round
 from optsched.rounds.crius.admission import admit
-from optsched.rounds.crius.choice import counts, is_kept
+from optsched.rounds.crius.choice import counts, depth_bound, is_kept
 from optsched.rounds.crius.feasibility import violations
+from optsched.rounds.crius.objective import objective
 from optsched.rounds.crius.table import build_crius_table
 
 BASELINES = (schedule_fcfs, schedule_gandiva, schedule_gavel, schedule_elasticflow)
@@ -38,7 +39,10 @@ def test_algorithm1_is_feasible_and_bounded_by_the_depth(case) -> None:
         tt = build_crius_table(rr)
         s = algorithm1(rr, tt)
         assert s.complete and violations(rr, tt, s.choices, s.admission) == []
-        assert counts(rr, tt, s.choices)[0] <= depth
+        # D per scheduling choice (Sec. 6.1), not per round: at most D x (choices) running jobs rescaled
+        assert counts(rr, tt, s.choices)[0] <= depth_bound(rr, tt, s.choices)
+        if depth == 0:
+            assert counts(rr, tt, s.choices)[0] == 0
         if s.admission.protected:
             assert s.admission.protected in s.choices
 
@@ -65,7 +69,9 @@ def _one_type_round(running_gpus: int, depth: int, queued_gpus: int = 2) -> Criu
     c = toy_cluster(fast_nodes=1, fast_gpus=4, slow_nodes=0)
     jobs = (Job("big", "poor", 2, 100, submit_time=0.0), Job("wait", "tiny", queued_gpus, 100, submit_time=1.0))
     models = (("poor", toy_graph("poor", flops=2e10, params=1e9)), ("tiny", toy_graph("tiny")))
-    return CriusRound(cluster=c, jobs=jobs, models=models, time=10.0, search_depth=depth,
+    # objective "normalised": the trade below (a poorly scaling job's GPUs for a small job) is worth it per
+    # normalised throughput, not per raw samples/s (the paper's objective)
+    return CriusRound(cluster=c, jobs=jobs, models=models, time=10.0, search_depth=depth, objective="normalised",
                       running=(alloc_on(c, "big", "fast", {"f0": running_gpus}, 1),))
 
 
@@ -153,3 +159,64 @@ def test_baselines_keep_shapes_and_capacities_under_the_deadline_objective(case)
         s = f(rr, t)
         assert violations(rr, t, s.choices, s.admission, search_depth=False, deadline_rows=False,
                           suspensions=False) == [], f.__name__
+
+
+def _two_node_round(depth: int) -> CriusRound:
+    """Two fast nodes of 4 GPUs, each held by a running job ("a" on f0, "b" on f1: 4 GPUs of a model that
+    scales poorly, N_G = 2) and two queued jobs "c", "d" (N_G = 2) submitted after them."""
+    c = toy_cluster(fast_nodes=2, fast_gpus=4, slow_nodes=0)
+    models = (("poor", toy_graph("poor", flops=2e10, params=1e9)), ("tiny", toy_graph("tiny")))
+    jobs = (Job("a", "poor", 2, 100, submit_time=0.0), Job("b", "poor", 2, 100, submit_time=0.5),
+            Job("c", "tiny", 2, 100, submit_time=1.0), Job("d", "tiny", 2, 100, submit_time=2.0))
+    # objective "normalised" (with its rescale penalty): per raw samples/s "a" and "b" are worth more than c, d
+    return CriusRound(cluster=c, jobs=jobs, models=models, time=10.0, search_depth=depth, objective="normalised",
+                      running=(alloc_on(c, "a", "fast", {"f0": 4}, 1), alloc_on(c, "b", "fast", {"f1": 4}, 1)))
+
+
+def test_search_depth_counts_per_scheduling_choice() -> None:
+    """Crius Sec. 6.1: search depth is "the maximum job scaling times for generating a scheduling choice".
+
+    Hand trace, objective "normalised", D = 1 (weights: "a"/"b" run 4 GPUs at 1.8062 and have a 2-GPU
+    Cell of 1.0; "c"/"d" have Cells of 1 / 2 / 4 GPUs at 0.5062 / 1.0 / 1.9522; rescale penalty 0.05). No GPU is free and no
+    running job was submitted after "c", so nobody is protected.
+
+    * CellBasedSched(c): nothing fits as is. ScaleResource on c's 4-GPU Cell: one rescaling (a or b to 2
+      GPUs) frees 2 GPUs of a node, not 4: fails. On its 2-GPU Cell: a -> 2 GPUs, gain
+      1.0 - (1.8062 - 1.0 + 0.05) = 0.1438 (b -> 2 ties; the first found is kept); the 1-GPU Cell gains
+      less. c runs 2 GPUs on f0 next to a's 2.
+    * CellBasedSched(d), a choice of its own with its own depth 1: its 4-GPU Cell fails again; its 2-GPU
+      Cell: b -> 2 GPUs gains 0.1438 (c -> 1 GPU would free only 1 GPU of f0). d runs 2 GPUs on f1.
+    * CellBasedSched() (line 12): nothing free, nothing to upgrade.
+
+    Two running jobs are rescaled with D = 1 (the bound is D x (2 started + 1) = 3); a depth counted once
+    per round would have pended d. With D = 0 both wait. The objective is 4 x 1.0 - 2 x 0.05 = 3.9.
+    """
+    r = _two_node_round(1)
+    t = build_crius_table(r)
+    s = algorithm1(r, t)
+    got = {n: (int(t.gpus[c.row]), c.parts) for n, c in s.choices.items()}
+    assert got == {"a": (2, (("f0", 2),)), "b": (2, (("f1", 2),)), "c": (2, (("f0", 2),)), "d": (2, (("f1", 2),))}
+    assert counts(r, t, s.choices) == (2, 0) and depth_bound(r, t, s.choices) == 3
+    assert violations(r, t, s.choices, s.admission) == []
+    assert abs(objective(r, t, s.choices) - 3.9) < 1e-9
+    r0 = _two_node_round(0)
+    t0 = build_crius_table(r0)
+    assert set(algorithm1(r0, t0).choices) == {"a", "b"}
+
+
+def test_jobs_placed_earlier_in_the_round_are_rescalable() -> None:
+    """VirtualAlloc (Algorithm 1 line 19) applies a choice "virtually on running jobs": a job placed earlier
+    in the round is rescaled like a running one.
+
+    Hand trace, one fast node of 4 GPUs, no running job, D = 1: "a" (earliest, protected) takes its best
+    Cell, 4 GPUs (weight 1.9522). CellBasedSched(b): nothing free; ScaleResource on b's 4-GPU Cell fails
+    (rescaling a to 2 or 1 GPUs frees 2 or 3); on its 2-GPU Cell, a -> 2 GPUs gains 1.0 - (1.9522 - 1.0)
+    = 0.0478 > 0 (a was queued: no rescale penalty): a and b run 2 GPUs each. With D = 0 b waits."""
+    c = toy_cluster(fast_nodes=1, fast_gpus=4, slow_nodes=0)
+    jobs = (Job("a", "tiny", 2, 100, submit_time=0.0), Job("b", "tiny", 2, 100, submit_time=1.0))
+    for depth, want in ((1, {"a": 2, "b": 2}), (0, {"a": 4})):
+        r = CriusRound(cluster=c, jobs=jobs, models=(("tiny", toy_graph("tiny")),), time=10.0, search_depth=depth)
+        t = build_crius_table(r)
+        s = algorithm1(r, t)
+        assert {n: int(t.gpus[ch.row]) for n, ch in s.choices.items()} == want
+        assert violations(r, t, s.choices, s.admission) == []

@@ -1,6 +1,6 @@
 """The ``crius`` round kind (Crius Sec. 4-6): jobs of large models on a heterogeneous cluster, each run
 as a Cell -- a GPU type, a GPU count and a number of pipeline stages -- chosen among ``N_G / 2``,
-``N_G`` and ``2 N_G`` GPUs, or pended; a search depth bounds how many running jobs a round rescales.
+``N_G`` and ``2 N_G`` GPUs, or pended; a search depth bounds how many jobs a scheduling choice rescales.
 
 Files: ``problem.py`` (the round's fields and JSON), ``table.py`` (its Cells as a coefficient table
 from :mod:`optsched.perf.crius`), ``capacity.py`` (GPU slots per node, the packing rule, placement),

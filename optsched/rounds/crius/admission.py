@@ -7,7 +7,11 @@
   (then by name) that has a candidate Cell; the *opportunistic* jobs are the running jobs submitted
   after it. When one of its candidate Cells fits the nodes with every opportunistic job suspended
   (and everything else kept where it is; :mod:`~optsched.rounds.crius.capacity`), the pending job is
-  *protected*: every method must start it, and may suspend opportunistic jobs for it. Otherwise no
+  *protected*: every method must start it, and may suspend opportunistic jobs for it -- only for it
+  ("the opportunistic jobs will be suspended to launch the pending one"): a suspended opportunistic
+  job held GPUs on a node where the protected job now runs a part (the node-level reading of "to
+  launch": its GPUs are where the pending job starts; an opportunistic job on other nodes, or on
+  another GPU type, is kept or rescaled, never suspended to make room for anyone else). Otherwise no
   job is protected this round.
 * **Deadline-aware objective** (Sec. 8.5: "Crius provides strict deadline guarantees for each
   scheduled job ... Crius early drops those jobs that cannot be completed before their deadlines"):
@@ -43,7 +47,7 @@ class CriusAdmission:
 def allowed_rows(problem: CriusRound, table: CriusTable, j: int, rows: np.ndarray) -> np.ndarray:
     """``rows`` of job index ``j`` it may run on: all, or under the deadline objective for a job with a
     deadline those that meet it."""
-    if problem.objective != "deadline" or problem.jobs[j].deadline is None:
+    if not problem.deadline_aware or problem.jobs[j].deadline is None:
         return rows
     return rows[table.deadline_ok[rows]]
 
@@ -52,7 +56,7 @@ def admit(problem: CriusRound, table: CriusTable) -> CriusAdmission:
     """The round's admission (module docstring)."""
     dropped: set[str] = set()
     guaranteed: set[str] = set()
-    if problem.objective == "deadline":
+    if problem.deadline_aware:
         for j, job in enumerate(problem.jobs):
             if job.deadline is None:
                 continue

@@ -4,7 +4,7 @@ what it means for a running job.
 * **Kept**: a running job is kept when it chooses its current row (``current_row``) on exactly its
   current nodes with the same GPUs on each; it keeps its exact current shares.
 * **Rescaled**: a running job that runs with any other choice (another Cell, or its Cell on other
-  nodes); the round's search depth bounds how many there are (Sec. 6.1).
+  nodes); the search depth bounds how many there are (Sec. 6.1, :func:`depth_bound`).
 * **Suspended**: a running job that gets nothing.
 
 A part of ``g`` GPUs of a row of type ``t`` takes ``g`` GPUs with their CPUs and memory
@@ -73,4 +73,31 @@ def counts(problem: CriusRound, table: CriusTable, choices: Mapping[str, Choice]
     return rescaled, suspended
 
 
-__all__ = ["Choice", "counts", "current_parts", "is_kept", "keep_choice", "placement_of"]
+def is_late(problem: CriusRound, table: CriusTable, j: int) -> bool:
+    """Whether job index ``j`` runs a Cell that misses its deadline under the deadline objective (Sec. 8.5:
+    it may not stay as it is)."""
+    cur = int(table.current_row[j])
+    return (cur >= 0 and problem.deadline_aware and problem.jobs[j].deadline is not None
+            and not bool(table.deadline_ok[cur]))
+
+
+def scheduling_choices(problem: CriusRound, table: CriusTable, choices: Mapping[str, Choice]) -> int:
+    """How many scheduling choices (Algorithm 1 line 18) a round's decision is made of: one per queued job
+    it starts (``CellBasedSched(job)``, lines 6 and 10), one per late running deadline job it rescales
+    (each its own choice, :func:`is_late`) and the extra scheduling of line 12 (``CellBasedSched()``)."""
+    n = 1
+    for j, name in enumerate(table.jobs):
+        if name in choices and (table.current_row[j] < 0 or is_late(problem, table, j)):
+            n += 1
+    return n
+
+
+def depth_bound(problem: CriusRound, table: CriusTable, choices: Mapping[str, Choice]) -> int:
+    """The most running jobs ``choices`` may rescale: the search depth ``D`` per scheduling choice (Sec. 6.1:
+    "a hyperparameter called search depth, which is the maximum job scaling times for generating a
+    scheduling choice in Algorithm 1 line 18"), so ``D x`` :func:`scheduling_choices` in a round."""
+    return problem.search_depth * scheduling_choices(problem, table, choices)
+
+
+__all__ = ["Choice", "counts", "current_parts", "depth_bound", "is_kept", "is_late", "keep_choice", "placement_of",
+           "scheduling_choices"]

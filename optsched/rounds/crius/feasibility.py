@@ -1,9 +1,11 @@
 """The feasibility check every returned Crius decision passes: rows of the right job, parts on distinct
 nodes of the row's GPU type in the row's shape, node capacities in GPUs, CPUs and memory, the search
-depth (at most ``search_depth`` running jobs rescaled), the protected job started, guaranteed jobs
+depth (at most ``D`` running jobs rescaled per scheduling choice,
+:func:`~optsched.rounds.crius.choice.depth_bound`), the protected job started, guaranteed jobs
 kept on Cells meeting their deadlines, deadline jobs only on such Cells and dropped jobs not running
-(:mod:`~optsched.rounds.crius.admission`), and no running job suspended but the opportunistic ones
-(for the protected job, Sec. 6.1) and the dropped or late deadline jobs (Sec. 8.5).
+(:mod:`~optsched.rounds.crius.admission`), and no running job suspended but the opportunistic ones,
+only to launch the pending job (each held GPUs on a node the protected job runs on, Sec. 6.1), and
+the dropped or late deadline jobs (Sec. 8.5).
 
 Crius's methods (Algorithm 1 and the exact model) pass every rule. The baselines (Sec. 8.1), which are
 not Crius, pass the rules of shapes and capacities only: they are bound neither by the search depth
@@ -18,7 +20,7 @@ from typing import Mapping
 
 from optsched.core.capacity import NodeUsage
 from optsched.rounds.crius.admission import CriusAdmission, admit
-from optsched.rounds.crius.choice import Choice, counts, placement_of
+from optsched.rounds.crius.choice import Choice, counts, depth_bound, is_late, placement_of
 from optsched.rounds.crius.problem import CriusRound
 from optsched.rounds.crius.table import CriusTable
 
@@ -36,7 +38,7 @@ def violations(problem: CriusRound, table: CriusTable, choices: Mapping[str, Cho
     admission = admission or admit(problem, table)
     out: list[str] = []
     usage = NodeUsage()
-    deadline_mode = problem.objective == "deadline"
+    deadline_mode = problem.deadline_aware
     for name, choice in choices.items():
         if name not in table.coefficients.job_position:
             out.append(f"job {name!r} is not in the round")
@@ -75,17 +77,28 @@ def violations(problem: CriusRound, table: CriusTable, choices: Mapping[str, Cho
         if name not in choices:
             out.append(f"job {name!r}, guaranteed its deadline, does not run")
     if suspensions:
+        prot = choices.get(admission.protected) if admission.protected is not None else None
+        prot_nodes = {n for n, _ in prot.parts} if prot is not None else set()
         for j, job in enumerate(problem.jobs):
             cur = int(table.current_row[j])
-            if cur < 0 or job.name in choices or job.name in admission.opportunistic or job.name in admission.dropped:
+            if cur < 0 or job.name in choices or job.name in admission.dropped or is_late(problem, table, j):
                 continue
-            if not (deadline_mode and job.deadline is not None and not table.deadline_ok[cur]):  # not late
-                out.append(f"running job {job.name!r} is suspended, but only opportunistic jobs (for the protected "
-                           "job) and dropped or late deadline jobs may be (Crius Sec. 6.1, 8.5)")
+            if job.name in admission.opportunistic:
+                alloc = problem.current(job.name)
+                held = {n for n, sh in alloc.placement.shares if sh.gpus > 0} if alloc is not None else set()
+                if not held & prot_nodes:
+                    out.append(f"opportunistic job {job.name!r} is suspended, but not to launch the pending job: it "
+                               f"held no GPUs on a node the protected job {admission.protected!r} runs on (Crius "
+                               "Sec. 6.1: \"the opportunistic jobs will be suspended to launch the pending one\")")
+                continue
+            out.append(f"running job {job.name!r} is suspended, but only opportunistic jobs (for the protected "
+                       "job) and dropped or late deadline jobs may be (Crius Sec. 6.1, 8.5)")
     if search_depth:
         rescaled, _ = counts(problem, table, choices)
-        if rescaled > problem.search_depth:
-            out.append(f"{rescaled} running jobs rescaled, more than the search depth {problem.search_depth}")
+        most = depth_bound(problem, table, choices)
+        if rescaled > most:
+            out.append(f"{rescaled} running jobs rescaled, more than the search depth {problem.search_depth} allows "
+                       f"({most}: D per scheduling choice, Crius Sec. 6.1)")
     for n in problem.cluster.nodes:
         for o in usage.excess(n.name, problem.free(n.name), CAPACITY_TOL):
             out.append(f"node {o.node!r}: {o.used:g} {o.unit} allocated, {o.capacity:g} free")

@@ -14,14 +14,20 @@ Fields:
 
 * ``models``: operator graphs defined in the round (JSON: ``{name: graph}``, the graph format of
   :mod:`optsched.perf.crius.op_graph`); a name may not shadow a catalogue model;
-* ``search_depth`` (``D``, default 3, Sec. 8.4): at most this many running jobs are *rescaled* (run
-  with another Cell or on other nodes) in one round;
-* ``objective``: ``"throughput"`` (default; Sec. 6, the sum of the jobs' normalised throughputs) or
-  ``"deadline"`` (Sec. 8.5: scheduled jobs meet their deadlines, hopeless ones are dropped early);
-* ``rescale_penalty`` / ``preempt_penalty`` (normalised-throughput units; defaults 0.05 / 0.25): charged
-  for a rescaled / suspended running job;
-* ``deadline_bonus`` (default 10): what a deadline job running on a Cell that meets its deadline adds
-  to the deadline objective (so admitting one more deadline job outweighs any throughput).
+* ``search_depth`` (``D``, default 3, Sec. 8.4): at most this many jobs are *rescaled* (run with another
+  Cell or on other nodes) per scheduling choice (Sec. 6.1; :func:`~optsched.rounds.crius.choice.depth_bound`);
+* ``objective`` (:mod:`~optsched.rounds.crius.objective`): the paper's ``"throughput"`` (default; Sec.
+  2.2 and 6: "we use the sum of all training jobs' throughput as the cluster throughput", raw samples/s,
+  no penalty) or ``"deadline"`` (Sec. 8.5: the same cluster throughput, "strict deadline guarantees for
+  each scheduled job", hopeless jobs dropped early); or ours, ``"normalised"`` (each job's throughput
+  divided by its reference so that models of different speeds weigh alike, minus penalties) and
+  ``"normalised-deadline"`` (that plus a bonus per deadline job on a Cell meeting its deadline, under
+  the deadline rules);
+* ``rescale_penalty`` / ``preempt_penalty`` (objectives ``normalised*`` only, normalised-throughput units;
+  defaults 0.05 / 0.25): charged for a rescaled / suspended running job;
+* ``deadline_bonus`` (objective ``normalised-deadline`` only; default 10): what a deadline job running on
+  a Cell that meets its deadline adds (so admitting one more deadline job outweighs any throughput).
+  A penalty or bonus set under an objective that has none is refused, naming it.
 
 Validation (every error names the job or model and the rule): every job's model is known and its
 ``requested_gpus`` is a power of two (Sec. 4.2: stages and Cells are powers of two of GPUs); its
@@ -47,7 +53,10 @@ from optsched.perf.crius.models import MODEL_SHAPES, resolve_model
 from optsched.perf.crius.op_graph import OperatorGraph
 from optsched.perf.crius.stages import is_power_of_two
 
-OBJECTIVES: tuple[str, ...] = ("throughput", "deadline")
+#: the paper's objectives first (raw cluster throughput, Sec. 2.2/6; its deadline variant, Sec. 8.5), then ours
+OBJECTIVES: tuple[str, ...] = ("throughput", "deadline", "normalised", "normalised-deadline")
+#: the objectives under the deadline rules of Sec. 8.5 (admission: drops, guarantees, Cells meeting deadlines)
+DEADLINE_OBJECTIVES: tuple[str, ...] = ("deadline", "normalised-deadline")
 DEFAULT_SEARCH_DEPTH = 3
 DEFAULT_RESCALE_PENALTY = 0.05
 DEFAULT_PREEMPT_PENALTY = 0.25
@@ -70,9 +79,40 @@ class CriusRound(RoundProblem):
     models: tuple[tuple[str, OperatorGraph], ...] = ()
     search_depth: int = DEFAULT_SEARCH_DEPTH
     objective: str = "throughput"
-    rescale_penalty: float = DEFAULT_RESCALE_PENALTY
-    preempt_penalty: float = DEFAULT_PREEMPT_PENALTY
-    deadline_bonus: float = DEFAULT_DEADLINE_BONUS
+    rescale_penalty: float | None = None
+    preempt_penalty: float | None = None
+    deadline_bonus: float | None = None
+
+    @property
+    def deadline_aware(self) -> bool:
+        """Whether the deadline rules of Sec. 8.5 hold (objectives ``deadline`` and ``normalised-deadline``)."""
+        return self.objective in DEADLINE_OBJECTIVES
+
+    @property
+    def normalised(self) -> bool:
+        """Whether the objective sums normalised throughputs with penalties (ours) rather than raw ones."""
+        return self.objective.startswith("normalised")
+
+    @property
+    def rescale_cost(self) -> float:
+        """What a rescaled running job costs the objective (0 under the paper's objectives)."""
+        if not self.normalised:
+            return 0.0
+        return DEFAULT_RESCALE_PENALTY if self.rescale_penalty is None else float(self.rescale_penalty)
+
+    @property
+    def preempt_cost(self) -> float:
+        """What a suspended running job costs the objective (0 under the paper's objectives)."""
+        if not self.normalised:
+            return 0.0
+        return DEFAULT_PREEMPT_PENALTY if self.preempt_penalty is None else float(self.preempt_penalty)
+
+    @property
+    def bonus(self) -> float:
+        """What a deadline job on a Cell meeting its deadline adds (objective ``normalised-deadline`` only)."""
+        if self.objective != "normalised-deadline":
+            return 0.0
+        return DEFAULT_DEADLINE_BONUS if self.deadline_bonus is None else float(self.deadline_bonus)
 
     def _check_fields(self) -> None:
         items = tuple(self.models.items()) if isinstance(self.models, Mapping) else tuple(self.models)
@@ -94,7 +134,14 @@ class CriusRound(RoundProblem):
         if self.objective not in OBJECTIVES:
             raise UnknownNameError("objective", str(self.objective), OBJECTIVES, context="of a crius round")
         for f in ("rescale_penalty", "preempt_penalty", "deadline_bonus"):
+            if getattr(self, f) is None:
+                continue
             require_number("round", f, getattr(self, f), 0.0)
+            allowed = ("normalised-deadline",) if f == "deadline_bonus" else ("normalised", "normalised-deadline")
+            if self.objective not in allowed:
+                raise ValidationError(f"round: {f} applies to the objective {' and '.join(allowed)} only; objective "
+                                      f"{self.objective!r} (the paper's cluster throughput, Crius Sec. 2.2, 6) has "
+                                      "no penalty or bonus")
         types = {n.gpu_type: 0 for n in self.cluster.nodes}
         for n in self.cluster.nodes:
             types[n.gpu_type] += n.num_gpus
@@ -131,8 +178,8 @@ class CriusRound(RoundProblem):
     def _fields_to_dict(self) -> dict[str, Any]:
         return {"models": {name: {k: v for k, v in g.to_dict().items() if k != "name"} for name, g in self.models},
                 "search_depth": self.search_depth, "objective": self.objective,
-                "rescale_penalty": self.rescale_penalty, "preempt_penalty": self.preempt_penalty,
-                "deadline_bonus": self.deadline_bonus}
+                **{f: getattr(self, f) for f in ("rescale_penalty", "preempt_penalty", "deadline_bonus")
+                   if getattr(self, f) is not None}}
 
     @classmethod
     def _fields_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,10 +194,9 @@ class CriusRound(RoundProblem):
                 raise ValidationError(f"round: model {name!r}: {e}") from None
         return {"models": tuple(graphs), "search_depth": json_int(data.get("search_depth", DEFAULT_SEARCH_DEPTH)),
                 "objective": data.get("objective", "throughput"),
-                "rescale_penalty": data.get("rescale_penalty", DEFAULT_RESCALE_PENALTY),
-                "preempt_penalty": data.get("preempt_penalty", DEFAULT_PREEMPT_PENALTY),
-                "deadline_bonus": data.get("deadline_bonus", DEFAULT_DEADLINE_BONUS)}
+                "rescale_penalty": data.get("rescale_penalty"), "preempt_penalty": data.get("preempt_penalty"),
+                "deadline_bonus": data.get("deadline_bonus")}
 
 
-__all__ = ["CriusRound", "DEFAULT_DEADLINE_BONUS", "DEFAULT_PREEMPT_PENALTY", "DEFAULT_RESCALE_PENALTY",
-           "DEFAULT_SEARCH_DEPTH", "OBJECTIVES"]
+__all__ = ["CriusRound", "DEADLINE_OBJECTIVES", "DEFAULT_DEADLINE_BONUS", "DEFAULT_PREEMPT_PENALTY",
+           "DEFAULT_RESCALE_PENALTY", "DEFAULT_SEARCH_DEPTH", "OBJECTIVES"]

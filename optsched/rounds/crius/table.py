@@ -18,7 +18,9 @@ per row, the stage count, the estimated iteration time, the part size and number
 normalised ``weight`` (throughput / the job's reference), the data-parallel-only throughput of the
 same (type, GPUs) on one stage (what the baselines schedule with, Sec. 8.1: "only allow them to
 schedule jobs with data profiled from data parallelism"; 0 when it does not fit), whether the Cell
-meets the job's deadline at the estimated speed, whether its stage count is the best of its (type,
+meets the job's deadline at the estimated speed, its ``value`` in the round's objective (raw
+throughput under the paper's objectives, ``weight`` under ours, ``normalised*``;
+:mod:`~optsched.rounds.crius.objective`), whether its stage count is the best of its (type,
 GPUs) (``best_stages``: the Cell a job given that type and GPU count runs, e.g. under a baseline,
 since adaptive parallelism picks its stages at run time) and whether it is a *candidate*.
 
@@ -96,6 +98,7 @@ class CriusTable:
     best_stages: np.ndarray
     candidate: np.ndarray
     deadline_ok: np.ndarray
+    value: np.ndarray
     estimator: CellEstimator = field(repr=False)
 
     def __len__(self) -> int:
@@ -312,8 +315,10 @@ def build_crius_table(problem: CriusRound, cache: CriusTableCache | None = None,
     window = np.array([math.inf if j.deadline is None else j.deadline - problem.time for j in jobs])
     with np.errstate(invalid="ignore"):
         ok = remaining[ji] * iters <= window[ji] * (1 + DEADLINE_RTOL) + 1e-9
-    return CriusTable(coeff, np.array(stages, dtype=np.int64), iters, units, nparts, coeff.throughput / ref[ji],
-                      np.array(dp, dtype=float), np.array(best_ns, dtype=bool), np.array(cand, dtype=bool), ok, est)
+    weight = coeff.throughput / ref[ji]
+    return CriusTable(coeff, np.array(stages, dtype=np.int64), iters, units, nparts, weight,
+                      np.array(dp, dtype=float), np.array(best_ns, dtype=bool), np.array(cand, dtype=bool), ok,
+                      weight if problem.normalised else coeff.throughput, est)
 
 
 __all__ = ["CriusTable", "CriusTableCache", "MAX_STAGES", "build_crius_table", "cell_gpu_counts", "stage_counts"]
