@@ -16,7 +16,7 @@ from optsched.core.errors import ValidationError
 from optsched.core.plan import ZeroMode
 from optsched.perf.cpu_anchor import published_cpu_anchors
 from optsched.perf.defaults import prior_performance_model
-from optsched.perf.fitting import FORWARD_MODES, MIN_OFFLOAD_SAMPLES, fit, forward_warning, identification
+from optsched.perf.fitting import FORWARD_MODES, MIN_OFFLOAD_SAMPLES, fit, identification
 from optsched.perf.iteration_time import PerfParams
 from optsched.perf.measurements import (Measurement, measured_times, read_placements_csv, read_profile_forward_s,
                                        sample_measurements)
@@ -87,9 +87,6 @@ def run(args: argparse.Namespace) -> int:
         source = f" (from {args.profile})" if args.profile else ""
         err(f"{PROG} fit: forward time fixed at {fwd_s:.6g} s per sample{source}")
     ident = identification(base, plan_configs(used), fwd_s=fwd_s, form=args.model_form, forward=args.forward)
-    warning = forward_warning(base, ident, fwd_s=fwd_s, form=args.model_form, forward=args.forward)
-    if warning:
-        err(f"{PROG} fit: warning: {warning}")
     fitted = fit(base, plan_configs(used), measured_times(used), fwd_s=fwd_s, seed=args.seed, starts=args.starts,
                  form=args.model_form, forward=args.forward)
     write_text(args.out, json.dumps(fitted.to_dict(), indent=2) + "\n")

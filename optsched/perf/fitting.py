@@ -18,12 +18,15 @@ fitting") and refitting online when predictions drift.
   reference family's multiplier instead, exactly as with a profiled one. Why: v2's family multipliers
   scale the forward time of each family, so in the v2 stage ``fwd_s`` trades against them (and
   ``k_bwd``, whose only evidence, the lone recomputed forward pass of GC rows, ``m_gc`` absorbs), and
-  a joint fit lets it drift: T5 fitted on 46 of its 66 rows, 10 random splits, gave fwd_s 0.023 to
-  0.117 s jointly, 0.011 to 0.016 s from the Eq. 1 stage; the 20 held-out rows of each split were
-  predicted with 8.6% mean / 24.0% p95 error jointly, 6.4 / 16.9 from the Eq. 1 stage and 7.3 / 18.2
-  with the profiled 0.02275 s. In Eq. 1 no multiplier absorbs the GC rows' extra forward pass, so
-  they separate forward from backward there. ``forward="joint"`` keeps the joint fit. Tied parameters (``m_zero_offload``,
-  :func:`~optsched.perf.identifiability.identify`) follow their sources at every step.
+  a joint fit lets it drift. T5 under nested cross-validation (``benchmarks/perf_model_accuracy.py
+  --nested``, 5 outer folds, docs/perf_model.md): the five fits on the outer-training rows gave fwd_s
+  0.047 to 0.280 s jointly and 0.011 to 0.014 s from the Eq. 1 stage; the held-out rows were predicted
+  with 8.7% mean / 20.5% p95 error jointly, 6.3 / 15.3 from the Eq. 1 stage and 6.9 / 18.6 with the
+  profiled 0.02275 s. In Eq. 1 no multiplier absorbs the GC rows' extra forward pass, so they
+  separate forward from backward there. ``forward="joint"`` keeps the joint fit. Tied parameters
+  (``m_zero_offload``, :func:`~optsched.perf.identifiability.identify`) follow their sources at every step.
+* :func:`forward_warning` says (a logged warning naming the model and the reason) when the fit cannot
+  identify the forward time: no profile and no GC row, or ``forward="joint"`` with family factors.
 * **CPU anchors** (:mod:`optsched.perf.cpu_anchor`; by default the published ones of the model and GPU
   type) are priors of a v2 fit: each frees ``m_zero_offload`` and adds the residual
   ``sqrt(n) (log T(cpus_from) - log T(cpus_to) - log speedup)`` for its two configurations, n the

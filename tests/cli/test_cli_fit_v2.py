@@ -56,7 +56,8 @@ def _bert_rows(path, codes: tuple[str, ...]) -> None:
     rows = read_placements_csv(path, model)
     times = default_performance_model("bert", get_cluster("a800-8x8"), "A800").iteration_times(
         [(r.plan, r.gpus_per_node, r.cpus_per_gpu) for r in rows])
-    path.write_text("exec_plan,placement,iter_time\n" + "".join(f"{c},{g},{t:.6f}\n" for (c, g), t in zip(lines, times)))
+    body = "".join(f"{c},{g},{t:.6f}\n" for (c, g), t in zip(lines, times))
+    path.write_text("exec_plan,placement,iter_time\n" + body)
 
 
 def test_fit_warns_when_no_row_separates_the_forward_time(tmp_path, capsys) -> None:
@@ -68,7 +69,8 @@ def test_fit_warns_when_no_row_separates_the_forward_time(tmp_path, capsys) -> N
     args = ["fit", "--model", "bert", "--model-form", "eq1", "--starts", "1", "--out"]
     assert main(["fit", "--placements", str(no_gc), *args[1:], str(tmp_path / "a.json")]) == 0
     err = capsys.readouterr().err
-    assert "warning: bert: the forward time is not identified: no gc row" in err and "k_bwd held at 2" in err
+    assert "WARNING optsched.perf.fitting: bert: the forward time is not identified: no gc row" in err
+    assert "k_bwd held at 2" in err and err.count("forward time is not identified") == 1
     for extra, csv in (([], gc), (["--fwd-s", "0.01"], no_gc)):
         assert main(["fit", "--placements", str(csv), *extra, *args[1:], str(tmp_path / "b.json")]) == 0
-        assert "warning" not in capsys.readouterr().err
+        assert "WARNING" not in capsys.readouterr().err
