@@ -16,7 +16,7 @@ from optsched.core.errors import ValidationError
 from optsched.core.plan import ZeroMode
 from optsched.perf.cpu_anchor import published_cpu_anchors
 from optsched.perf.defaults import prior_performance_model
-from optsched.perf.fitting import MIN_OFFLOAD_SAMPLES, fit, identification
+from optsched.perf.fitting import FORWARD_MODES, MIN_OFFLOAD_SAMPLES, fit, identification
 from optsched.perf.iteration_time import PerfParams
 from optsched.perf.measurements import (Measurement, measured_times, read_placements_csv, read_profile_forward_s,
                                        sample_measurements)
@@ -47,6 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     fwd.add_argument("--profile", metavar="DIR",
                      help="read that forward time from profiling runs (config.csv + data.csv, the Rubick artifact's "
                           "profile/<model>/ format)")
+    p.add_argument("--forward", choices=FORWARD_MODES, default="eq1",
+                   help="v2 without a profiled forward time: 'eq1' takes it from the Eq. 1 stage, where gc rows "
+                        "separate forward and backward, and holds it in the v2 stage; 'joint' fits it there with the "
+                        "family factors, which scale it (default eq1; docs/perf_model.md)")
     p.add_argument("--out", required=True, metavar="PARAMS.json", help="where to write the fitted model")
 
 
@@ -82,17 +86,19 @@ def run(args: argparse.Namespace) -> int:
                                   f"forward FLOPs of {model.name} at the peak of one {args.gpu_type}")
         source = f" (from {args.profile})" if args.profile else ""
         err(f"{PROG} fit: forward time fixed at {fwd_s:.6g} s per sample{source}")
-    ident = identification(base, plan_configs(used), fwd_s=fwd_s, form=args.model_form)
+    ident = identification(base, plan_configs(used), fwd_s=fwd_s, form=args.model_form, forward=args.forward)
     fitted = fit(base, plan_configs(used), measured_times(used), fwd_s=fwd_s, seed=args.seed, starts=args.starts,
-                 form=args.model_form)
+                 form=args.model_form, forward=args.forward)
     write_text(args.out, json.dumps(fitted.to_dict(), indent=2) + "\n")
     n_off = sum(1 for r in used if r.plan.zero is ZeroMode.OFFLOAD)
     out(f"fitted {model.name} ({args.model_form}) on {args.gpu_type} ({cluster.name}): {len(used)} of {len(rows)} rows "
         f"({n_off} ZeRO-Offload), RMSLE {fitted.rmsle:.4f}")
     identified = set(fitted.identified)
     names = fitted.params.names() if args.model_form == "v2" else PerfParams.EQ1
-    body = [(n, f"{getattr(fitted.params, n):.6g}", "fitted" if n in identified else f"held: {ident.reasons[n]}")
-            for n in names]
+    staged = fwd_s is None and args.model_form == "v2" and args.forward == "eq1" and not fitted.params.is_eq1
+    body = [(n, f"{getattr(fitted.params, n):.6g}",
+             ("fitted (Eq. 1 stage, then held)" if staged and n == "fwd_s" else "fitted") if n in identified
+             else f"held: {ident.reasons[n]}") for n in names]
     out(format_table(("parameter", "value", "source"), body))
     if args.model_form == "v2" and "m_zero_offload" in identified:
         for a in published_cpu_anchors(model.name, args.gpu_type):

@@ -13,8 +13,20 @@ fitting") and refitting online when predictions drift.
 * ``form="v2"`` (:mod:`optsched.perf.model_v2`) fits in two stages: Eq. 1's parameters first, then
   those together with the v2 terms the rows identify, from the stage-1 result and the same starts. Least
   squares never ends above its start, so a v2 fit's RMSLE on its rows is never above the Eq. 1 fit's,
-  and with too few rows for any v2 term it *is* the Eq. 1 fit. Tied parameters (``m_zero_offload``,
-  :func:`~optsched.perf.identifiability.identify`) follow their sources at every step.
+  and with too few rows for any v2 term it *is* the Eq. 1 fit. Without a profiled ``fwd_s`` the v2 stage
+  holds the forward time the Eq. 1 stage fitted (``forward="eq1"``, the default) and frees the
+  reference family's multiplier instead, exactly as with a profiled one. Why: v2's family multipliers
+  scale the forward time of each family, so in the v2 stage ``fwd_s`` trades against them (and
+  ``k_bwd``, whose only evidence, the lone recomputed forward pass of GC rows, ``m_gc`` absorbs), and
+  a joint fit lets it drift. T5 under nested cross-validation (``benchmarks/perf_model_accuracy.py
+  --nested``, 5 outer folds, docs/perf_model.md): the five fits on the outer-training rows gave fwd_s
+  0.047 to 0.280 s jointly and 0.011 to 0.014 s from the Eq. 1 stage; the held-out rows were predicted
+  with 8.7% mean / 20.5% p95 error jointly, 6.3 / 15.3 from the Eq. 1 stage and 6.9 / 18.6 with the
+  profiled 0.02275 s. In Eq. 1 no multiplier absorbs the GC rows' extra forward pass, so they
+  separate forward from backward there. ``forward="joint"`` keeps the joint fit. Tied parameters
+  (``m_zero_offload``, :func:`~optsched.perf.identifiability.identify`) follow their sources at every step.
+* :func:`forward_warning` says (a logged warning naming the model and the reason) when the fit cannot
+  identify the forward time: no profile and no GC row, or ``forward="joint"`` with family factors.
 * **CPU anchors** (:mod:`optsched.perf.cpu_anchor`; by default the published ones of the model and GPU
   type) are priors of a v2 fit: each frees ``m_zero_offload`` and adds the residual
   ``sqrt(n) (log T(cpus_from) - log T(cpus_to) - log speedup)`` for its two configurations, n the
@@ -46,6 +58,8 @@ log = logging.getLogger(__name__)
 #: observations the online refitter waits for (the paper's seven profiling runs)
 MIN_SAMPLES = 7
 MIN_OFFLOAD_SAMPLES = MIN_OFFLOAD_ROWS
+#: where a v2 fit without a profiled forward time takes ``fwd_s`` from (:func:`fit`)
+FORWARD_MODES = ("eq1", "joint")
 
 
 def rmsle(predicted: np.ndarray, measured: np.ndarray) -> float:
@@ -131,7 +145,7 @@ def fit_params(features: PlanFeatures, measured: np.ndarray, free: Sequence[str]
 def fit(base: PerformanceModel, configs: Sequence[Config], measured: Sequence[float], *,
         fwd_s: float | None = None, seed: int = 0, starts: int = 8,
         min_samples: int | None = None, form: str | None = None,
-        cpu_anchors: Sequence[CpuAnchor] | None = None) -> PerformanceModel:
+        cpu_anchors: Sequence[CpuAnchor] | None = None, forward: str = "eq1") -> PerformanceModel:
     """Fit ``base``'s parameters to measured iteration times (seconds) of ``configs`` under ``form``
     (``"eq1"`` or ``"v2"``; default ``base.form``).
 
@@ -142,8 +156,14 @@ def fit(base: PerformanceModel, configs: Sequence[Config], measured: Sequence[fl
     ``base``'s GPU type, ``()`` for none) are priors on ZeRO-Offload's CPU scaling (module
     docstring). Returns a new model carrying the fitted parameters, the RMSLE on the samples, which
     parameters were identified and why the others were held.
+
+    ``forward`` (v2 without ``fwd_s`` only; :data:`FORWARD_MODES`): ``"eq1"`` (default) takes the forward
+    time from the Eq. 1 stage and holds it in the v2 stage (module docstring); ``"joint"`` fits it in
+    both stages with everything else (the behaviour before issue 25).
     """
     form = check_form(base.form if form is None else form)
+    if forward not in FORWARD_MODES:
+        raise ValidationError(f"forward must be one of {', '.join(FORWARD_MODES)}, got {forward!r}")
     if len(configs) != len(measured):
         raise ValidationError(f"{len(configs)} configurations but {len(measured)} measurements")
     prior = base.params if fwd_s is None else base.params.replace(fwd_s=fwd_s)
@@ -155,7 +175,11 @@ def fit(base: PerformanceModel, configs: Sequence[Config], measured: Sequence[fl
     y = np.asarray(measured, float)
     eq1_free = [n for n in ident.free if n in PerfParams.EQ1]
     params, err = fit_params(features, y, eq1_free, prior, seed, starts, base.min_fwd_s)
-    if len(eq1_free) < len(ident.free):
+    stage1 = ident
+    if fwd_s is None and forward == "eq1" and len(eq1_free) < len(ident.free):
+        ident = _forward_from_eq1(base, configs, features, params.fwd_s, form, min_samples, bool(anchors))
+        prior = prior.replace(fwd_s=params.fwd_s)
+    if len(eq1_free) < len(stage1.free):
         speedups = _speedup_prior(base, anchors, len(configs)) if "m_zero_offload" in ident.free else None
         params, err = fit_params(features, y, ident.free, prior, seed, starts, base.min_fwd_s, extra_starts=[params],
                                  tied=ident.tied, speedups=speedups)
@@ -163,10 +187,49 @@ def fit(base: PerformanceModel, configs: Sequence[Config], measured: Sequence[fl
     elif ident.tied and tie(params, ident.tied) != params:  # every source held: the tie is a constant
         params = tie(params, ident.tied)
         err = rmsle(predict_iteration_time(features, params), y)
+    if ident is not stage1 and "fwd_s" not in ident.free:
+        ident = _with_fwd_fitted(ident)
+    warning = forward_warning(base, ident, fwd_s=fwd_s, form=form, forward=forward)
+    if warning:
+        log.warning("%s", warning)
     log.info("fitted %s (%s) on %d samples: RMSLE %.4f, free %s, held %s", base.model.name, form, len(configs), err,
              ident.free, ident.held)
     return base.with_params(params, rmsle=err, n_samples=len(configs), identified=ident.free, form=form,
                             reasons=tuple(ident.reasons.items()))
+
+
+def forward_warning(base: PerformanceModel, ident: Identification, *, fwd_s: float | None, form: str,
+                    forward: str = "eq1") -> str | None:
+    """Why the forward time a fit of ``base`` with ``ident`` finds is not identified, or None when it is:
+    profiled (``fwd_s`` given) or separated from the backward pass by GC rows (and, in v2, not left to
+    trade against the family factors by ``forward="joint"``)."""
+    if fwd_s is not None:
+        return None
+    name = base.model.name
+    if "k_bwd" not in ident.free:
+        return (f"{name}: the forward time is not identified: no gc row (whose recomputed forward pass is the "
+                f"only one without its backward pass) separates it from the backward pass, so fwd_s is the "
+                f"compute time divided by 1 + k_bwd with k_bwd held at {base.params.k_bwd:g}; give --profile or "
+                f"--fwd-s, or add gc rows")
+    if form == "v2" and forward == "joint" and any(m in ident.free for m in FAMILY_MULTIPLIERS.values()):
+        return (f"{name}: the forward time is weakly identified: fitted jointly with the family factors, which scale "
+                f"it (the gc rows' extra forward pass goes into m_gc); use --forward eq1 or --profile")
+    return None
+
+
+def _forward_from_eq1(base: PerformanceModel, configs: Sequence[Config], features: PlanFeatures, fwd_s: float,
+                      form: str, min_samples: int | None, anchored: bool) -> Identification:
+    """The v2 stage's identification with the Eq. 1 stage's forward time ``fwd_s`` held (as if profiled)."""
+    return _identify(base, configs, features, fwd_s, form, min_samples, anchored)
+
+
+def _with_fwd_fitted(ident: Identification) -> Identification:
+    """``ident`` listing ``fwd_s`` as fitted (by the Eq. 1 stage) rather than held."""
+    names = PerfParams.names()
+    free = tuple(n for n in names if n in ident.free or n == "fwd_s")
+    return Identification(free, tuple(n for n in ident.held if n != "fwd_s"),
+                          {k: v for k, v in ident.reasons.items() if k != "fwd_s"}, len(free) + 1, ident.reference,
+                          ident.tied)
 
 
 def _anchors(base: PerformanceModel, form: str, anchors: Sequence[CpuAnchor] | None) -> tuple[CpuAnchor, ...]:
@@ -212,11 +275,16 @@ def _unseen_families(params: PerfParams, ident: Identification, present: set[str
 
 
 def identification(base: PerformanceModel, configs: Sequence[Config], *, fwd_s: float | None = None,
-                   form: str | None = None, cpu_anchors: Sequence[CpuAnchor] | None = None) -> Identification:
+                   form: str | None = None, cpu_anchors: Sequence[CpuAnchor] | None = None,
+                   forward: str = "eq1") -> Identification:
     """What :func:`fit` would fit and hold on ``configs`` (and why), without fitting."""
     form = check_form(base.form if form is None else form)
-    return identify([p for p, _, _ in configs], base.features(configs), fix_fwd=fwd_s is not None, form=form,
-                    anchored=bool(_anchors(base, form, cpu_anchors)))
+    features = base.features(configs)
+    anchored = bool(_anchors(base, form, cpu_anchors))
+    ident = identify([p for p, _, _ in configs], features, fix_fwd=fwd_s is not None, form=form, anchored=anchored)
+    if fwd_s is None and forward == "eq1" and any(n not in PerfParams.EQ1 for n in ident.free):
+        ident = _with_fwd_fitted(_forward_from_eq1(base, configs, features, base.params.fwd_s, form, None, anchored))
+    return ident
 
 
 @dataclass

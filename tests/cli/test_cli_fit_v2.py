@@ -42,3 +42,35 @@ def test_too_few_rows_name_what_is_missing(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert "2 row(s) of family 3d cannot fit" in err and "at least 4 rows are needed" in err
     assert "k_bwd (needs a gc row" in err and "Traceback" not in err
+
+
+def _bert_rows(path, codes: tuple[str, ...]) -> None:
+    """A placements CSV of BERT rows of plans ``codes`` on five placements, timed by the built-in model."""
+    from optsched.core import get_cluster, get_model
+    from optsched.perf.defaults import default_performance_model
+    from optsched.perf.measurements import read_placements_csv
+
+    lines = [(c, g) for c in codes for g in ("1", "2", "4", "8", "44")]
+    path.write_text("exec_plan,placement,iter_time\n" + "".join(f"{c},{g},1.0\n" for c, g in lines))
+    model = get_model("bert")
+    rows = read_placements_csv(path, model)
+    times = default_performance_model("bert", get_cluster("a800-8x8"), "A800").iteration_times(
+        [(r.plan, r.gpus_per_node, r.cpus_per_gpu) for r in rows])
+    body = "".join(f"{c},{g},{t:.6f}\n" for (c, g), t in zip(lines, times))
+    path.write_text("exec_plan,placement,iter_time\n" + body)
+
+
+def test_fit_warns_when_no_row_separates_the_forward_time(tmp_path, capsys) -> None:
+    """Issue 25: without a profile and without gc rows the forward time is not identified: a warning names
+    the model and the reason; with gc rows, or with --fwd-s, there is none."""
+    no_gc, gc = tmp_path / "no_gc.csv", tmp_path / "gc.csv"
+    _bert_rows(no_gc, ("ga", "zero-dp"))
+    _bert_rows(gc, ("ga", "zero-dp", "gc"))
+    args = ["fit", "--model", "bert", "--model-form", "eq1", "--starts", "1", "--out"]
+    assert main(["fit", "--placements", str(no_gc), *args[1:], str(tmp_path / "a.json")]) == 0
+    err = capsys.readouterr().err
+    assert "WARNING optsched.perf.fitting: bert: the forward time is not identified: no gc row" in err
+    assert "k_bwd held at 2" in err and err.count("forward time is not identified") == 1
+    for extra, csv in (([], gc), (["--fwd-s", "0.01"], no_gc)):
+        assert main(["fit", "--placements", str(csv), *extra, *args[1:], str(tmp_path / "b.json")]) == 0
+        assert "WARNING" not in capsys.readouterr().err

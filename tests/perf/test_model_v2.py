@@ -10,7 +10,7 @@ import pytest
 
 from optsched.core import ExecutionPlan, ValidationError, ZeroMode, get_cluster, get_model
 from optsched.perf.defaults import prior_performance_model
-from optsched.perf.fitting import fit
+from optsched.perf.fitting import fit, identification
 from optsched.perf.identifiability import identify
 from optsched.perf.iteration_time import Bandwidths, PerfParams, breakdown, features_of
 from optsched.perf.model_v2 import single_node_rate
@@ -153,6 +153,29 @@ def test_v2_never_fits_worse_than_eq1_on_its_rows() -> None:
     rng = np.random.default_rng(1)
     y = base.with_params(TRUE).iteration_times(cfg) * np.exp(rng.normal(0, 0.1, len(cfg)))
     assert fit(base, cfg, y, starts=2, form="v2").rmsle <= fit(base, cfg, y, starts=2, form="eq1").rmsle + 1e-12
+
+
+def test_without_a_profile_v2_holds_the_forward_time_of_the_eq1_stage() -> None:
+    """Issue 25: the v2 stage keeps the Eq. 1 stage's fwd_s (where GC rows separate forward and backward)
+    and frees the reference family's factor instead, as with a profiled fwd_s; "joint" fits it in both."""
+    base = prior_performance_model(BERT, CLUSTER, "A800")
+    cfg = _configs()
+    rng = np.random.default_rng(2)
+    truth = base.with_params(TRUE.replace(m_gc=1.4, m_zero_dp=1.2, m_zero_offload=1.2), form="v2")
+    y = truth.iteration_times(cfg) * np.exp(rng.normal(0, 0.03, len(cfg)))
+    eq1 = fit(base, cfg, y, seed=0, starts=2, form="eq1")
+    v2 = fit(base, cfg, y, seed=0, starts=2, form="v2")
+    profiled = fit(base, cfg, y, fwd_s=eq1.params.fwd_s, seed=0, starts=2, form="v2")
+    assert v2.params.fwd_s == eq1.params.fwd_s
+    assert set(v2.identified) == set(profiled.identified) | {"fwd_s"}
+    assert np.allclose(v2.iteration_times(cfg), profiled.iteration_times(cfg), rtol=1e-6)
+    joint = fit(base, cfg, y, seed=0, starts=2, form="v2", forward="joint")
+    ref = next(m for m, why in joint.reasons if why.startswith("the reference family"))
+    assert "fwd_s" in joint.identified and ref in v2.identified and ref not in joint.identified
+    for mode, model in (("eq1", v2), ("joint", joint)):  # what the CLI prints agrees with the fit
+        assert identification(base, cfg, form="v2", forward=mode).free == model.identified
+    with pytest.raises(ValidationError, match="forward must be one of eq1, joint"):
+        fit(base, cfg, y, form="v2", forward="profile")
 
 
 # -- identifiability -----------------------------------------------------------------------------------
