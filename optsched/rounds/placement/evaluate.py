@@ -63,7 +63,7 @@ def violations(problem: PlacementRound, payload: WorkerPlacement) -> list[str]:
         if base < base_workers(job):
             out.append(f"job {p.job!r} runs {base} base workers, below its base demand {base_workers(job)}")
     for n, g in held.items():
-        free = problem.free(n).gpus
+        free = problem.free_gpus(n)
         if g > free:
             out.append(f"server {n!r} is given {g} GPUs, {free} are free")
     return out

@@ -31,7 +31,7 @@ def start_state(problem: PlacementRound) -> StartState:
     workers up to their count; decreasing per-worker GPUs, more workers, name)."""
     base: dict[str, dict[str, int]] = {}
     flex: dict[str, dict[str, int]] = {}
-    todo: list[tuple[str, int, int]] = []
+    todo: list[tuple[int, int, str, int, int]] = []   # the sort key first: (-GPUs a worker, -workers, name)
     for c in problem.workers:
         job = problem.job(c.job)
         if problem.current(c.job) is not None:
@@ -39,11 +39,11 @@ def start_state(problem: PlacementRound) -> StartState:
             flex[c.job] = _scale_in(problem, c.job, c.workers)
             have = sum(g // problem.worker_gpus(job, n) for held in (base[c.job], flex[c.job]) for n, g in held.items())
             if c.workers > have:
-                todo.append((c.job, 0, c.workers - have))
+                todo.append((-job.gpus_per_worker, have - c.workers, c.job, 0, c.workers - have))
         elif c.workers > 0:
-            todo.append((c.job, base_workers(job), c.workers - base_workers(job)))
-    todo.sort(key=lambda t: (-problem.job(t[0]).gpus_per_worker, -(t[1] + t[2]), t[0]))
-    return StartState(base, flex, tuple(todo))
+            todo.append((-job.gpus_per_worker, -c.workers, c.job, base_workers(job), c.workers - base_workers(job)))
+    todo.sort()
+    return StartState(base, flex, tuple((name, b, f) for _, _, name, b, f in todo))
 
 
 def pools_of(problem: PlacementRound, job: str, lyra: bool) -> tuple[str, ...]:
