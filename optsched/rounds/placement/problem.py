@@ -59,11 +59,12 @@ class PlacementRound(LyraRound):
             job = self.job(c.job)
             where = f"round: workers of job {c.job!r}"
             cur = current_pool(self, c.job)
-            lo = base_workers(job) if cur is not None else 0
-            if c.workers and not base_workers(job) <= c.workers <= max_workers(job) or c.workers < lo:
+            base = base_workers(job)
+            lo = base if cur is not None else 0
+            if c.workers and not base <= c.workers <= max_workers(job) or c.workers < lo:
                 raise ValidationError(f"{where}: {c.workers} is outside its range {lo}..{max_workers(job)}"
                                       + (" (a running job keeps its base)" if cur is not None else " (or 0)"))
-            held = sum(g // self.worker_gpus(job, n) for n, g in self.base_of(c.job).items())
+            held = 0 if cur is None else sum(g // self.worker_gpus(job, n) for n, g in self.base_of(c.job).items())
             if cur is not None and c.workers < held:
                 raise ValidationError(f"{where}: {c.workers} is below the {held} base workers it holds (a running "
                                       f"job keeps its base workers; only those named in flexible scale in)")
