@@ -122,7 +122,10 @@ def _order(comp: _Component, max_open: int, deadline: float) -> list[int] | None
     None as soon as more than ``max_open`` jobs stay open. Raises ``TimeoutError`` past ``deadline``."""
     n = len(comp.servers)
     spans = [comp.span(j) for j in range(len(comp.base))]
-    jobs_of = [[j for j, js in enumerate(spans) if i in js] for i in range(n)]
+    jobs_of: list[list[int]] = [[] for _ in range(n)]   # the jobs of each server, ascending (one pass over spans)
+    for j, js in enumerate(spans):
+        for i in js:
+            jobs_of[i].append(j)
     left = [set(js) for js in spans]
     active: set[int] = set()
     order: list[int] = []
