@@ -4,6 +4,7 @@ answer feasible."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -43,14 +44,20 @@ def _small_round(seed: int) -> CriusRound:
                       objective="deadline" if rng.random() < 0.3 else "throughput")
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_exact_equals_brute_force(seed: int) -> None:
-    r = _small_round(seed)
+def _exact_at_the_brute_force_optimum(r: Any) -> tuple[Any, Any, Any]:
+    """(table, admission, exact solution) of round ``r``, the solution checked optimal at the brute force's value."""
     t = build_crius_table(r)
     adm = admit(r, t)
     sol = crius_round.solve(r, t, time_limit=20, admission=adm)
     assert sol.status == "optimal"
     assert sol.objective == pytest.approx(brute_force(r, t), abs=1e-6)
+    return t, adm, sol
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_exact_equals_brute_force(seed: int) -> None:
+    r = _small_round(seed)
+    t, adm, sol = _exact_at_the_brute_force_optimum(r)
     assert violations(r, t, sol.payload["choices"], adm) == []
 
 
@@ -293,11 +300,7 @@ def test_suspension_rule_by_brute_force(seed: int) -> None:
     """Exact == brute force under the suspension rule of Sec. 6.1 on tiny rounds with opportunistic jobs;
     the exact and Algorithm 1 decisions pass the independent check :func:`_suspension_problems`."""
     r = _suspension_round(seed)
-    t = build_crius_table(r)
-    adm = admit(r, t)
-    sol = crius_round.solve(r, t, time_limit=20, admission=adm)
-    assert sol.status == "optimal"
-    assert sol.objective == pytest.approx(brute_force(r, t), abs=1e-6)
+    t, adm, sol = _exact_at_the_brute_force_optimum(r)
     h = algorithm1(r, t, adm)
     assert objective(r, t, h.choices) <= sol.objective + 1e-9
     for choices in (sol.payload["choices"], h.choices):
