@@ -154,7 +154,8 @@ def placement_within(problem: PlacementRound, lyra: bool = True,
     (base workers and the flexible workers their count keeps), queued ones wait, and their workers still
     to place are listed as unplaced (the decision stays within the round's rules, its objective charges
     them); expired before the first job of a round with more than :data:`CHECK_JOBS` to place, the servers'
-    index is not built (a 100,000-job round at a 1 s limit; a small round places its first jobs as before). Returns the placement and the jobs not considered, in placement order."""
+    index is not built (a 100,000-job round at a 1 s limit; a small round places its first jobs as before).
+    Returns the placement and the jobs not considered, in placement order."""
     state = start_state(problem)
     base = {j: dict(s) for j, s in state.base.items()}
     flex = {j: dict(s) for j, s in state.flex.items()}

@@ -68,9 +68,10 @@ def lyra_reclaim(view: ReclaimView, count: int) -> list[int]:
 
 def lyra_reclaim_within(view: ReclaimView, count: int, deadline: Deadline | None) -> tuple[list[int], bool]:
     """:func:`lyra_reclaim` within ``deadline``: the picks and whether the deadline cut the heuristic short. Past
-    the deadline (looked at every :data:`CHECK_STEPS` steps: a small round always finishes) the servers still to take are the cheapest left by their costs at
-    that moment, then flexible GPUs, then order, without the costs falling as the jobs they preempt go or the
-    collateral-damage tie-break (one sort; a partial answer that still returns ``count`` servers).
+    the deadline (looked at every :data:`CHECK_STEPS` steps: a small round always finishes) the servers still to
+    take are the cheapest left by their costs at that moment, then flexible GPUs, then order, without the costs
+    falling as the jobs they preempt go or the collateral-damage tie-break (one sort; a partial answer that still
+    returns ``count`` servers).
 
     Work saved without changing a pick (``tests/heuristics/test_lyra_reclaim_speed.py`` checks it against the plain
     heuristic): a tie among servers without base workers (their collateral damage is 0) is broken by flexible GPUs
@@ -169,4 +170,5 @@ def scf_reclaim(view: ReclaimView, count: int) -> list[int]:
     return [s for _, s in heapq.nsmallest(count, ((len(js), s) for s, js in enumerate(view.jobs_on)))]
 
 
-__all__ = ["CHECK_STEPS", "COST_DEFINITIONS", "lyra_reclaim", "lyra_reclaim_within", "server_costs", "random_reclaim", "scf_reclaim"]
+__all__ = ["CHECK_STEPS", "COST_DEFINITIONS", "lyra_reclaim", "lyra_reclaim_within", "server_costs", "random_reclaim",
+           "scf_reclaim"]

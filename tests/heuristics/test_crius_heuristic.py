@@ -177,8 +177,8 @@ def test_search_depth_counts_per_scheduling_choice() -> None:
     """Crius Sec. 6.1: search depth is "the maximum job scaling times for generating a scheduling choice".
 
     Hand trace, objective "normalised", D = 1 (weights: "a"/"b" run 4 GPUs at 1.8062 and have a 2-GPU
-    Cell of 1.0; "c"/"d" have Cells of 1 / 2 / 4 GPUs at 0.5062 / 1.0 / 1.9522; rescale penalty 0.05). No GPU is free and no
-    running job was submitted after "c", so nobody is protected.
+    Cell of 1.0; "c"/"d" have Cells of 1 / 2 / 4 GPUs at 0.5062 / 1.0 / 1.9522; rescale penalty 0.05). No GPU is
+    free and no running job was submitted after "c", so nobody is protected.
 
     * CellBasedSched(c): nothing fits as is. ScaleResource on c's 4-GPU Cell: one rescaling (a or b to 2
       GPUs) frees 2 GPUs of a node, not 4: fails. On its 2-GPU Cell: a -> 2 GPUs, gain
