@@ -18,8 +18,8 @@ partition is as good (the consecutive one is kept); otherwise a CP-SAT model:
 Size: at most ``E x g`` booleans (fewer with the symmetry breaking) and ``M``; ``E + 2 g`` constraints
 (16 experts in 8 sets of 2: 101 variables, 32 constraints). The decoded partition's ``lambda`` is
 recomputed in floating point, and the ``p`` with the smallest layer time wins (ties: the smaller ``p``).
-Quantisation: a partition optimal for ``q`` is within ``p / RESOLUTION`` of the true optimum's largest set share (``p`` roundings of at most
-half a unit each, on either side); ``optimal`` means optimal up to that.
+Quantisation: a partition optimal for ``q`` is within ``p / RESOLUTION`` of the true optimum's largest set
+share (``p`` roundings of at most half a unit each, on either side); ``optimal`` means optimal up to that.
 
 **Never worse than the rule.** The caller passes the rule's plan
 (:func:`~optsched.heuristics.lina_packing.packing_rule`; this layer does not import heuristics) as
