@@ -49,6 +49,12 @@ class NodeUsage:
         """Nodes with something added, in the order they were first seen."""
         return tuple(self._used)
 
+    def within(self, node: str, gpus: float, cpus: float, mem_gib: float, tol: float) -> bool:
+        """Whether ``node`` holds at most ``gpus``, ``cpus`` and ``mem_gib`` (each up to ``tol`` over): :meth:`excess`
+        empty, without making the capacity's share (a round checks every share of every running job)."""
+        u = self._used.get(node)
+        return u is None or (u[0] <= gpus + tol and u[1] <= cpus + tol and u[2] <= mem_gib + tol)
+
     def excess(self, node: str, capacity: NodeShare, tol: float) -> list[Overflow]:
         """What ``node`` holds beyond ``capacity`` (more than ``tol`` over), per resource."""
         used = self.used(node)

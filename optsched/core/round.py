@@ -305,6 +305,8 @@ class RoundProblem:
     def _hold(self, usage: NodeUsage, node_name: str, share: NodeShare, who: str) -> None:
         node = self._node(node_name, who)
         usage.add(node_name, share)
+        if usage.within(node_name, node.num_gpus, node.num_cpus, node.memory_gib, _SNAPSHOT_TOL):
+            return
         over = usage.excess(node_name, NodeShare(node.num_gpus, node.num_cpus, float(node.memory_gib)), _SNAPSHOT_TOL)
         if over:
             o = over[0]
