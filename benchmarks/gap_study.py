@@ -9,9 +9,9 @@ heuristic's warm start, and the pulp LP bound as a second opinion.
 
 Prints the per-instance table and, per kind and instance size (the kind's size measure,
 ``optsched.experiments.gap.size_of``: GPUs, or jobs for ``crius``, experts x devices for ``experts``,
-operations for ``moe-comm``), the median heuristic gap to the best bound (relative, and absolute in
-the objective's units: a relative gap says little where the objective crosses zero, as ``placement``'s
-idle servers minus a penalty per unplaced worker does), the median exact gap, the
+operations for ``moe-comm``, experts for ``training-packing``), the median heuristic gap to the best bound
+(relative, and absolute in the objective's units: a relative gap says little where the objective crosses zero,
+as ``placement``'s idle servers minus a penalty per unplaced worker does), the median exact gap, the
 median exact time and the median warm-start speed-up to 1%; the fitted growth exponents of exact solve
 time and of time to 1% (log-log least squares over the size); writes ``benchmarks/out/gap_study.csv``
 and ``gap_study_summary.csv``, and per kind the PNG plots under ``benchmarks/out/`` (``--plots``) when
@@ -51,6 +51,7 @@ SWEEPS: dict[str, Callable[[Sequence[tuple[int, int]]], list[Options]]] = {
     "placement": lambda sizes: [_lyra_servers(n) + (("jobs", j),) for n, j in sizes],
     "experts": lambda _: [(("devices", d), ("experts", e)) for e, d in ((12, 12), (16, 8), (16, 16), (32, 32), (64, 64))],
     "moe-comm": lambda _: [(("moe_layers", k),) for k in (1, 2, 4, 8)],
+    "training-packing": lambda _: [(("experts", e),) for e in (8, 16, 32, 64, 128)],
 }
 COLUMNS = ("kind", "gpus", "jobs", "size", "seed", "heuristic_objective", "heuristic_s", "exact_objective", "bound", "gap",
            "heuristic_gap", "exact_s", "status", "encoding", "first_warm_s", "gap1_warm_s", "first_cold_s",

@@ -12,9 +12,10 @@ ratio of ``benchmarks/scale.py``; the Lyra kinds ``servers`` and ``training`` ti
 the Lyra kinds that take ``load`` draw N jobs of which those within the load are queued, so the round holds
 fewer); ``lyra-reclaim``, whose jobs are the running ones, takes ``servers = ceil(N / 0.97)``
 (:data:`RECLAIM_JOBS_PER_SERVER`, training servers half as many: its default), up to what its generator fills
-(10,000 jobs tried per pool); ``experts`` and ``moe-comm`` have no jobs and take their own size, capped by what
-the kind accepts (experts: ``min(N // 20, 1,024)`` experts on as many devices, 64 tokens an expert up to
-1,000,000; moe-comm: ``min(N // 250, 60)`` MoE layers, the most below the kind's 1,000 micro-ops). Each round
+(10,000 jobs tried per pool); ``experts``, ``moe-comm`` and ``training-packing`` have no jobs and take their own
+size, capped by what the kind accepts (experts: ``min(N // 20, 1,024)`` experts on as many devices, 64 tokens an
+expert up to 1,000,000; moe-comm: ``min(N // 250, 60)`` MoE layers, the most below the kind's 1,000 micro-ops;
+training-packing: ``min(N // 20, 1,024)`` experts, as experts). Each round
 is solved in this process by every method of the kind (``optsched.solve(problem, method, limit,
 clock_start=t0)``, deferring unreachable guarantees where the method takes that option, with ``t0`` taken just
 before the call: generation and parsing are not counted, nor Python's start-up: ``optsched solve`` adds
@@ -65,6 +66,7 @@ RECLAIM_JOBS_PER_SERVER = 0.97
 SIZE_RULES: dict[str, object] = {
     "experts": lambda n: {"experts": min(max(n // 20, 2), 1024), "tokens": min(64 * max(n // 20, 2), 1_000_000)},
     "moe-comm": lambda n: {"moe_layers": min(max(n // 250, 1), 60)},
+    "training-packing": lambda n: {"experts": min(max(n // 20, 2), 1024)},
     "lyra-reclaim": lambda n: {"servers": max(1, math.ceil(n / RECLAIM_JOBS_PER_SERVER))},
 }
 

@@ -14,6 +14,7 @@ from optsched.rounds.lyra.generate import lyra_state
 from optsched.rounds.moe_comm.generate import generate_comm_round
 from optsched.rounds.placement.generate import generate_placement_round
 from optsched.rounds.rubick.generate import generate_rubick_round
+from optsched.rounds.training_packing import generate_packing_round
 from optsched.sim.loaning import synthetic_usage
 from optsched.sim.traces import synthetic_trace
 from optsched.sim.traces.lyra import synthetic_rows
@@ -23,6 +24,7 @@ GENERATORS: dict[str, Callable[[int], object]] = {
     "crius": lambda s: generate_crius_round(3, s),
     "experts": lambda s: generate_experts_round(8, 4, s),
     "moe-comm": lambda s: generate_comm_round(1, s),
+    "training-packing": lambda s: generate_packing_round(4, s),
     "lyra": lambda s: lyra_state(s, 4, 4, 6, 0.6, 0.3, "lyra-allocate"),
     "placement": lambda s: generate_placement_round(seed=s),
     "synthetic trace": lambda s: synthetic_trace(get_cluster("a800-8x8"), num_jobs=5, seed=s),

@@ -26,6 +26,15 @@ share (``p`` roundings of at most half a unit each, on either side); ``optimal``
 ``fallback``; it is scored too and returned (status ``heuristic-fallback``) when no tried plan beats it,
 which can happen only when a partition solve stops at its time limit without an optimum: the rule's ``p``
 is among the tried ones and its consecutive sets are one partition of that ``p``.
+
+**Deadline.** With ``deadline`` (a ``time.perf_counter()`` instant) the partition solves share what is
+left of it equally, each given its share less the model's estimated build time (:data:`BUILD_S_PER_VAR` a
+Boolean); a solve whose build would not fit its share is skipped (consecutive sets, not proven optimal), so
+the call ends near the deadline whatever the number of experts.
+
+**Warm start.** ``hint`` (a plan, e.g. the rule's) is given to the partition solve of its ``p`` as CP-SAT
+hints, its sets relabelled by their smallest expert (which satisfies the symmetry breaking: the ``k``-th
+smallest of distinct smallest experts is at least ``k``).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -43,6 +53,15 @@ log = logging.getLogger(__name__)
 
 #: quantisation units of the total load (module docstring)
 RESOLUTION = 1_000_000
+#: seconds to build and load the partition model per Boolean: measured 6-10 us (256-1,024 experts at 2-8 per
+#: device, 8.5 us for the 393,472 Booleans of 1,024 experts at 2), with a margin
+BUILD_S_PER_VAR = 1.5e-5
+
+
+def partition_vars(experts: int, experts_per_device: int) -> int:
+    """Booleans of the partition model of ``experts_per_device`` (one per expert ``e`` and set ``s <= e``)."""
+    g = experts // experts_per_device
+    return sum(min(e + 1, g) for e in range(experts))
 
 
 @dataclass(frozen=True)
@@ -60,9 +79,10 @@ class PackingResult:
 
 
 def best_sets(setup: PackingSetup, experts_per_device: int, *, time_limit: float = 10.0, seed: int = 0,
-              workers: int = 1) -> tuple[tuple[tuple[int, ...], ...], bool]:
+              workers: int = 1, hint: Sequence[Sequence[int]] | None = None
+              ) -> tuple[tuple[tuple[int, ...], ...], bool]:
     """The sets of ``experts_per_device`` experts with the smallest largest load (module docstring) and
-    whether they are proven optimal."""
+    whether they are proven optimal; ``hint``: a partition of that size to warm-start the solver with."""
     E, p = setup.experts, experts_per_device
     if setup.loads is None or p in (1, E):
         return consecutive_sets(E, p), True
@@ -82,6 +102,12 @@ def best_sets(setup: PackingSetup, experts_per_device: int, *, time_limit: float
         m.add(sum(v for _, v in members) == p)
         m.add(span >= sum(int(q[e]) * v for e, v in members))
     m.minimize(span)
+    if hint is not None:
+        for s, members in enumerate(sorted(hint, key=min)):
+            for e in members:
+                for t in range(g):
+                    if x[e][t] is not None:
+                        m.add_hint(x[e][t], int(t == s))
     solver = cp_solver(time_limit, seed, workers)
     status = solver.status_name(solver.solve(m))
     if status not in ("OPTIMAL", "FEASIBLE"):
@@ -92,9 +118,10 @@ def best_sets(setup: PackingSetup, experts_per_device: int, *, time_limit: float
 
 
 def solve_packing(setup: PackingSetup, *, fallback: PackingPlan | None = None, time_limit: float = 10.0, seed: int = 0,
-                  workers: int = 1) -> PackingResult:
+                  workers: int = 1, hint: PackingPlan | None = None, deadline: float | None = None) -> PackingResult:
     """The exact packing of ``setup`` (module docstring), never worse than ``fallback`` (the rule's plan);
-    ``time_limit`` seconds per partition solve."""
+    ``time_limit`` seconds per partition solve at most, all of them ending near ``deadline`` when given;
+    ``hint`` warm-starts the partition solve of its ``p``."""
     require_number(OWNER, "time_limit", time_limit, 0.0, strict=True)
     require_int(OWNER, "workers", workers, 1)
     t0 = time.perf_counter()
@@ -102,11 +129,20 @@ def solve_packing(setup: PackingSetup, *, fallback: PackingPlan | None = None, t
     best: tuple[float, PackingPlan] | None = None
     proven = True
     by_p: list[tuple[int, float]] = []
-    for c in sorted(setup.candidates, key=lambda c: c.experts_per_device):
-        p = c.experts_per_device
-        if not setup.allowed(p):
-            continue
-        sets, optimal = best_sets(setup, p, time_limit=time_limit, seed=seed, workers=workers)
+    tried = [c.experts_per_device for c in sorted(setup.candidates, key=lambda c: c.experts_per_device)
+             if setup.allowed(c.experts_per_device)]
+    modelled = [p for p in tried if setup.loads is not None and p not in (1, setup.experts)]
+    for p in tried:
+        warm = hint.sets if hint is not None and hint.experts_per_device == p else None
+        limit = time_limit
+        if deadline is not None and p in modelled:
+            share = (deadline - time.perf_counter()) / (len(modelled) - modelled.index(p))
+            limit = min(time_limit, share - BUILD_S_PER_VAR * partition_vars(setup.experts, p))
+        if limit <= 0:
+            log.debug("training packing: no time for the partition of p=%d; consecutive sets", p)
+            sets, optimal = consecutive_sets(setup.experts, p), False
+        else:
+            sets, optimal = best_sets(setup, p, time_limit=limit, seed=seed, workers=workers, hint=warm)
         if imbalance(setup, consecutive_sets(setup.experts, p), p) < imbalance(setup, sets, p):
             sets = consecutive_sets(setup.experts, p)  # the solver stopped early on a worse partition
         proven &= optimal
@@ -122,4 +158,4 @@ def solve_packing(setup: PackingSetup, *, fallback: PackingPlan | None = None, t
     return PackingResult(best[1], best[0], "optimal" if proven else "feasible", rule_ms, tuple(by_p), wall)
 
 
-__all__ = ["PackingResult", "RESOLUTION", "best_sets", "solve_packing"]
+__all__ = ["BUILD_S_PER_VAR", "PackingResult", "RESOLUTION", "best_sets", "partition_vars", "solve_packing"]

@@ -19,8 +19,10 @@ follows from it, and which experts share a device; its cost is the pipelined all
 layer and the DRAM offloading that memory forces, none of which an experts round holds (it has no
 all-to-all or FFN times, micro-ops or device memory). Stretching the kind would give its rounds fields
 that its methods ignore; so training packing is its own problem here, functions over
-:class:`PackingSetup`, with no round kind (it decides a model's configuration once, after "10 training
-steps", Sec. 4.6.1, not a scheduling round).
+:class:`PackingSetup`, and its own round kind ``training-packing`` (:mod:`optsched.rounds.training_packing`,
+the setup as a round file; methods ``lina``/``heuristic`` and ``exact`` in
+:mod:`optsched.policies.training_packing`), whose one round is the decision the text makes once per model,
+after "10 training steps" (Sec. 4.6.1).
 
 **The setting** (Sec. 4.7.2: "The number of GPUs is equal to the number of experts per layer"): ``E``
 experts on ``E`` devices. With ``p`` experts per device (``p`` divides ``E``) an expert-parallel group of

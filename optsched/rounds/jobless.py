@@ -1,6 +1,6 @@
-"""A base for round kinds that schedule something other than jobs (the MoE kinds ``experts`` and
-``moe-comm``): their rounds take no jobs and no running allocations, and their files may leave
-``jobs`` out. The cluster still describes the hardware (devices, link bandwidth)."""
+"""A base for round kinds that schedule something other than jobs (the MoE kinds ``experts``,
+``moe-comm`` and ``training-packing``): their rounds take no jobs and no running allocations, and their
+files may leave ``jobs`` out. The cluster still describes the hardware (devices, link bandwidth)."""
 
 from __future__ import annotations
 

@@ -153,7 +153,8 @@ def test_the_tolerance_is_relative_above_one_and_absolute_below() -> None:
 
 
 def test_every_kind_with_an_exact_method_registers_a_contract() -> None:
-    assert set(exact_kinds()) == {"rubick", "crius", "experts", "moe-comm", "lyra-reclaim", "placement"}
+    assert set(exact_kinds()) == {"rubick", "crius", "experts", "moe-comm", "lyra-reclaim", "placement",
+                                 "training-packing"}
     assert set(exact_kinds()) <= set(round_kinds())
     for kind in exact_kinds():
         policy = make_policy("exact", PolicyOptions(time_limit=3, seed=1), kind=kind)

@@ -1,6 +1,6 @@
 """Issue 26, item 5: ``heuristic`` names the paper's heuristic in every kind that has one (an alias of the
-method the kind's docs name: rubick ``rubick``, crius ``crius``, the Lyra kinds ``lyra``, experts and moe-comm
-``lina``), gives that method's decision and is listed by ``optsched solve --help``."""
+method the kind's docs name: rubick ``rubick``, crius ``crius``, the Lyra kinds ``lyra``, experts, moe-comm and
+training-packing ``lina``), gives that method's decision and is listed by ``optsched solve --help``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from optsched.policies.solve import solve
 
 #: kind -> the method ``heuristic`` aliases
 ALIASED = {"rubick": "rubick", "crius": "crius", "lyra": "lyra", "lyra-allocate": "lyra", "lyra-reclaim": "lyra",
-           "placement": "lyra", "experts": "lina", "moe-comm": "lina"}
+           "placement": "lyra", "experts": "lina", "moe-comm": "lina",
+           "training-packing": "lina"}
 
 
 def test_every_kind_has_heuristic() -> None:

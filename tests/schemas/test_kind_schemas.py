@@ -115,12 +115,14 @@ def test_decisions_of_every_method_validate(kind: str, method: str) -> None:
 WRONG_TYPE: dict[str, tuple[str, Any]] = {
     "rubick": ("reconfig_penalty", "high"), "crius": ("search_depth", 1.5), "lyra-reclaim": ("reclaim", "2"),
     "lyra-allocate": ("inference_factor", "half"), "placement": ("workers", []), "lyra": ("inference_nodes", "n0"),
-    "experts": ("slots", 2.5), "moe-comm": ("partition_mb", "30")}
+    "experts": ("slots", 2.5), "moe-comm": ("partition_mb", "30"),
+    "training-packing": ("offload", "yes")}
 #: per kind, a nested field with a value of the wrong type (path, value)
 WRONG_NESTED: dict[str, tuple[tuple[Any, ...], Any]] = {
     **{k: (("jobs", 0, "requested_gpus"), "8") for k in ("rubick", "crius", "lyra-reclaim", "lyra-allocate",
                                                          "placement", "lyra")},
-    "experts": (("experts", 0, "load"), "heavy"), "moe-comm": (("stream", 0, "ms"), "1")}
+    "experts": (("experts", 0, "load"), "heavy"), "moe-comm": (("stream", 0, "ms"), "1"),
+    "training-packing": (("candidates", 0, "ffn_ms"), "1")}
 
 
 def _own_field_of_another_kind(kind: str) -> str:
