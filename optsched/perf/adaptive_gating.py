@@ -38,7 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from optsched.core.checks import require_int, require_number
-from optsched.core.errors import ValidationError
+from optsched.core.errors import UnknownNameError, ValidationError
 
 #: Table 5.1: MoE layer running time of top-1 gating relative to top-2
 TOP1_TIME_RATIO = 0.67
@@ -107,6 +107,39 @@ def expert_loads(decision: GatingDecision) -> np.ndarray:
     e = decision.num_experts
     return (np.bincount(decision.top1.ravel(), minlength=e)
             + np.bincount(decision.top2[decision.two].ravel(), minlength=e)).astype(np.int64)
+
+
+#: the tokens whose dispatch Eq. 5.4's ``f_e^1`` counts (:func:`balance_loss`)
+BALANCE_AMONG = ("single", "all")
+
+
+def balance_loss(probs: np.ndarray, decision: GatingDecision, among: str = "single") -> float:
+    """Adaptive gating's load-balancing loss of one MoE layer, Eq. 5.4 (thesis Sec. 5.3.1): "we impose the soft
+    load balancing constraints on the top-1 gating decisions, while allowing top-2 gating decisions to be trained
+    without any soft constraints. That is, the loss of each MoE layer i becomes: L_i = E_i sum_e f_e^1 p_e, where
+    f_e^1 is the fraction of tokens dispatched to expert e among those processed by top-1 gating; p_e is the
+    average gating probability to expert e over all tokens in the current batch, and E_i is the number of experts
+    at layer i just as in classical MoE [37]."
+
+    ``probs``: the layer's gate probabilities (tokens on the leading axes, experts last, as for
+    :func:`adaptive_route`); ``decision``: their routing. "Those processed by top-1 gating" is read, by default
+    (``among="single"``), as the tokens adaptive gating sends to one expert only; ``among="all"`` reads it as every
+    token's top-1 choice (with every token routed to one expert the two agree, and the loss is the classical one of
+    [37]). 1.0 when the counted tokens and the probabilities are both uniform over the experts; 0.0 when no token
+    is counted. The project trains no model: this scores a gate's routing (a trace's or a synthetic one's)."""
+    if among not in BALANCE_AMONG:
+        raise UnknownNameError("balance loss tokens (among)", str(among), BALANCE_AMONG)
+    p = np.asarray(probs, dtype=float)
+    if p.shape[:-1] != decision.top1.shape or p.shape[-1] != decision.num_experts:
+        raise ValidationError(f"balance loss: gate probabilities of shape {p.shape} do not match the decision of "
+                              f"{decision.top1.shape} tokens and {decision.num_experts} experts")
+    e = decision.num_experts
+    counted = decision.top1[~decision.two] if among == "single" else decision.top1.ravel()
+    if counted.size == 0:
+        return 0.0
+    f = np.bincount(counted.ravel(), minlength=e) / counted.size
+    mean_p = p.reshape(-1, e).mean(axis=0)
+    return float(e * np.dot(f, mean_p))
 
 
 @dataclass(frozen=True)
@@ -228,6 +261,6 @@ def synthetic_gate_probs(samples: int, tokens: int, layers: int, experts: int, s
     return p / p.sum(axis=-1, keepdims=True)
 
 
-__all__ = ["GatingDecision", "LayerCost", "PROB_TOL", "TOP1_TIME_RATIO", "adaptive_route", "adaptive_routes",
-           "batch_time", "check_threshold", "complexity_vectors", "curriculum_order", "expert_loads", "layer_factors",
-           "synthetic_gate_probs"]
+__all__ = ["BALANCE_AMONG", "GatingDecision", "LayerCost", "PROB_TOL", "TOP1_TIME_RATIO", "adaptive_route",
+           "adaptive_routes", "balance_loss", "batch_time", "check_threshold", "complexity_vectors", "curriculum_order",
+           "expert_loads", "layer_factors", "synthetic_gate_probs"]

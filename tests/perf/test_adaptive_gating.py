@@ -102,3 +102,28 @@ def test_routes_at_many_thresholds_and_shared_layer_factors() -> None:
     assert np.array_equal(a, b) and not np.array_equal(a, p)
     with pytest.raises(ValidationError, match="layer_factor must be 2 positive numbers"):
         synthetic_gate_probs(3, 8, 2, 4, seed=2, layer_factor=np.array([1.0, -1.0]))
+
+
+def test_balance_loss_of_eq_5_4_by_hand() -> None:
+    """Eq. 5.4, L = E sum_e f_e^1 p_e, on 4 tokens and 3 experts at T = 0.2 (by hand):
+    gaps 0.5, 0.1, 0.3, 0.4, so only token 1 goes to two experts; the single-expert tokens 0, 2, 3 go to experts
+    0, 1, 2: f^1 = (1/3, 1/3, 1/3). Mean probabilities p = (1.5, 1.4, 1.1) / 4 = (0.375, 0.35, 0.275), so
+    L = 3 x (1/3) x 1.0 = 1.0. Counting every token's top-1 choice instead (top-1 of token 1 is expert 0):
+    f = (0.5, 0.25, 0.25), L = 3 x (0.1875 + 0.0875 + 0.06875) = 1.03125."""
+    from optsched.core.errors import UnknownNameError
+    from optsched.perf.adaptive_gating import balance_loss
+
+    probs = np.array([[0.7, 0.2, 0.1], [0.5, 0.4, 0.1], [0.1, 0.6, 0.3], [0.2, 0.2, 0.6]])
+    d = adaptive_route(probs, 0.2)
+    assert d.two.tolist() == [False, True, False, False]
+    assert balance_loss(probs, d) == pytest.approx(1.0)
+    assert balance_loss(probs, d, among="all") == pytest.approx(1.03125)
+    # every token to two experts: no token is counted
+    assert balance_loss(probs, adaptive_route(probs, 1.0)) == 0.0
+    # all tokens on one expert with all the probability: E x 1 x 1
+    skewed = np.tile([1.0, 0.0, 0.0], (5, 1))
+    assert balance_loss(skewed, adaptive_route(skewed, 0.0)) == pytest.approx(3.0)
+    with pytest.raises(UnknownNameError, match="among"):
+        balance_loss(probs, d, among="top2")
+    with pytest.raises(ValidationError, match="do not match"):
+        balance_loss(probs[:3], d)
