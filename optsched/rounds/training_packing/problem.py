@@ -21,7 +21,8 @@ micro_ops}``), ``memory_gb`` (40), ``base_gb`` (0), ``expert_gb`` (0), ``swap_ms
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any, ClassVar, Mapping
 
 from optsched.core.checks import json_ints, require_keys
@@ -30,6 +31,8 @@ from optsched.perf.training_packing import PackingCandidate, PackingSetup
 from optsched.rounds.jobless import JoblessRound
 
 CANDIDATE_KEYS = ("experts_per_device", "a2a_ms", "ffn_ms")
+#: the defaults of the setup's optional fields, the round's too
+_SETUP_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(PackingSetup)}
 
 
 def candidate_to_dict(c: PackingCandidate) -> dict[str, Any]:
@@ -53,13 +56,14 @@ class TrainingPackingRound(JoblessRound):
 
     experts: int = 0
     candidates: tuple[PackingCandidate, ...] = ()
-    memory_gb: float = 40.0
-    base_gb: float = 0.0
-    expert_gb: float = 0.0
-    swap_ms: float = 0.0
-    offload: bool = True
-    loads: tuple[float, ...] | None = None
-    max_experts_per_device: int | None = None
+    # the setup's own defaults (one place: PackingSetup)
+    memory_gb: float = _SETUP_DEFAULTS["memory_gb"]
+    base_gb: float = _SETUP_DEFAULTS["base_gb"]
+    expert_gb: float = _SETUP_DEFAULTS["expert_gb"]
+    swap_ms: float = _SETUP_DEFAULTS["swap_ms"]
+    offload: bool = _SETUP_DEFAULTS["offload"]
+    loads: tuple[float, ...] | None = _SETUP_DEFAULTS["loads"]
+    max_experts_per_device: int | None = _SETUP_DEFAULTS["max_experts_per_device"]
 
     def _check_fields(self) -> None:
         object.__setattr__(self, "candidates", tuple(self.candidates))
@@ -72,9 +76,10 @@ class TrainingPackingRound(JoblessRound):
             raise ValidationError(f"round: experts {setup.experts} need as many devices (Sec. 4.7.2: \"The number of "
                                   f"GPUs is equal to the number of experts per layer\"); the cluster has {gpus} GPUs")
 
-    @property
+    @cached_property
     def setup(self) -> PackingSetup:
-        """The round as the problem of :mod:`optsched.perf.training_packing` (checked when built)."""
+        """The round as the problem of :mod:`optsched.perf.training_packing` (checked when built, once: the round
+        is immutable)."""
         return PackingSetup(self.experts, self.candidates, self.memory_gb, self.base_gb, self.expert_gb,
                             self.swap_ms, self.offload, self.loads, self.max_experts_per_device)
 
@@ -96,12 +101,12 @@ class TrainingPackingRound(JoblessRound):
         if loads is not None and not isinstance(loads, list):
             raise ValidationError("round: loads must be a JSON array or null")
         ints = json_ints(data, ("experts", "max_experts_per_device"))
-        return {"experts": ints["experts"],
-                "candidates": tuple(candidate_from_dict(c, i) for i, c in enumerate(data["candidates"])),
-                "memory_gb": data.get("memory_gb", 40.0), "base_gb": data.get("base_gb", 0.0),
-                "expert_gb": data.get("expert_gb", 0.0), "swap_ms": data.get("swap_ms", 0.0),
-                "offload": data.get("offload", True), "loads": None if loads is None else tuple(loads),
-                "max_experts_per_device": ints.get("max_experts_per_device")}
+        out = {"experts": ints["experts"],
+               "candidates": tuple(candidate_from_dict(c, i) for i, c in enumerate(data["candidates"])),
+               "loads": None if loads is None else tuple(loads)}
+        out.update({k: ints[k] for k in ("memory_gb", "base_gb", "expert_gb", "swap_ms", "offload",
+                                         "max_experts_per_device") if k in ints})   # absent: the defaults
+        return out
 
 
 __all__ = ["TrainingPackingRound", "candidate_from_dict", "candidate_to_dict"]
