@@ -34,8 +34,28 @@ class NodeShare:
 
     @classmethod
     def from_dict(cls, data: Any) -> "NodeShare":
+        """The share of a JSON object ``{"gpus": g, "cpus": c, "mem_gb": m}`` (``cpus`` and ``mem_gb`` optional). A
+        round holds tens of thousands of shares of a few distinct values: a share with plain values (int, int,
+        float, no other member) is made once and the same immutable object returned for its next occurrences."""
+        if type(data) is dict:
+            key = (data.get("gpus"), data.get("cpus", 0), data.get("mem_gb", 0.0))
+            if type(key[0]) is int and type(key[1]) is int and type(key[2]) is float \
+                    and len(data) == 1 + ("cpus" in data) + ("mem_gb" in data):
+                hit = _PLAIN_SHARES.get(key)
+                if hit is not None:
+                    return hit
+                share = cls(*key)
+                if len(_PLAIN_SHARES) < _PLAIN_SHARES_MAX:
+                    _PLAIN_SHARES[key] = share
+                return share
         require_keys("NodeShare", data, ("gpus",), ("cpus", "mem_gb"))
         return cls(gpus=json_int(data["gpus"]), cpus=json_int(data.get("cpus", 0)), mem_gib=data.get("mem_gb", 0.0))
+
+
+#: the shares :meth:`NodeShare.from_dict` made from plain values, by (gpus, cpus, mem_gb), and at most how many it
+#: keeps (a round's shares take a few distinct values; memory in GiB may take many)
+_PLAIN_SHARES: dict[tuple[int, int, float], NodeShare] = {}
+_PLAIN_SHARES_MAX = 4096
 
 
 @dataclass(frozen=True)

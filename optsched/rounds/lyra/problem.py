@@ -78,11 +78,6 @@ class LyraRound(RoundProblem):
     _flex: dict[str, dict[str, int]] = field(init=False, repr=False, compare=False)
 
     def _check_fields(self) -> None:
-        names = tuple(sorted(set(self.inference_nodes)))
-        for n in names:
-            self._node(n, "inference_nodes")
-        object.__setattr__(self, "inference_nodes", names)
-        object.__setattr__(self, "_inference", frozenset(names))
         require_number("round", "inference_factor", self.inference_factor, 0.0, strict=True)
         if self.inference_factor > 1:
             raise ValidationError(f"round: inference_factor must be in (0, 1], got {self.inference_factor}")
@@ -90,10 +85,13 @@ class LyraRound(RoundProblem):
             raise ValidationError(f"round: unknown scaling {self.scaling!r}; known: {', '.join(SCALINGS)}")
         if not isinstance(self.opportunistic, bool):
             raise ValidationError("round: opportunistic must be true or false")
-        occupied = dict(self.occupied)
+        names = tuple(sorted(set(self.inference_nodes)))
+        object.__setattr__(self, "inference_nodes", names)
+        object.__setattr__(self, "_inference", frozenset(names))
+        occupied = self._occupied_by_node
         for n in names:
+            node = self._node(n, "inference_nodes")
             occ = occupied.get(n)
-            node = self.cluster.node(n)
             if occ is not None and occ.gpus not in (0, node.num_gpus) and not self.opportunistic:
                 raise ValidationError(f"round: inference server {n!r} is held {occ.gpus} of {node.num_gpus} GPUs by "
                                       "inference; capacity is loaned by whole servers (0 or all)")
@@ -128,21 +126,25 @@ class LyraRound(RoundProblem):
         object.__setattr__(self, "_flex", flex_map)
 
     def _check_running(self, job: Job, shares: dict[str, int]) -> None:
-        where = f"round: running job {job.name!r}"
-        pools = {self.pool(n) for n in shares}
-        if len(pools) > 1:
-            raise ValidationError(f"{where} spans training and inference servers; a job runs on one pool")
-        if INFERENCE in pools and not job.fungible:
-            raise ValidationError(f"{where} runs on inference servers but is not fungible")
+        """A running job holds whole workers on one pool, a number within its range (once per running job of a
+        round: its pool and worker size are found once, not per node)."""
+        on_inference = {n in self._inference for n in shares}
+        if len(on_inference) > 1:
+            raise ValidationError(f"round: running job {job.name!r} spans training and inference servers; a job "
+                                  "runs on one pool")
+        pool = INFERENCE if True in on_inference else TRAINING
+        if pool == INFERENCE and not job.fungible:
+            raise ValidationError(f"round: running job {job.name!r} runs on inference servers but is not fungible")
+        wg = self.worker_gpus(job, pool)
         workers = 0
         for n, g in shares.items():
-            wg = self.worker_gpus(job, n)
             if g % wg:
-                raise ValidationError(f"{where} holds {g} GPUs on node {n!r}, not whole workers of {wg} GPUs")
+                raise ValidationError(f"round: running job {job.name!r} holds {g} GPUs on node {n!r}, not whole "
+                                      f"workers of {wg} GPUs")
             workers += g // wg
         lo, hi = base_workers(job), max_workers(job)
         if not lo <= workers <= hi:
-            raise ValidationError(f"{where} runs {workers} workers; it takes {lo}..{hi}")
+            raise ValidationError(f"round: running job {job.name!r} runs {workers} workers; it takes {lo}..{hi}")
 
     # -- pools and workers ------------------------------------------------------------------------
     def pool(self, node: str) -> str:

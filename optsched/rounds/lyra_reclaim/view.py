@@ -51,17 +51,18 @@ class ReclaimView:
         self.flex_workers = [0] * len(self.servers)
         self.jobs_on: list[set[str]] = [set() for _ in self.servers]
         for a in problem.running:
-            for n, share in a.placement.shares:
-                if n in index and share.gpus > 0:
-                    self.jobs_on[index[n]].add(a.job)
-            for n in problem.base_of(a.job):
-                if n in index:
-                    at_risk.setdefault(a.job, set()).add(index[n])
-            job = problem.job(a.job)
-            for n, g in problem.flexible_of(a.job).items():
-                if n in index:
-                    self.flex[index[n]][a.job] = g
-                    self.flex_workers[index[n]] += g // problem.worker_gpus(job, n)
+            on_loan = [(index[n], n, share.gpus) for n, share in a.placement.shares if n in index and share.gpus > 0]
+            if not on_loan:
+                continue
+            flexible = problem.flexible_of(a.job)
+            for s, n, gpus in on_loan:
+                self.jobs_on[s].add(a.job)
+                g = flexible.get(n, 0)
+                if gpus > g:  # base workers there (problem.base_of)
+                    at_risk.setdefault(a.job, set()).add(s)
+                if g > 0:
+                    self.flex[s][a.job] = g
+                    self.flex_workers[s] += g // problem.worker_gpus(problem.job(a.job), n)
         self.jobs: tuple[str, ...] = tuple(sorted(at_risk))
         self.job_index = {j: i for i, j in enumerate(self.jobs)}
         self.job_servers: list[frozenset[int]] = [frozenset(at_risk[j]) for j in self.jobs]

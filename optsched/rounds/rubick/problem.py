@@ -238,11 +238,11 @@ class RubickRound(RoundProblem):
                                      f"batch of its model {job.model!r} (samples per iteration, what turns its "
                                      "remaining iterations into samples/s): give the model as an object")
 
-    def warnings(self) -> list[str]:
+    def _warnings(self) -> list[str]:
         """The common warnings, and a reconfiguration penalty above the preemption penalty: a method then
         prefers preempting a running job to moving it, which is rarely meant (issue "A round a real
         cluster scheduler can state", item 6)."""
-        out = super().warnings()
+        out = super()._warnings()
         if self.reconfig_penalty > self.preempt_penalty:
             out.append(f"reconfig_penalty {self.reconfig_penalty:g} exceeds preempt_penalty {self.preempt_penalty:g}: "
                        "preempting a running job then costs less than reconfiguring it")
