@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Mapping
@@ -58,6 +59,10 @@ _PLAIN_SHARES: dict[tuple[int, int, float], NodeShare] = {}
 _PLAIN_SHARES_MAX = 4096
 
 
+#: a (node, share) pair's node name: the order of a placement's shares
+_node_name = operator.itemgetter(0)
+
+
 @dataclass(frozen=True)
 class Placement:
     """Per-node shares, kept sorted by node name so equal placements compare equal. Its totals, parts and
@@ -69,16 +74,17 @@ class Placement:
     shares: tuple[tuple[str, NodeShare], ...]
 
     def __post_init__(self) -> None:
-        items = tuple(sorted(self.shares, key=lambda kv: kv[0]))
+        items = tuple(self.shares)
         seen: set[str] = set()
         for name, share in items:
-            require_name("Placement node", name)
+            if type(name) is not str or not name.strip():
+                require_name("Placement node", name)
             if name in seen:
                 raise ValidationError(f"Placement: node {name!r} appears twice")
-            if not isinstance(share, NodeShare):
+            if type(share) is not NodeShare and not isinstance(share, NodeShare):
                 raise ValidationError(f"Placement: share on node {name!r} must be a NodeShare")
             seen.add(name)
-        object.__setattr__(self, "shares", items)
+        object.__setattr__(self, "shares", tuple(sorted(items, key=_node_name)) if len(items) > 1 else items)
 
     @classmethod
     def of(cls, mapping: Mapping[str, NodeShare]) -> "Placement":

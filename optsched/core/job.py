@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optsched.core.checks import json_fields, require_int, require_keys, require_name, require_number, string_pairs
+from optsched.core.construct import frozen_builder
 from optsched.core.errors import ValidationError
 from optsched.core.plan import ExecutionPlan
 
@@ -243,4 +244,9 @@ class Job:
                 kwargs["topology"] = TopologyRule.from_dict(kwargs["topology"])
             except ValidationError as e:
                 raise ValidationError(f"job {data['name']!r}: {e}") from None
-        return cls(**kwargs)
+        return _build_job(**kwargs) if cls is Job else cls(**kwargs)
+
+
+#: :class:`Job` from checked JSON members, without the frozen ``__init__``'s 30 attribute sets
+#: (:mod:`optsched.core.construct`)
+_build_job = frozen_builder(Job)

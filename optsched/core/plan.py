@@ -116,16 +116,16 @@ class ExecutionPlan:
     def from_dict(cls, data: Any) -> "ExecutionPlan":
         require_keys("ExecutionPlan", data, ("dp",), ("tp", "pp", "micro_batches", "zero", "ga_steps", "gc"))
         try:   # each value with its type: True, 1 and 1.0 are equal keys, but only some of them are valid
-            key = tuple(sorted((k, type(v).__name__, v) for k, v in data.items()))
-            hash(key)
+            key = tuple([(k, type(v), v) for k, v in data.items()])  # members in the object's order: another
+            hash(key)                                                # order is another key, for the same plan
         except TypeError:   # a member that is no JSON scalar: the constructor names it
             return cls(**json_fields(cls, data))
         return _plan_of(key)
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan_of(items: tuple[tuple[str, str, Any], ...]) -> ExecutionPlan:
-    """The plan of a JSON object's sorted (member, type name, value), made once per distinct object (a round names
+def _plan_of(items: tuple[tuple[str, type, Any], ...]) -> ExecutionPlan:
+    """The plan of a JSON object's (member, type, value) triples, made once per distinct object (a round names
     a few plans for thousands of jobs and allocations; plans are immutable, so equal ones may be one object)."""
     return ExecutionPlan(**json_fields(ExecutionPlan, {k: v for k, _, v in items}))
 

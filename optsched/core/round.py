@@ -54,10 +54,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import operator
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -81,6 +83,15 @@ _JOB_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Job)}
 _NODE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Node)}
 #: tolerance of the snapshot's capacity check
 _SNAPSHOT_TOL = 1e-9
+
+
+@functools.cache
+def _unbound_fields(names: tuple[str, ...]) -> tuple[Callable[[Job], tuple[Any, ...]], tuple[Any, ...]]:
+    """(a job's values of the fields ``names``, as a tuple; their defaults): what :meth:`RoundProblem._check_bound`
+    compares."""
+    get = operator.attrgetter(*names) if names else (lambda job: ())
+    values = get if len(names) > 1 else (lambda job: (get(job),)) if names else get
+    return values, tuple(_JOB_DEFAULTS[n] for n in names)
 
 
 @dataclass(frozen=True)
@@ -165,6 +176,7 @@ class RoundProblem:
                 raise ValidationError(f"round: occupied share of node {name!r} must be a NodeShare")
             self._hold(usage, name, share, "occupied")
         running: dict[str, Allocation] = {}
+        node_of = self.cluster.node
         for a in self.running:
             if not isinstance(a, Allocation):
                 raise ValidationError(f"round: running must hold Allocation objects, got {a!r}")
@@ -179,17 +191,21 @@ class RoundProblem:
                     if getattr(a, f) is not None:
                         raise ValidationError(f"round: the running allocation of job {a.job!r} sets {f}, which "
                                               f"{self.kind} rounds do not support (it would be ignored)")
-                nodes = [(self._node(n, f"running job {a.job!r}"), sh) for n, sh in a.placement.shares]
+                try:
+                    nodes = [(node_of(n), sh) for n, sh in a.placement.shares]
+                except UnknownNameError as e:
+                    raise ValidationError(f"round: running job {a.job!r} uses {e}") from None
                 types = {node.gpu_type for node, sh in nodes if sh.gpus > 0}
                 if len(types) > 1:
                     raise ValidationError(f"round: running job {a.job!r} spans GPU types {', '.join(sorted(types))}; "
                                           "a job runs on one GPU type")
+                who = f"job {a.job!r}"
                 for node, share in nodes:
                     if job.gpu_type is not None and node.gpu_type != job.gpu_type:
                         raise ValidationError(
                             f"round: running job {a.job!r} is pinned to {job.gpu_type} GPUs but runs on node "
                             f"{node.name!r} of type {node.gpu_type}")
-                    self._hold(usage, node.name, share, f"job {a.job!r}", node)
+                    self._hold(usage, node.name, share, who, node)
             running[a.job] = a
         object.__setattr__(self, "_jobs", jobs)
         object.__setattr__(self, "_running", running)
@@ -221,6 +237,9 @@ class RoundProblem:
 
     def _check_bound(self, job: Job) -> None:
         """A ``ValidationError`` when ``job`` sets a field the kind does not bind (:attr:`UNBOUND_JOB_FIELDS`)."""
+        values, defaults = _unbound_fields(type(self).UNBOUND_JOB_FIELDS)
+        if values(job) == defaults:
+            return  # every unbound field at its default: one comparison of tuples (a round has thousands of jobs)
         for name in type(self).UNBOUND_JOB_FIELDS:
             if getattr(job, name) != _JOB_DEFAULTS[name]:
                 raise ValidationError(f"round: job {job.name!r} sets {name}, which {self.kind} rounds do not support "
