@@ -86,12 +86,13 @@ _SNAPSHOT_TOL = 1e-9
 
 
 @functools.cache
-def _unbound_fields(names: tuple[str, ...]) -> tuple[Callable[[Job], tuple[Any, ...]], tuple[Any, ...]]:
-    """(a job's values of the fields ``names``, as a tuple; their defaults): what :meth:`RoundProblem._check_bound`
-    compares."""
-    get = operator.attrgetter(*names) if names else (lambda job: ())
-    values = get if len(names) > 1 else (lambda job: (get(job),)) if names else get
-    return values, tuple(_JOB_DEFAULTS[n] for n in names)
+def _unbound_fields(names: tuple[str, ...],
+                    of: str = "job") -> tuple[Callable[[Any], tuple[Any, ...]], tuple[Any, ...]]:
+    """(a job's or node's (``of``) values of the fields ``names``, as a tuple; their defaults): what the checks of
+    fields a kind does not bind compare (:meth:`RoundProblem._check_bound`; a round has thousands of each)."""
+    get = operator.attrgetter(*names) if names else (lambda item: ())
+    values = get if len(names) > 1 else (lambda item: (get(item),)) if names else get
+    return values, tuple((_JOB_DEFAULTS if of == "job" else _NODE_DEFAULTS)[n] for n in names)
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,10 @@ class RoundProblem:
         if not isinstance(self.cluster, Cluster):
             raise ValidationError("round: cluster must be a Cluster")
         object.__setattr__(self, "jobs", tuple(self.jobs))
+        values, defaults = _unbound_fields(type(self).UNBOUND_NODE_FIELDS, "node")
         for node in self.cluster.nodes:
+            if values(node) == defaults:
+                continue
             for name in type(self).UNBOUND_NODE_FIELDS:
                 if getattr(node, name) != _NODE_DEFAULTS[name]:
                     raise ValidationError(f"round: node {node.name!r} sets {name}, which {self.kind} rounds do not "
