@@ -57,6 +57,7 @@ from typing import Mapping, Sequence
 import numpy as np
 from ortools.sat.python import cp_model
 
+from optsched.core.phases import phase
 from optsched.formulations import milp
 from optsched.formulations.cpsat import cp_solver, solve_scaled
 from optsched.formulations.solution import ModelSize, Solution, solver_seconds
@@ -395,7 +396,8 @@ def solve(problem: CriusRound, table: CriusTable, *, time_limit: float, seed: in
     round units (weights rounded to 1 / 10^6)."""
     milp.check_solve_options(time_limit, backend, BACKENDS)
     t0 = time.perf_counter()
-    built = build(problem, table, admission=admission)
+    with phase("build"):
+        built = build(problem, table, admission=admission)
     tag = {"backend": backend}
     start = _hint_values(built, hint) if hint else None
     if backend == "cpsat":
@@ -408,9 +410,12 @@ def solve(problem: CriusRound, table: CriusTable, *, time_limit: float, seed: in
         # measured (benchmarks/crius.py): the full LP relaxation with cuts closes the last 0.1% that the
         # default level leaves open at 300 jobs
         solver.parameters.linearization_level = 2
-        name, found, bound, values = solve_scaled(solver, built.model, SCALE, built.offset, trace, t0)
+        with phase("solver"):
+            name, found, bound, values = solve_scaled(solver, built.model, SCALE, built.offset, trace, t0)
     else:
-        res = milp.solve_milp(built.model, backend, solver_seconds(time_limit, t0), hint=start or {}, threads=workers)
+        with phase("solver"):
+            res = milp.solve_milp(built.model, backend, solver_seconds(time_limit, t0), hint=start or {},
+                                  threads=workers)
         name = res.status.upper()
         found = name in ("OPTIMAL", "FEASIBLE")
         bound = res.bound / SCALE + built.offset if found and res.bound is not None else None

@@ -104,6 +104,7 @@ from ortools.sat.python import cp_model
 
 from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
+from optsched.core.phases import phase
 from optsched.formulations import milp
 from optsched.formulations.cpsat import cp_solver, solve_scaled
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, OutOfTime, Solution, solver_seconds
@@ -910,8 +911,9 @@ def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_l
     left = time_limit - (time.perf_counter() - t0)
     tag = {"backend": backend}
     try:
-        built = build(problem, table, admission=admission, max_node_vars=max_node_vars, encoding=encoding,
-                      deadline=Deadline(max(left - MIN_SOLVER_SECONDS, 1e-9)))
+        with phase("build"):
+            built = build(problem, table, admission=admission, max_node_vars=max_node_vars, encoding=encoding,
+                          deadline=Deadline(max(left - MIN_SOLVER_SECONDS, 1e-9)))
     except OutOfTime:
         return Solution("unknown", None, None, time.perf_counter() - t0, bool(hint), ModelSize(0, 0, "unbuilt"),
                         {"reason": f"the time limit ({time_limit:g} s) passed while the model was being built", **tag})
@@ -924,11 +926,13 @@ def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_l
         solver.parameters.linearization_level = 2
         for key, value in params.items():
             setattr(solver.parameters, key, value)
-        name, found, bound, values = solve_scaled(solver, built.model, SCALE, built.offset, trace, t0)
+        with phase("solver"):
+            name, found, bound, values = solve_scaled(solver, built.model, SCALE, built.offset, trace, t0)
     else:
         start = None if not hint else {v.index: value for v, value in _hint_values(built, hint)}
-        res = milp.solve_milp(built.model, backend, solver_seconds(time_limit, t0), hint=start or {},
-                              threads=workers)
+        with phase("solver"):
+            res = milp.solve_milp(built.model, backend, solver_seconds(time_limit, t0), hint=start or {},
+                                  threads=workers)
         name = res.status.upper()
         found = name in ("OPTIMAL", "FEASIBLE")
         bound = res.bound / SCALE + built.offset if found and res.bound is not None else None

@@ -45,6 +45,7 @@ from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.kinds import round_kind
+from optsched.core.phases import phase
 from optsched.core.round import RoundProblem
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, Solution
 from optsched.policies.checks import round_of
@@ -246,18 +247,21 @@ class ExactPolicy:
     def _decide(self, problem: RoundProblem) -> Decision:
         c, t0, limit = self.contract, time.perf_counter(), self.time_limit
         deadline = c.deadline(limit, self.clock_start, problem)
-        ctx = c.prepare(problem, deadline)
+        with phase("prepare"):
+            ctx = c.prepare(problem, deadline)
         warm: WarmStart[Any] | None = None
         heuristic_error: InfeasibleError | None = None
         try:
-            warm = c.warm_start(ctx, deadline)
+            with phase("warm_start"):
+                warm = c.warm_start(ctx, deadline)
         except InfeasibleError as e:
             heuristic_error = e
 
         def decision(answer: Any, status: str, message: str, **fields: Any) -> Decision:
             outcome = Outcome(status, time.perf_counter() - t0, None if warm is None else warm.objective, message,
                               **fields)
-            return c.assemble(ctx, warm, answer, outcome, self.name)
+            with phase("assemble"):
+                return c.assemble(ctx, warm, answer, outcome, self.name)
 
         build_s = c.model_seconds(ctx) if warm is not None and warm.complete else 0.0
         if warm is not None and (not warm.complete or deadline.expired(reserve=MIN_SOLVER_SECONDS + build_s)):
@@ -268,9 +272,11 @@ class ExactPolicy:
                             join_notes(note, warm.message))
         # the model's module (OR-Tools, pandas with it, pulp) is imported when a solver runs, before its share of
         # the limit is measured (issue 26: a first exact solve in a process ran 1.2-1.3x its limit)
-        importlib.import_module(c.formulation)
-        sol = c.solve(ctx, warm, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
-                      workers=self.workers, backend=self.backend)
+        with phase("import"):
+            importlib.import_module(c.formulation)
+        with phase("model"):
+            sol = c.solve(ctx, warm, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
+                          workers=self.workers, backend=self.backend)
         note = c.describe(sol)
         broken = [] if warm is None else c.violations(ctx, warm)
         if sol.status == "infeasible":

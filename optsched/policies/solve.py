@@ -10,6 +10,7 @@ from optsched.core.collector import collector_paused
 from optsched.core.deadline import cancel_scope
 from optsched.core.decision import Decision
 from optsched.core.errors import ValidationError
+from optsched.core.phases import phase
 from optsched.core.round import RoundProblem
 from optsched.perf.lookup import FittedModels
 from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
@@ -50,7 +51,7 @@ def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFA
     if partitions is not None:  # 1 is refused (PartitionedPolicy): None is the unpartitioned solve
         policy = PartitionedPolicy(problem.kind, method, partitions, options)
     warnings = problem.warnings()  # inside the time limit (clock_start runs)
-    with cancel_scope(cancel):
+    with cancel_scope(cancel), phase("solve"):
         decision = policy.decide(problem)
     if not warnings:
         return decision
