@@ -37,7 +37,9 @@ MILP back ends with the pulp translation), ``other`` (the rest of the call: deco
 assembling the decision), ``total`` (read + the whole solve call). One evaluator (:func:`evaluate`) sums the
 utilities of the configurations a decision runs. Columns: gpus, shape, jobs, ``solved_by`` (the reference, or
 optsched and its back end), each phase, the evaluated objective, the reference's, ``ratio`` = total / the
-reference's total (issue 29's target: <= 1.0 from 256 to 2,048 GPUs on easy instances), status. Each row is the median of ``--repeat`` runs (by total).
+reference's total (issue 29's target: <= 1.0 from 256 to 2,048 GPUs on easy instances), status, ``placed``
+(``yes``: optsched's decision places every job, checked by the round; for the reference, which counts GPUs per
+type only, ``ffd`` when :func:`placeable`'s first fit places its answer on the nodes, ``no`` when it does not). Each row is the median of ``--repeat`` runs (by total).
 A warm-up solve of the smallest instance runs first (imports are not counted). Writes
 ``benchmarks/out/peer_instances.csv``.
 """
@@ -148,19 +150,25 @@ def sia_instance(gpus: int, shape: str, seed: int) -> Instance:
 
 
 def _take(free: list[int], per_node: int, c: Config) -> bool:
-    """Take ``c``'s GPUs from the free GPUs per node (first fit; whole nodes for several nodes)."""
+    """Take ``c``'s GPUs from the free GPUs per node (:func:`_fit`); whether they fit."""
+    return _fit(free, per_node, c) is not None
+
+
+def _fit(free: list[int], per_node: int, c: Config) -> list[int] | None:
+    """Take ``c``'s GPUs from the free GPUs per node, first fit (whole nodes for several nodes): the nodes taken,
+    None (nothing taken) when they do not fit."""
     if c.nodes == 1 and c.gpus <= per_node:
         for i, f in enumerate(free):
             if f >= c.gpus:
                 free[i] -= c.gpus
-                return True
-        return False
+                return [i]
+        return None
     whole = [i for i, f in enumerate(free) if f == per_node][:c.nodes]
     if len(whole) < c.nodes:
-        return False
+        return None
     for i in whole:
         free[i] = 0
-    return True
+    return whole
 
 
 def reference_solve(inst: Instance, limit: float) -> tuple[dict[str, Config], dict[str, float], str]:
@@ -233,6 +241,29 @@ def _place(free: dict[str, int], c: Config, per_node: int) -> dict[str, dict[str
     for n in whole:
         free[n] = 0
     return {n: {"gpus": per_node} for n in whole}
+
+
+def placeable(inst: Instance, chosen: dict[str, Config]) -> bool:
+    """Whether the configurations ``chosen`` fit the nodes: the non-preemptible jobs where they run (the running
+    jobs placed by first fit in job order, as :func:`sia_instance` and :func:`optsched_round` placed them, the
+    preemptible ones' GPUs then freed), the rest by first fit, largest first, whole nodes for several nodes. False
+    means this packing failed (another might succeed): the aggregated model counts GPUs per type only, so its answer
+    may not fit the nodes, which optsched's per-node model checks."""
+    free = {t: [inst.per_node[t]] * inst.nodes[t] for t in inst.nodes}
+    held: dict[str, list[int]] = {}
+    for j in inst.utilities:
+        c = inst.current.get(j)
+        if c is not None:
+            nodes = _fit(free[c.gpu_type], inst.per_node[c.gpu_type], c)
+            assert nodes is not None, f"running job {j} does not fit where it ran"
+            held[j] = nodes
+    for j, nodes in held.items():
+        if j not in inst.pinned:
+            c = inst.current[j]
+            for i in nodes:
+                free[c.gpu_type][i] += c.gpus // len(nodes)
+    rest = sorted(((c, j) for j, c in chosen.items() if j not in inst.pinned), key=lambda cj: (-cj[0].gpus, cj[1]))
+    return all(_fit(free[c.gpu_type], inst.per_node[c.gpu_type], c) is not None for c, _ in rest)
 
 
 def evaluate(inst: Instance, chosen: dict[str, Config]) -> float:
@@ -308,13 +339,15 @@ def main(argv: list[str] | None = None) -> int:
                 if ref_total is None:
                     ref_total, ref_obj = phases["total"], obj
                 rows.append((gpus, shape, len(inst.utilities), label, *(f"{phases.get(k, 0.0):.3f}" for k in PHASES),
-                             f"{obj:.2f}", f"{ref_obj:.2f}", f"{phases['total'] / ref_total:.2f}", status))
+                             f"{obj:.2f}", f"{ref_obj:.2f}", f"{phases['total'] / ref_total:.2f}", status,
+                             "yes" if label != "reference/cbc" else "ffd" if placeable(inst, chosen) else "no"))
                 sys.stdout.write(f"{gpus} GPUs {shape} {label}: {phases['total']:.3f} s, objective {obj:.2f} "
                                  f"(reference {ref_obj:.2f}), {status}\n")
                 sys.stdout.flush()
-    emit(("gpus", "shape", "jobs", "solved_by", *PHASES, "objective", "reference_objective", "ratio", "status"), rows,
+    emit(("gpus", "shape", "jobs", "solved_by", *PHASES, "objective", "reference_objective", "ratio", "status",
+          "placed"), rows,
          "peer_instances.csv")
-    ratios = [float(r[-2]) for r in rows if r[3] != "reference/cbc"]
+    ratios = [float(r[-3]) for r in rows if r[3] != "reference/cbc"]
     if ratios:
         sys.stdout.write(f"optsched total / reference total: median {statistics.median(ratios):.2f} over "
                          f"{len(ratios)} solves\n")

@@ -87,3 +87,19 @@ def test_a_small_run_writes_the_table(tmp_path: Path, monkeypatch: Any) -> None:
         rows = list(csv.DictReader(f))
     assert [r["solved_by"] for r in rows] == ["reference/cbc", "optsched/cpsat"]
     assert rows[0]["ratio"] == "1.00" and rows[1]["objective"] == rows[1]["reference_objective"]
+
+
+def test_an_answer_that_counts_gpus_but_cannot_be_packed_is_not_placeable() -> None:
+    one_type = pi.Instance("t", {"T4": 2}, {"T4": 4}, {
+        "a": {pi.Config("T4", 1, 2): 0.5}, "b": {pi.Config("T4", 1, 2): 0.5}, "c": {pi.Config("T4", 1, 4): 0.5}},
+        {"a": pi.Config("T4", 1, 2), "b": pi.Config("T4", 1, 2)}, frozenset({"a"}))
+    # a is pinned on node 0 (2 of 4 GPUs), b ran beside it and may move: {a, b, c} fits (b moves to node 0's rest)
+    assert pi.placeable(one_type, {"a": pi.Config("T4", 1, 2), "b": pi.Config("T4", 1, 2), "c": pi.Config("T4", 1, 4)})
+    four = pi.Config("A100", 1, 4)
+    spread = pi.Instance("t", {"A100": 3}, {"A100": 8}, {
+        "a": {four: 0.5}, "b": {four: 0.5}, "c": {four: 0.5}, "d": {pi.Config("A100", 2, 16): 0.9}},
+        {"a": four, "b": four, "c": four}, frozenset({"a", "c"}))
+    # a and b ran on node 0, c on node 1; a and c are pinned: 4 + 4 + 16 = 24 GPUs pass the count per type, but
+    # only node 2 is whole, and d needs two whole nodes
+    assert not pi.placeable(spread, {"a": four, "c": four, "d": pi.Config("A100", 2, 16)})
+    assert pi.placeable(spread, {"a": four, "b": four, "c": four})
