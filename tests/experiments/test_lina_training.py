@@ -112,6 +112,25 @@ def test_table_4_4_has_one_step_row_per_expert_count() -> None:
         assert thesis is not None and math.isfinite(ours / thesis) and ours > 0
 
 
+def test_table_4_4_has_tutel_rows_without_a_thesis_number() -> None:
+    """Lina over Tutel per expert count and their mean, Tutel over the baseline per expert count: the thesis
+    gives no number (Fig. 4.10's bars), the model's speedups are those of :func:`run_tutel` at the degree the
+    setting names."""
+    cal = calibrate()
+    rows = table_4_4(sensitivity=False)
+    over = [r for r in rows if "Lina over Tutel (pipelining degree" in r[1]]
+    vs_base = [r for r in rows if "Tutel over Baseline" in r[1]]
+    assert len(over) == len(vs_base) == len(EXPERT_COUNTS)
+    assert all(r[2] is None for r in over + vs_base)
+    for e, (_, setting, _, ours) in zip(EXPERT_COUNTS, over):
+        degree = int(re.search(r"pipelining degree (\d+)", setting).group(1))  # type: ignore[union-attr]
+        lina = run_step(cal.lina(e), "lina").step_ms
+        assert ours == pytest.approx(run_tutel(cal.tutel(e), degree).step_ms / lina)
+        assert f", {e} experts" in setting
+    (mean,) = [r for r in rows if "Lina over Tutel, mean" in r[1]]
+    assert mean[3] == pytest.approx(sum(r[3] for r in over) / len(over))
+
+
 def test_the_thesis_benchmark_writes_table_4_4(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """``python benchmarks/moe.py --thesis --out DIR`` with only the ``4.4`` builder: DIR/moe_thesis.csv has the
     issue's columns, four ``step`` rows of Fig. 4.10 with a finite ratio = ours / thesis."""
