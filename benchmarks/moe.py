@@ -42,8 +42,9 @@ parsed arguments returning rows, listed in :data:`THESIS_TABLES`; today:
 * ``4.4`` (:func:`thesis_training`, :func:`optsched.experiments.lina_training.table_4_4`): the training-step
   model on the ``moe-comm`` kind's timeline (24-layer Transformer-XL, 2/4/8/16 experts, fitted to Table
   4.1's baseline rows): step time, backward all-to-all, MoE layer and pipelining-efficiency speedups of Lina
-  over the baseline (Figs. 4.10-4.14, Table 4.4; settings of the step speedups contain ``step``), and the
-  calibration checks.
+  over the baseline (Figs. 4.10-4.14, Table 4.4; settings of the step speedups contain ``step``), Lina over
+  the Tutel-like baseline and Tutel over the baseline (Fig. 4.10's second baseline; no thesis number), and
+  the calibration checks.
 * ``gating`` (:func:`thesis_gating`, :mod:`optsched.experiments.adaptive_gating_training`): adaptive gating's
   step time per threshold on the MoE layer cost model, every task of Table 5.2 at Sec. 5.4.3's settings
   (Tables 5.1, 5.3, 5.5, 5.6), with the parameters the thesis does not give swept on sentiment analysis.

@@ -27,9 +27,25 @@ moving onto the optimization phase", Sec. 4.4.1); the optimiser step is not mode
 * The Fig. 4.14 variants, without packing ("For fairness all experiments here are obtained without
   expert packing", Sec. 4.7.2.2): ``priority`` on the baseline's buckets, ``microop`` (priority and tensor
   partitioning) and ``lina`` (and pipelining) on per-tensor gradients.
-* Tutel: not modelled. The thesis describes it only as "the open-source version of Tutel [144], which
-  performs similarly with DeepSpeed" and gives no number for it ("Lina's speedup over Tutel is slightly
-  smaller than that of DeepSpeed", Sec. 4.7.2.1), so there is nothing to build it from or compare with.
+* **Tutel** (the second baseline of Fig. 4.10, :func:`run_tutel`). What the thesis says of it: "We also
+  provide a comparison to the open-source version of Tutel [144], which performs similarly with DeepSpeed"
+  (Sec. 4.7.1); "Tutel [58] identifies the inefficiency of static execution in MoE models and proposes a
+  highly scalable stack design and implementation for MoE with dynamically adaptive parallelism and
+  pipelining. Tutel is later integrated into DeepSpeed" (Sec. 2); "Tutel [144] extends DeepSpeed and
+  proposes an adaptive parallelism switching strategy specialized at MoE training tasks. It also includes a
+  hierarchical all-to-all design" (Sec. 4.9); "Lina's speedup over Tutel is slightly smaller than that of
+  DeepSpeed" (Sec. 4.7.2.1, no number: Fig. 4.10's bars only). Modelled as: the baseline's step ("extends
+  DeepSpeed": one expert per device, gradients in :data:`BUCKET_MB` buckets, the ``fair`` two-stream
+  sharing of the link, the same hierarchical all-to-all) with each all-to-all of an MoE layer cut into
+  ``degree`` equal chunks pipelined with as many chunks of the expert FFN (Tutel's all-to-all/FFN overlap:
+  FFN chunk ``i`` after all-to-all chunk ``i``, second all-to-all chunk ``i`` after FFN chunk ``i``), the
+  chunks of one all-to-all stream one at a time, each paying the per-op overhead :data:`OP_OVERHEAD_MS`
+  (ours: the text measures it for Lina's micro-ops only). "Adaptive pipelining" (``degree=None``, the
+  default): the degree of :data:`TUTEL_DEGREES` (ours; the thesis names none) with the shortest step, the
+  same for every layer. Not modelled (departures, said so): Tutel's adaptive parallelism switching (the
+  thesis gives no expert sizes or capacity factors to decide it; every scheme here keeps "The number of GPUs
+  ... equal to the number of experts per layer", Sec. 4.7.2) and any change of Tutel's to allreduce (the
+  thesis attributes none: its gradients share the link with the all-to-all as DeepSpeed's do).
 
 **Expert packing** with ``p`` experts per device on ``E`` devices (as many as experts, "The number of GPUs
 is equal to the number of experts per layer in both Baseline and Lina", Sec. 4.7.2): an expert-parallel
@@ -90,7 +106,7 @@ second's end, compute busy time inside it over its length, averaged).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -99,12 +115,13 @@ from optsched.core.checks import require_int, require_number
 from optsched.core.errors import ValidationError
 from optsched.formulations.training_packing import PackingResult, solve_packing
 from optsched.heuristics.lina_packing import packing_rule
-from optsched.heuristics.moe_comm import POLICIES
+from optsched.heuristics.moe_comm import POLICIES, fair_rule
 from optsched.perf.training_packing import PackingCandidate, PackingPlan, PackingSetup
 from optsched.rounds.experts.generate import lina_cluster
 from optsched.rounds.moe_comm import AllReduce, MoECommRound, StreamOp
 from optsched.rounds.moe_comm.problem import ALL_TO_ALL, COMPUTE, DEFAULT_PARTITION_MB
-from optsched.rounds.moe_comm.timeline import Timeline
+from optsched.rounds.moe_comm.tasks import TaskGraph, build_tasks, units
+from optsched.rounds.moe_comm.timeline import Timeline, simulate
 
 #: Sec. 4.7.1: "Each node has 4 Ampere A100 GPUs"
 GPUS_PER_NODE = 4
@@ -348,6 +365,50 @@ def run_step(model: StepModel, policy: str) -> StepResult:
     return _metrics(problem, POLICIES[policy].schedule(problem), model.layers)
 
 
+#: ours: the pipelining degrees (all-to-all / FFN chunks per MoE layer) Tutel's adaptive pipelining chooses from
+#: (module docstring, "Tutel"; the thesis names none; 1 = no pipelining, the baseline's step)
+TUTEL_DEGREES = (1, 2, 4, 8)
+
+
+def tutel_graph(model: StepModel, degree: int) -> tuple[MoECommRound, TaskGraph]:
+    """The step of ``model`` (:func:`step_round`) with every all-to-all / FFN / all-to-all triple cut into
+    ``degree`` chunks and pipelined, allreduces whole (module docstring, "Tutel")."""
+    require_int("tutel", "degree", degree, 1)
+    problem = step_round(model)
+    eq = all_to_all_ms(model) * NIC_GBPS
+    if eq > 0:  # the partition that cuts each all-to-all into exactly ``degree`` chunks; allreduces are not split
+        problem = replace(problem, partition_mb=eq / degree)
+    split = {u: True for u in set(units(problem).values()) if u.startswith("triple:")}
+    return problem, build_tasks(problem, split=split, pipeline=True)
+
+
+def tutel_steps(model: StepModel, degrees: tuple[int, ...] = TUTEL_DEGREES) -> dict[int, StepResult]:
+    """The step of ``model`` under Tutel at each of ``degrees`` (module docstring, "Tutel")."""
+    out = {}
+    for d in degrees:
+        problem, graph = tutel_graph(model, d)
+        timeline = simulate(problem, graph, fair_rule, name="tutel")
+        assert timeline is not None  # no deadline
+        out[d] = _metrics(problem, timeline, model.layers)
+    return out
+
+
+def tutel_degree(model: StepModel, degrees: tuple[int, ...] = TUTEL_DEGREES) -> int:
+    """Tutel's adaptive pipelining degree on ``model``: the one of ``degrees`` with the shortest step (the
+    smallest on a tie)."""
+    steps = tutel_steps(model, degrees)
+    return min(steps, key=lambda d: (steps[d].step_ms, d))
+
+
+def run_tutel(model: StepModel, degree: int | None = None) -> StepResult:
+    """The step of ``model`` under Tutel (module docstring) at pipelining ``degree``, or when None at the
+    adaptive choice (:func:`tutel_degree`). ``degree=1`` is the baseline's step (``fair``) exactly."""
+    if degree is not None:
+        return tutel_steps(model, (degree,))[degree]
+    steps = tutel_steps(model)
+    return steps[min(steps, key=lambda d: (steps[d].step_ms, d))]
+
+
 @dataclass(frozen=True)
 class Calibration:
     """The fitted constants (:func:`calibrate`): per-device all-to-all payload (MB), intra-node bandwidth
@@ -370,6 +431,11 @@ class Calibration:
 
     def baseline(self, experts: int) -> StepModel:
         """DeepSpeed: one expert per device, bucketed gradients (run with ``fair``)."""
+        return self.model(experts)
+
+    def tutel(self, experts: int) -> StepModel:
+        """Tutel: the baseline's model (one expert per device, bucketed; run with :func:`run_tutel`, which
+        pipelines the all-to-alls with the FFN)."""
         return self.model(experts)
 
     def lina(self, experts: int, experts_per_device: int | None = None, *, packing: str = "evaluation") -> StepModel:
@@ -515,7 +581,9 @@ def table_4_4(calibration: Calibration | None = None, *, sensitivity: bool = Tru
     :meth:`Calibration.lina`), then the calibration checks (module docstring) and (``sensitivity``) the mean
     step speedup with the link's sharing efficiency at ``2 / 4.14`` (Fig. 4.4's worst slowdown read as one
     all-to-all fully overlapped by one allreduce; refitted). Ratios are baseline over Lina (speedups);
-    pipelining efficiency is a fraction."""
+    pipelining efficiency is a fraction. Tutel (:func:`run_tutel` on :meth:`Calibration.tutel`, its adaptive
+    degree named in the setting): Lina over Tutel and Tutel over the baseline, with no thesis number (Fig.
+    4.10's bars only)."""
     cal = calibrate() if calibration is None else calibration
     rows: list[Row] = []
     base = {e: run_step(cal.baseline(e), "fair") for e in EXPERT_COUNTS}
@@ -526,6 +594,18 @@ def table_4_4(calibration: Calibration | None = None, *, sensitivity: bool = Tru
                      "[Fig. 4.10]", THESIS_STEP[e], speed[e]))
     rows.append(("4.4", "step time speedup, mean of 2/4/8/16 experts [Sec. 4.1: 1.57x]", THESIS_STEP_MEAN,
                  float(np.mean(list(speed.values())))))
+    tutel_deg = {e: tutel_degree(cal.tutel(e)) for e in EXPERT_COUNTS}
+    tutel = {e: run_tutel(cal.tutel(e), tutel_deg[e]) for e in EXPERT_COUNTS}
+    over_tutel = {e: tutel[e].step_ms / lina[e].step_ms for e in EXPERT_COUNTS}
+    for e in EXPERT_COUNTS:
+        rows.append(("4.4", f"step time speedup, Lina over Tutel (pipelining degree {tutel_deg[e]}), {e} experts "
+                     "[Fig. 4.10: bars only, no number in the text]", None, over_tutel[e]))
+    rows.append(("4.4", "step time speedup, Lina over Tutel, mean of 2/4/8/16 experts [Sec. 4.7.2.1: \"slightly "
+                 "smaller than that of DeepSpeed\" (1.57x), no number]", None,
+                 float(np.mean(list(over_tutel.values())))))
+    for e in EXPERT_COUNTS:
+        rows.append(("4.4", f"step time speedup, Tutel over Baseline (DeepSpeed), {e} experts [Sec. 4.7.1: \"performs "
+                     "similarly with DeepSpeed\", no number]", None, base[e].step_ms / tutel[e].step_ms))
     for e in EXPERT_COUNTS:
         if lina[e].a2a_bwd_ms > 0:
             rows.append(("4.4", f"backward all-to-all time speedup, {e} experts [Fig. 4.13]", THESIS_A2A.get(e),
@@ -576,5 +656,6 @@ def table_4_4(calibration: Calibration | None = None, *, sensitivity: bool = Tru
 
 
 __all__ = ["BUCKET_MB", "Calibration", "EXPERT_COUNTS", "LAYERS", "PACKING", "PACKING_SOURCES", "StepModel",
-           "StepResult", "TABLE_4_1", "all_to_all_ms", "allreduce_ms", "calibrate", "exact_packing", "packing_setup",
-           "rule_packing", "run_step", "step_round", "table_4_4"]
+           "StepResult", "TABLE_4_1", "TUTEL_DEGREES", "all_to_all_ms", "allreduce_ms", "calibrate", "exact_packing",
+           "packing_setup", "rule_packing", "run_step", "run_tutel", "step_round", "table_4_4", "tutel_degree",
+           "tutel_graph", "tutel_steps"]

@@ -10,8 +10,9 @@ import re
 import pytest
 
 from optsched.core.errors import ValidationError
-from optsched.experiments.lina_training import (EXPERT_COUNTS, TABLE_4_1, StepModel, all_to_all_ms, allreduce_ms,
-                                                calibrate, run_step, step_round, table_4_4)
+from optsched.experiments.lina_training import (BACKWARD_FACTOR, EXPERT_COUNTS, TABLE_4_1, StepModel, all_to_all_ms,
+                                                allreduce_ms, calibrate, run_step, run_tutel, step_round, table_4_4,
+                                                tutel_degree, tutel_steps)
 from optsched.rounds.moe_comm.problem import ALL_TO_ALL
 
 
@@ -111,6 +112,25 @@ def test_table_4_4_has_one_step_row_per_expert_count() -> None:
         assert thesis is not None and math.isfinite(ours / thesis) and ours > 0
 
 
+def test_table_4_4_has_tutel_rows_without_a_thesis_number() -> None:
+    """Lina over Tutel per expert count and their mean, Tutel over the baseline per expert count: the thesis
+    gives no number (Fig. 4.10's bars), the model's speedups are those of :func:`run_tutel` at the degree the
+    setting names."""
+    cal = calibrate()
+    rows = table_4_4(sensitivity=False)
+    over = [r for r in rows if "Lina over Tutel (pipelining degree" in r[1]]
+    vs_base = [r for r in rows if "Tutel over Baseline" in r[1]]
+    assert len(over) == len(vs_base) == len(EXPERT_COUNTS)
+    assert all(r[2] is None for r in over + vs_base)
+    for e, (_, setting, _, ours) in zip(EXPERT_COUNTS, over):
+        degree = int(re.search(r"pipelining degree (\d+)", setting).group(1))  # type: ignore[union-attr]
+        lina = run_step(cal.lina(e), "lina").step_ms
+        assert ours == pytest.approx(run_tutel(cal.tutel(e), degree).step_ms / lina)
+        assert f", {e} experts" in setting
+    (mean,) = [r for r in rows if "Lina over Tutel, mean" in r[1]]
+    assert mean[3] == pytest.approx(sum(r[3] for r in over) / len(over))
+
+
 def test_the_thesis_benchmark_writes_table_4_4(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """``python benchmarks/moe.py --thesis --out DIR`` with only the ``4.4`` builder: DIR/moe_thesis.csv has the
     issue's columns, four ``step`` rows of Fig. 4.10 with a finite ratio = ours / thesis."""
@@ -175,3 +195,68 @@ def test_packing_rule_on_the_step_model() -> None:
         assert cal.lina(e, 1, packing="rule").experts_per_device == 1
     with pytest.raises(ValidationError, match="packing must be one of"):
         cal.lina(4, packing="settled")
+
+
+def test_tutel_hand_traced_on_the_tiny_step() -> None:
+    """Tutel at degree 2 on :func:`_tiny` (all-to-all chunks of 1 ms, FFN chunks of 0.25 ms forward, 0.5 ms
+    backward). Forward layer: attention 0-1, gate 1-1.5, first a2a chunks 1.5-2.5 and 2.5-3.5 (FFN 2.5-2.75 and
+    3.5-3.75), second a2a chunks 3.5-4.5 and 4.5-5.5, combine 5.5-6: 6 ms, 12 for two. Backward layer 1: combine
+    12-13, a2a 13-14, 14-15 (FFN 14-14.5, 15-15.5), a2a 15-16, 16-17, gate 17-18, attention 18-20; its gradient's
+    allreduce (50 MB, 4 ms alone) starts at 20 alone on its stream. Layer 0: combine 20-21 (allreduce 37.5 MB
+    left); from 21 the first a2a chunk (12.5 MB) shares the link at 6.25 MB/ms: 21-23 (allreduce: 25 MB left);
+    FFN 23-23.5; the second chunk 23-25 (12.5 left); FFN 25-25.5; the second a2a's first chunk and the
+    allreduce's last 12.5 MB share 25-27; its second chunk alone 27-28; gate 28-29, attention 29-31, last
+    allreduce 31-35. All-to-all on the link: forward 8 ms, backward 4 (layer 1) + 2 + 2 + 2 + 1 (layer 0) = 11 ms.
+    Degree 1 is the fair baseline's step (37 ms, hand-traced above)."""
+    model = _tiny()
+    steps = tutel_steps(model, (1, 2))
+    assert steps[1] == run_step(model, "fair")
+    assert steps[2].step_ms == pytest.approx(35.0)
+    assert steps[2].a2a_bwd_ms == pytest.approx(11.0)
+    assert steps[2].a2a_fwd_ms == pytest.approx(8.0)
+
+
+@pytest.mark.parametrize("degree,step", [
+    # One layer of _tiny with a 0.1 ms per-op overhead: fair is forward 1 + 0.5 + 2.1 + 0.5 + 2.1 + 0.5 = 6.7,
+    # backward 1 + 2.1 + 1 + 2.1 + 1 + 2 = 9.2, the one allreduce after the last attention 4.1: 20.0 ms. At degree
+    # d each all-to-all is d chunks of 2 / d + 0.1 ms, every FFN chunk (0.5 / d, 1 / d) shorter than an all-to-all
+    # chunk, so a triple takes the two all-to-alls' 2 d chunks back to back: 4 + 0.2 d ms against 4.7 (forward)
+    # and 5.2 (backward) whole.
+    (1, 20.0),
+    (2, 20.0 - (4.7 - 4.4) - (5.2 - 4.4)),  # 18.9
+    (4, 20.0 - (4.7 - 4.8) - (5.2 - 4.8)),  # 19.7
+    (8, 20.0 - (4.7 - 5.6) - (5.2 - 5.6)),  # 21.3
+])
+def test_tutel_pipelining_degree_by_hand(degree: int, step: float) -> None:
+    model = _tiny(layers=1, op_overhead_ms=0.1)
+    assert run_tutel(model, degree).step_ms == pytest.approx(step)
+
+
+def test_tutel_adaptive_degree_is_the_best_of_its_candidates() -> None:
+    model = _tiny(layers=1, op_overhead_ms=0.1)
+    assert tutel_degree(model) == 2  # 18.9 ms above
+    assert run_tutel(model).step_ms == pytest.approx(18.9)
+    assert tutel_degree(model, (1, 4, 8)) == 4
+
+
+def test_tutel_bounds_and_lina_against_it_on_the_calibrated_model() -> None:
+    """Properties on the 24-layer model of the thesis's evaluation: Tutel never beats the lower bound of a step
+    (every non-FFN compute operation in sequence, plus the four all-to-alls of each layer alone: they share
+    one link and each MoE layer's combine waits for its second one), never loses to the baseline (degree 1
+    is the baseline), and Lina beats it, by less than it beats the baseline ("Lina's speedup over Tutel is
+    slightly smaller than that of DeepSpeed", Sec. 4.7.2.1)."""
+    cal = calibrate()
+    for e in EXPERT_COUNTS:
+        model = cal.tutel(e)
+        bound = ((1 + BACKWARD_FACTOR) * model.layers * (model.attn_fwd_ms + model.moe_other_fwd_ms)
+                 + 4 * model.layers * all_to_all_ms(model))
+        base = run_step(cal.baseline(e), "fair").step_ms
+        tutel = run_tutel(model).step_ms
+        lina = run_step(cal.lina(e), "lina").step_ms
+        assert bound <= tutel < base, e  # strictly below: the speedup over Tutel is smaller
+        assert lina < tutel, e
+
+
+def test_tutel_rejects_a_bad_degree() -> None:
+    with pytest.raises(ValidationError, match="degree"):
+        run_tutel(_tiny(), 0)
