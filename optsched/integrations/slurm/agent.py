@@ -148,7 +148,7 @@ class SlurmAgent:
         t2 = time.perf_counter()
         actions: tuple[ActionRecord, ...] = ()
         if decision is not None and not dry_run:
-            actions = tuple(self.apply(decision.to_dict(), snap))
+            actions = tuple(self.apply(decision.to_dict()))
         t3 = time.perf_counter()
         log.info("slurm: round of %d jobs: read %.3f s, solve %.3f s, apply %.3f s, %d actions applied",
                  len(build.round["jobs"]), t1 - t0, t2 - t1, t3 - t2, sum(a.applied for a in actions))
@@ -156,7 +156,7 @@ class SlurmAgent:
                            build.left_out, t1 - t0, t2 - t1, t3 - t2)
 
     # -- applying --------------------------------------------------------------------------------------------
-    def apply(self, decision: dict[str, Any], before: Snapshot | None = None) -> list[ActionRecord]:
+    def apply(self, decision: dict[str, Any]) -> list[ActionRecord]:
         """Apply a decision's entries that fit what Slurm reports now (module docstring)."""
         now = self.read()
         entries = list(decision.get("jobs", []))
@@ -201,14 +201,15 @@ class SlurmAgent:
                     if misfit:
                         records.append(self._skip(job_id, action, "does not fit now: " + ", ".join(misfit), start))
                         continue
-                    for n, s in placement.items():
-                        free[n] -= int(s["gpus"])
                     comment = with_agent_keys(job.comment, plan=entry.get("plan"), wait=None)
                     update = ["update", f"JobId={job_id}", *_placement_args(placement)]
                     if comment is not None:
                         update.append(f"Comment={comment}")
                     if action == "reconfigure":
                         self.client.scontrol("requeuehold", job_id)
+                    for n, s in placement.items():
+                        free[n] -= int(s["gpus"])
+                    if action == "reconfigure":
                         self.client.scontrol(*update)
                         requeued.append((job_id, entry))
                         records.append(self._done(job_id, action, f"requeued onto {_where(placement)}", start))
@@ -229,6 +230,12 @@ class SlurmAgent:
                     records.append(self._done(job_id, action, f"held: {reason}", start))
             except SlurmRejected as exc:
                 log.error("slurm: %s of job %s rejected: %s", action, job_id, exc)
+                if action in ("preempt", "reconfigure") and job.running and not job.held:
+                    still = {j.job_id: j for j in parse_jobs(self.client.read_json("squeue"))}.get(job_id)
+                    if still is not None and still.running:  # it keeps its GPUs: later starts must not count them
+                        for n, g in zip(job.nodes, job.gpus_per_node):
+                            if n in free:
+                                free[n] -= g
                 records.append(ActionRecord(job_id, action, False, f"rejected: {exc}", time.perf_counter() - start))
         if requeued:
             records.extend(self._finish_requeues(requeued))

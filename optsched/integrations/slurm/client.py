@@ -80,7 +80,8 @@ class SlurmClient:
         if errors:  # 22.05 exits 0 with {"errors": [...]} when the controller cannot be reached
             said = "; ".join(str(e.get("error", e)) if isinstance(e, dict) else str(e) for e in errors)
             first = (proc.stderr.strip().splitlines() or [""])[-1]
-            raise SlurmUnavailable(f"slurm: {args[0]} --json failed: {first + ': ' if first else ''}{said} (is slurmctld "
+            lead = f"{first}: " if first else ""
+            raise SlurmUnavailable(f"slurm: {args[0]} --json failed: {lead}{said} (is slurmctld "
                                    f"up? SLURM_CONF={self._env().get('SLURM_CONF', '(Slurm default)')})")
         return data
 

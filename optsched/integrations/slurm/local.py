@@ -140,7 +140,10 @@ class LocalSlurm:
             raise LocalSlurmError("local slurm: needs root (mknod of fake GPUs, SlurmUser=root)")
         self._write()
         d = self.directory
-        sbin = lambda name: shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") or name  # noqa: E731
+
+        def sbin(name: str) -> str:
+            return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") or name
+
         try:
             self._run(sbin("munged"), f"--key-file={d}/munge/munge.key", f"--socket={d}/munge/munge.sock",
                       f"--pid-file={d}/munge/munged.pid", f"--log-file={d}/munge/munged.log",

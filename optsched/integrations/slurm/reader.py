@@ -387,7 +387,8 @@ def _job_objects(job: SlurmJob, snap: Snapshot, options: ReadOptions, nodes: Map
     if job.deadline and facts.model is not None:
         spec["deadline"] = float(job.deadline)
     elif job.deadline:
-        log.info("slurm: job %s: --deadline left to Slurm (a fixed gang: no model, so no samples/s to bind)", job.job_id)
+        log.info("slurm: job %s: --deadline left to Slurm (a fixed gang: no model, so no samples/s to bind)",
+                 job.job_id)
     if selector:
         spec["node_selector"] = selector
     if gpu_type:

@@ -48,10 +48,3 @@ def clean_slurm(slurm: LocalSlurm) -> LocalSlurm:
                        capture_output=True, check=False)
     slurm.wait_idle()
     return slurm
-
-
-def sbatch(cluster: LocalSlurm, *args: str) -> str:
-    """Submit ``sbatch --hold --parsable ARGS --wrap 'sleep 300'``; the job id."""
-    proc = subprocess.run(["sbatch", "--hold", "--parsable", *args, "--wrap", "sleep 300"], env=cluster.env,
-                          capture_output=True, text=True, check=True)
-    return proc.stdout.strip().split(";")[0]

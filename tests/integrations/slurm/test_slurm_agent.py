@@ -11,14 +11,12 @@ import logging
 import re
 import subprocess
 
-import pytest
-
 from optsched.cli import main
 from optsched.integrations.slurm.agent import AgentOptions, SlurmAgent
 from optsched.integrations.slurm.client import SlurmClient
 from optsched.integrations.slurm.reader import SlurmJob, parse_jobs
 
-from conftest import sbatch
+from slurm_helpers import sbatch
 
 #: 12 jobs of mixed sizes and comments: fixed gangs (no comment) and jobs naming a catalogue model; 44 GPUs asked
 TWELVE = [
@@ -126,17 +124,20 @@ def test_a_job_that_vanished_between_read_and_apply_is_skipped_and_logged(clean_
 
 def test_an_update_slurm_rejects_is_logged_and_the_round_goes_on(clean_slurm, caplog):
     stuck = sbatch(clean_slurm, "--gres=gpu:8", "--no-requeue")  # Slurm refuses to requeue it
-    other = sbatch(clean_slurm, "--gres=gpu:4")
+    other, third = sbatch(clean_slurm, "--gres=gpu:4"), sbatch(clean_slurm, "--gres=gpu:4")
     agent = agent_for(clean_slurm)
     agent.apply({"jobs": [{"job": stuck, "action": "start", "placement": {"n1": {"gpus": 8}}, "plan": {"dp": 8}}]})
     assert agent.wait_running({stuck}, timeout_s=20) < 20
     decision = {"jobs": [{"job": stuck, "action": "preempt", "placement": {}},
-                         {"job": other, "action": "start", "placement": {"n2": {"gpus": 4}}, "plan": {"dp": 4}}]}
+                         {"job": other, "action": "start", "placement": {"n2": {"gpus": 4}}, "plan": {"dp": 4}},
+                         {"job": third, "action": "start", "placement": {"n1": {"gpus": 4}}, "plan": {"dp": 4}}]}
     with caplog.at_level(logging.ERROR, logger="optsched.integrations.slurm"):
         records = {r.job: r for r in agent.apply(decision)}
     assert not records[stuck].applied and "Requested operation is presently disabled" in records[stuck].detail
     assert f"preempt of job {stuck} rejected" in caplog.text
     assert records[other].applied
+    # the job that could not be requeued keeps n1's 8 GPUs: the start that counted on them is not applied
+    assert not records[third].applied and records[third].detail == "does not fit now: n1 (0 free, 4 asked)"
     assert agent.wait_running({stuck, other}, timeout_s=20) < 20
 
 

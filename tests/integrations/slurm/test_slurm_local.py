@@ -9,7 +9,7 @@ import time
 
 from optsched.integrations.slurm.local import missing_binaries
 
-from conftest import sbatch
+from slurm_helpers import sbatch
 
 
 def test_missing_binaries_names_each_missing_command(monkeypatch):
