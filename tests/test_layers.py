@@ -27,8 +27,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "sim": frozenset({"core", "perf", "rounds", "schemas"}),
     "experiments": frozenset({"core", "perf", "rounds", "heuristics", "formulations", "policies", "sim", "schemas"}),
     "service": frozenset({"core", "perf", "rounds", "policies", "schemas", "top"}),
+    "integrations": frozenset({"core", "perf", "rounds", "policies", "schemas"}),
     "top": frozenset({"core", "perf", "rounds", "heuristics", "formulations", "policies", "sim", "experiments",
-                      "schemas", "top", "service"}),
+                      "schemas", "top", "service", "integrations"}),
 }
 
 

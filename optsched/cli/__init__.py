@@ -8,7 +8,8 @@
 * ``gap``     (:mod:`.gap`) measure the heuristic's and the exact solver's gap on round files;
 * ``simulate`` (:mod:`.simulate`) replay a trace (or the built-in synthetic one) under several policies and
   compare them;
-* ``serve``   (:mod:`.serve`) answer rounds over HTTP (:mod:`optsched.service`; extra ``serve``).
+* ``serve``   (:mod:`.serve`) answer rounds over HTTP (:mod:`optsched.service`; extra ``serve``);
+* ``slurm-agent`` (:mod:`.slurm_agent`) read a Slurm cluster, solve its rounds and apply the decisions.
 
 Every :class:`~optsched.core.errors.OptschedError` and every usage error ends with one line
 ``optsched: error: <message>`` on stderr and exit code 2, never a traceback. Results go to stdout
@@ -47,6 +48,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("gap", "measure how far the heuristic is from the exact optimum on round files"),
     ("simulate", "replay a trace under several policies and compare them"),
     ("serve", "answer rounds over HTTP (POST /solve)"),
+    ("slurm-agent", "drive a Slurm cluster: read its queue, solve rounds, apply the decisions"),
 )
 
 __all__ = ["COMMANDS", "build_parser", "main", "sample_rows"]
