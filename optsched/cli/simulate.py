@@ -54,7 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "built-in one of its model and GPU type; repeatable (the ground truth is separate)")
     p.add_argument("--ground-truth", default="analytical", metavar="SPEC",
                    help="'analytical' (built-in model), 'measured:DIR' (placements CSVs such as "
-                        "../shared/data/morphling/placements, a subset of the Rubick artifact's tables) or "
+                        "../shared/data/morphling/placements, a subset of the Rubick artifact's tables; "
+                        "calibrated Eq. 1 elsewhere), 'neighbours:DIR' (the same tables; measured-neighbour "
+                        "interpolation elsewhere, independent of the policies' model) or "
                         "'params:FILE.json' (fitted parameters as truth) (default analytical)")
     p.add_argument("--trace-durations", choices=("use", "ignore"), default="use",
                    help="workload traces carry each job's duration next to its steps: 'use' (default) runs every "
@@ -62,8 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "truth; 'ignore' runs them at the ground truth alone (docs/simulation.md)")
     p.add_argument("--configs", choices=("all", "measured"), default="all",
                    help="candidate configurations of every policy: 'all' (default) or only those the measured "
-                        "ground truth contains ('measured', needs --ground-truth measured:DIR), so that no "
-                        "decision rests on extrapolation; summary.json then gives each policy's measured_share")
+                        "ground truth contains ('measured', needs --ground-truth measured:DIR or "
+                        "neighbours:DIR), so that no decision rests on extrapolation; summary.json then gives each "
+                        "policy's measured_share")
     p.add_argument("--preset", metavar="NAME", choices=sorted(PRESETS),
                    help="settings of a published simulator: " + "; ".join(
                        f"{n}: {_preset_text(PRESETS[n])}" for n in sorted(PRESETS))
