@@ -11,7 +11,8 @@ from typing import Any
 from optsched.cli.common import check_output_dir, format_table, out, plots_skipped
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import DEFAULT_KIND, methods_of
-from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S, SimConfig
+from optsched.sim.config import (PREEMPT_RESTART_S, PROFILING_SCOPES, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S,
+                                 SimConfig)
 from optsched.sim.presets import PRESETS, get_preset
 from optsched.sim.setup import SimulationRequest, simulation_kinds, simulation_setup
 
@@ -84,6 +85,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trim-overhead", type=float, default=0.0, metavar="S",
                    help="seconds a trim costs: a running job whose CPUs or memory change on the same GPUs, applied "
                         "in place without a restart (0)")
+    p.add_argument("--profiling", type=float, default=0.0, metavar="S",
+                   help="seconds a new model type is profiled before its jobs reach a round (0 = off; Rubick Sec. "
+                        "7.3: 'about 210 seconds' per model; docs/simulation.md, 'Profiling')")
+    p.add_argument("--profiling-scope", choices=PROFILING_SCOPES, default="rubick",
+                   help="policies that pay --profiling: 'rubick' (Rubick and its variants, default) or 'all'")
     p.add_argument("--no-checkpoint", action="store_true",
                    help="preempted jobs lose the progress since their last periodic checkpoint")
     p.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="S",
@@ -109,7 +115,8 @@ def _sim_config(args: argparse.Namespace) -> Any:
     return get_preset(args.preset or "rubick-paper").config(
         SimConfig(checkpoint_on_preempt=not args.no_checkpoint, checkpoint_interval_s=args.checkpoint_interval,
                   min_round_gap_s=args.min_round_gap, max_time_s=args.max_time, seed=args.seed,
-                  trim_overhead_s=args.trim_overhead),
+                  trim_overhead_s=args.trim_overhead, profiling_s=args.profiling,
+                  profiling_scope=args.profiling_scope),
         round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
         preempt_restart_s=args.preempt_restart, start_overhead_s=args.start_overhead)
 
