@@ -69,7 +69,8 @@ from optsched.experiments.compare import run_policies
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import DEFAULT_KIND, methods_of
 from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S, SimConfig
-from optsched.sim.ground_truth import ground_truth_from_spec, parse_ground_truth_spec
+from optsched.sim.ground_truth import parse_ground_truth_spec
+from optsched.sim.truth_spec import ground_truth_from_spec
 from optsched.sim.progress import Progress
 
 log = logging.getLogger(__name__)

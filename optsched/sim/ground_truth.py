@@ -646,7 +646,8 @@ def parse_ground_truth_spec(spec: str) -> tuple[str, str]:
     """``(kind, argument)`` of a ground-truth spec: ``analytical`` (the built-in model),
     ``measured:DIR`` (placements CSVs; calibrated Eq. 1 elsewhere), ``neighbours:DIR`` (the same CSVs;
     measured-neighbour interpolation elsewhere, :mod:`optsched.sim.neighbour_truth`) or
-    ``params:FILE.json`` (fitted parameters as truth); ``ValidationError`` naming the spec otherwise."""
+    ``params:FILE.json`` (fitted parameters as truth); ``ValidationError`` naming the spec otherwise.
+    :func:`optsched.sim.truth_spec.ground_truth_from_spec` builds the source a spec names."""
     kind, _, arg = spec.partition(":")
     if (kind == "analytical" and not arg) or (kind in ("measured", "neighbours", "params") and arg):
         return kind, arg
@@ -654,18 +655,5 @@ def parse_ground_truth_spec(spec: str) -> tuple[str, str]:
                           f"or 'params:FILE.json'")
 
 
-def ground_truth_from_spec(spec: str, cluster: Cluster) -> GroundTruth:
-    """The ground truth a spec names (:func:`parse_ground_truth_spec`), on ``cluster``."""
-    kind, arg = parse_ground_truth_spec(spec)
-    if kind == "measured":
-        return MeasuredGroundTruth.from_directory(arg, cluster)
-    if kind == "neighbours":
-        from optsched.sim.neighbour_truth import NeighbourGroundTruth  # it builds on this module
-        return NeighbourGroundTruth.from_directory(arg, cluster)
-    if kind == "params":
-        return AnalyticalGroundTruth.from_params_json(arg, cluster)
-    return AnalyticalGroundTruth(cluster)
-
-
 __all__ = ["AnalyticalGroundTruth", "Calibration", "Coverage", "GroundTruth", "MEASURED_GPU_TYPE",
-           "MeasuredGroundTruth", "Source", "ground_truth_from_spec", "parse_ground_truth_spec", "read_params_json"]
+           "MeasuredGroundTruth", "Source", "parse_ground_truth_spec", "read_params_json"]

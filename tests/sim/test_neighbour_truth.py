@@ -15,8 +15,8 @@ from optsched.core.catalog import get_cluster
 from optsched.core.errors import PlanInfeasibleError, ValidationError
 from optsched.core.plan import ExecutionPlan, ZeroMode
 from optsched.perf.plans import enumerate_plans
-from optsched.sim.ground_truth import (AnalyticalGroundTruth, Coverage, MeasuredGroundTruth, ground_truth_from_spec,
-                                       parse_ground_truth_spec)
+from optsched.sim.ground_truth import AnalyticalGroundTruth, Coverage, MeasuredGroundTruth, parse_ground_truth_spec
+from optsched.sim.truth_spec import ground_truth_from_spec
 from optsched.sim.neighbour_truth import NeighbourGroundTruth, interpolate
 
 CLUSTER = get_cluster("a800-8x8")
