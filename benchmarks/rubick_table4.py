@@ -3,7 +3,8 @@ durations, side by side with the paper (issues "Trace-driven cluster simulator" 
 
     python benchmarks/rubick_table4.py [--traces base bp mt] [--presets rubick-paper rubick-artifact]
                                        [--durations ignore use] [--configs all measured]
-                                       [--data ../shared/data/morphling] [--exact]
+                                       [--truths calibrated neighbours] [--profiling S]
+                                       [--max-jobs N] [--data ../shared/data/morphling] [--exact]
 
 * base trace: Rubick vs Sia-like, Synergy-like, Rubick-E/R/N;
 * bp (best-plan) trace: Rubick vs Sia-like and Synergy-like;
@@ -19,15 +20,23 @@ own duration (``use``, ``optsched.sim.trace_speed``) or at the ground truth alon
 whether policies may choose any configuration (``all``) or only those the measured tables contain
 (``measured``, issue 11: no decision rests on extrapolation; a job whose request is not measured gets
 the nearest measured stand-in, ``optsched.rounds.rubick.table``). Ground
-truth: ``MeasuredGroundTruth`` on ``<data>/placements`` (measured rows exactly, calibrated Eq. 1
-elsewhere); policies decide from the built-in fitted model. The BP trace's five GPT-2 ZeRO-DP jobs on
+truth (``--truths``, issue 25 item 4): ``calibrated`` = ``MeasuredGroundTruth`` on ``<data>/placements``
+(measured rows exactly, calibrated Eq. 1 elsewhere: the model family the policies plan with, so their
+choices on unmeasured configurations confirm themselves); ``neighbours`` =
+``NeighbourGroundTruth`` on the same tables (measured rows exactly, measured-neighbour interpolation with
+a stated pessimism elsewhere, ``optsched.sim.neighbour_truth``), a setting label ending in ``/nb``.
+Policies decide from the built-in fitted model under both. ``--profiling S`` (default 0) makes the first
+job of each model wait S seconds for its profile under Rubick and its variants (Rubick Sec. 7.3: "about
+210 seconds"; ``SimConfig.profiling_s``). ``--max-jobs N`` replays only the first N jobs by submission
+(a smaller trace, for a quick run; the paper's numbers are for all 406). The BP trace's five GPT-2 ZeRO-DP jobs on
 2 GPUs (rows 74, 110, 170, 212, 339), which our memory model rejects (81.9 GiB per GPU on an 80 GiB
 A800), keep no requested plan.
 
 Prints, per setting, every (trace, policy, group) with average and P99 JCT and makespan in hours and
 their ratios to Rubick (ours and the paper's; ``off_by_30%`` flags ratios more than 30% away from the
 paper's), reconfigurations, preemptions, failed rounds, ``measured_share`` (share of job-time on
-measured configurations) and wall seconds; then one matrix of average JCT and ratio to Rubick per
+measured configurations: 1 - measured_share is the share that ran on configurations nobody measured,
+answered by the truth's extrapolation) and wall seconds; then one matrix of average JCT and ratio to Rubick per
 setting next to the paper's, and the Rubick/FIFO-backfill ratio per trace and setting. Writes
 ``benchmarks/out/rubick_table4.csv`` (long format). Exits 0 with a message when the data is absent.
 The simulations run one after another (``--exact`` adds the CP-SAT round on the base trace).
@@ -46,9 +55,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optsched.core.catalog import get_cluster  # noqa: E402
 from optsched.experiments.compare import measured_configs, run_policies  # noqa: E402
 from optsched.sim.ground_truth import MeasuredGroundTruth  # noqa: E402
+from optsched.sim.neighbour_truth import NeighbourGroundTruth  # noqa: E402
 from optsched.sim.presets import PRESETS, get_preset  # noqa: E402
 from optsched.sim.trace_speed import trace_speeds  # noqa: E402
-from optsched.sim.traces import load_workload_csv  # noqa: E402
+from optsched.sim.traces import Trace, load_workload_csv  # noqa: E402
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "morphling"
@@ -68,6 +78,8 @@ FILES = {"base": "workload-base.csv", "bp": "workload-bp.csv", "mt": "workload-m
 REFERENCE = "fifo-backfill"
 DURATIONS = ("ignore", "use")
 CONFIGS = ("all", "measured")
+#: ground truths for unmeasured configurations: calibrated Eq. 1, or measured neighbours (label suffix /nb)
+TRUTHS = ("calibrated", "neighbours")
 
 
 def _h(v: float | None) -> float | None:
@@ -82,15 +94,25 @@ def _fmt(v: object) -> str:
     return "-" if v is None else str(v)
 
 
-def setting_name(preset: str, durations: str, configs: str = "all") -> str:
-    """``paper/ignore`` style label of a setting (``/measured`` appended for measured-only)."""
-    return f"{preset.removeprefix('rubick-')}/{durations}" + ("/measured" if configs == "measured" else "")
+def first_jobs(trace: Trace, n: int) -> Trace:
+    """The first ``n`` jobs of ``trace`` by submission, with their quotas and durations (a smaller trace)."""
+    jobs = trace.jobs[:n]
+    kept = {j.name for j in jobs}
+    return Trace(trace.name, jobs, trace.quotas, f"{trace.source} (first {len(jobs)} jobs)",
+                 tuple(d for d in trace.durations if d.job in kept))
+
+
+def setting_name(preset: str, durations: str, configs: str = "all", truth: str = "calibrated") -> str:
+    """``paper/ignore`` style label of a setting (``/measured`` appended for measured-only, ``/nb`` for the
+    measured-neighbour ground truth)."""
+    return (f"{preset.removeprefix('rubick-')}/{durations}" + ("/measured" if configs == "measured" else "")
+            + ("/nb" if truth == "neighbours" else ""))
 
 
 def run_setting(trace_name: str, trace, truth, cluster, preset: str, durations: str, policies: list[str],
-                time_limit: float, configs: str = "all") -> tuple[dict, dict | None]:
+                time_limit: float, configs: str = "all", profiling_s: float = 0.0) -> tuple[dict, dict | None]:
     """Summaries of every policy on one trace under one setting, and the anchoring counts."""
-    config = get_preset(preset).config()
+    config = get_preset(preset).config(profiling_s=profiling_s)
     speeds = trace_speeds(trace, truth, cluster) if durations == "use" else None
     allowed = measured_configs(truth) if configs == "measured" else None
     results = {}
@@ -177,6 +199,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="run jobs at the ground truth alone (ignore) and/or at their trace's own duration (use)")
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS,
                     help="policies choose among all configurations and/or only the measured ones")
+    ap.add_argument("--truths", nargs="+", default=["calibrated"], choices=TRUTHS,
+                    help="ground truth off the measured rows: calibrated Eq. 1 (default) and/or measured "
+                         "neighbours (settings labelled /nb)")
+    ap.add_argument("--profiling", type=float, default=0.0, metavar="S",
+                    help="seconds the first job of each model waits for its profile under Rubick's policies "
+                         "(Rubick Sec. 7.3: about 210; default 0)")
+    ap.add_argument("--max-jobs", type=int, default=None, metavar="N",
+                    help="replay only the first N jobs of each trace by submission (a smaller trace)")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the morphling data directory")
     ap.add_argument("--exact", action="store_true", help="also run rubick-exact on the base trace")
     ap.add_argument("--time-limit", type=float, default=5.0, help="per-round limit of rubick-exact")
@@ -186,20 +216,23 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"skipped: {args.data} has no placements/ and workloads/ (the Rubick artifact data)\n")
         return 0
     cluster = get_cluster("a800-8x8")
-    truth = MeasuredGroundTruth.from_directory(args.data / "placements", cluster)
-    settings = list(itertools.product(args.presets, args.durations, args.configs))
+    calibrated = MeasuredGroundTruth.from_directory(args.data / "placements", cluster)
+    truths = {"calibrated": calibrated, "neighbours": NeighbourGroundTruth(calibrated)}
+    settings = list(itertools.product(args.presets, args.durations, args.configs, args.truths))
     rows: list[tuple] = []
     runs: dict[tuple[str, str], dict] = {}
     anchoring = []
     for name in args.traces:
         trace = load_workload_csv(args.data / "workloads" / FILES[name], cluster, infeasible_plans="unset")
+        if args.max_jobs is not None:
+            trace = first_jobs(trace, args.max_jobs)
         policies = list(PAPER[name]) + [REFERENCE]
         if args.exact and name == "base":
             policies.append("rubick-exact")
-        for preset, durations, configs in settings:
-            label = setting_name(preset, durations, configs)
-            summaries, counts = run_setting(name, trace, truth, cluster, preset, durations, policies, args.time_limit,
-                                            configs)
+        for preset, durations, configs, truth_name in settings:
+            label = setting_name(preset, durations, configs, truth_name)
+            summaries, counts = run_setting(name, trace, truths[truth_name], cluster, preset, durations, policies,
+                                            args.time_limit, configs, args.profiling)
             if counts is not None and not any(a[0] == name for a in anchoring):
                 anchoring.append((name, counts))
             runs[(name, label)] = summaries
@@ -211,9 +244,19 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"\n{name}: trace durations anchor {counts['anchored']} of {counts['jobs']} jobs "
                          f"({counts['implausible']} implausible rows left at the ground truth: "
                          f"{counts['implausible_rows']})")
-    sys.stdout.write(f"\n\nground truth: {truth.describe()}\nsettings: preset/trace durations[/measured: "
-                     f"measured configurations only]; measured_share: "
-                     f"share of job-time on measured configurations (the rest is calibrated Eq. 1)\nwrote {path}\n")
+    for truth_name in args.truths:
+        sys.stdout.write(f"\n\nground truth {truth_name}: {truths[truth_name].describe()}")
+    if "neighbours" in args.truths:
+        calls = truths["neighbours"].sources()
+        sys.stdout.write("\nneighbours: ground-truth calls by source over all its runs (calls, not job-time): "
+                         + ", ".join(f"{k} {v}" for k, v in calls.items()))
+    sys.stdout.write(f"\nsettings: preset/trace durations[/measured: measured configurations only][/nb: "
+                     f"measured-neighbour ground truth]; m = measured_share: share of job-time (seconds jobs held "
+                     f"an allocation) on measured configurations; the rest ran on unmeasured ones, answered by "
+                     f"calibrated Eq. 1 (no suffix) or measured neighbours (/nb)\n"
+                     f"profiling: {args.profiling:g} s per model under Rubick's policies; trace: "
+                     f"{'all jobs' if args.max_jobs is None else f'first {args.max_jobs} jobs by submission'}\n"
+                     f"wrote {path}\n")
     return 0
 
 

@@ -11,7 +11,8 @@ from typing import Any
 from optsched.cli.common import check_output_dir, format_table, out, plots_skipped
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import DEFAULT_KIND, methods_of
-from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S, SimConfig
+from optsched.sim.config import (PREEMPT_RESTART_S, PROFILING_SCOPES, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S,
+                                 SimConfig)
 from optsched.sim.presets import PRESETS, get_preset
 from optsched.sim.setup import SimulationRequest, simulation_kinds, simulation_setup
 
@@ -54,7 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "built-in one of its model and GPU type; repeatable (the ground truth is separate)")
     p.add_argument("--ground-truth", default="analytical", metavar="SPEC",
                    help="'analytical' (built-in model), 'measured:DIR' (placements CSVs such as "
-                        "../shared/data/morphling/placements, a subset of the Rubick artifact's tables) or "
+                        "../shared/data/morphling/placements, a subset of the Rubick artifact's tables; "
+                        "calibrated Eq. 1 elsewhere), 'neighbours:DIR' (the same tables; measured-neighbour "
+                        "interpolation elsewhere, independent of the policies' model) or "
                         "'params:FILE.json' (fitted parameters as truth) (default analytical)")
     p.add_argument("--trace-durations", choices=("use", "ignore"), default="use",
                    help="workload traces carry each job's duration next to its steps: 'use' (default) runs every "
@@ -62,8 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "truth; 'ignore' runs them at the ground truth alone (docs/simulation.md)")
     p.add_argument("--configs", choices=("all", "measured"), default="all",
                    help="candidate configurations of every policy: 'all' (default) or only those the measured "
-                        "ground truth contains ('measured', needs --ground-truth measured:DIR), so that no "
-                        "decision rests on extrapolation; summary.json then gives each policy's measured_share")
+                        "ground truth contains ('measured', needs --ground-truth measured:DIR or "
+                        "neighbours:DIR), so that no decision rests on extrapolation; summary.json then gives each "
+                        "policy's measured_share")
     p.add_argument("--preset", metavar="NAME", choices=sorted(PRESETS),
                    help="settings of a published simulator: " + "; ".join(
                        f"{n}: {_preset_text(PRESETS[n])}" for n in sorted(PRESETS))
@@ -81,6 +85,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trim-overhead", type=float, default=0.0, metavar="S",
                    help="seconds a trim costs: a running job whose CPUs or memory change on the same GPUs, applied "
                         "in place without a restart (0)")
+    p.add_argument("--profiling", type=float, default=0.0, metavar="S",
+                   help="seconds a new model type is profiled before its jobs reach a round (0 = off; Rubick Sec. "
+                        "7.3: 'about 210 seconds' per model; docs/simulation.md, 'Profiling')")
+    p.add_argument("--profiling-scope", choices=PROFILING_SCOPES, default="rubick",
+                   help="policies that pay --profiling: 'rubick' (Rubick and its variants, default) or 'all'")
     p.add_argument("--no-checkpoint", action="store_true",
                    help="preempted jobs lose the progress since their last periodic checkpoint")
     p.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="S",
@@ -106,7 +115,8 @@ def _sim_config(args: argparse.Namespace) -> Any:
     return get_preset(args.preset or "rubick-paper").config(
         SimConfig(checkpoint_on_preempt=not args.no_checkpoint, checkpoint_interval_s=args.checkpoint_interval,
                   min_round_gap_s=args.min_round_gap, max_time_s=args.max_time, seed=args.seed,
-                  trim_overhead_s=args.trim_overhead),
+                  trim_overhead_s=args.trim_overhead, profiling_s=args.profiling,
+                  profiling_scope=args.profiling_scope),
         round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
         preempt_restart_s=args.preempt_restart, start_overhead_s=args.start_overhead)
 

@@ -69,7 +69,8 @@ from optsched.experiments.compare import run_policies
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import DEFAULT_KIND, methods_of
 from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S, SimConfig
-from optsched.sim.ground_truth import ground_truth_from_spec, parse_ground_truth_spec
+from optsched.sim.ground_truth import parse_ground_truth_spec
+from optsched.sim.truth_spec import ground_truth_from_spec
 from optsched.sim.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ RUNNERS = ("auto", "local", "ray")
 RAY_INSTALL_HINT = 'pip install -e ".[ray]"'
 #: the prefix of a synthetic trace spec (``synthetic:N:LOAD``)
 SYNTHETIC_PREFIX = "synthetic"
-#: ground-truth specs: ``analytical``, ``measured:DIR``, ``params:FILE.json``
+#: ground-truth specs: ``analytical``, ``measured:DIR``, ``neighbours:DIR``, ``params:FILE.json``
 GROUND_TRUTH_KINDS = ("analytical", "measured", "params")
 
 #: metric columns of a row, from :meth:`SimResult.summary` (deterministic given the point)
@@ -221,7 +222,7 @@ def _check_files(point: SweepPoint) -> None:
         raise ValidationError(f"trace {point.trace!r}: no such file (a trace spec is 'synthetic:N:LOAD' "
                               f"or the path of a trace CSV)")
     kind, arg = parse_ground_truth_spec(point.ground_truth)
-    if kind == "measured" and not Path(arg).is_dir():
+    if kind in ("measured", "neighbours") and not Path(arg).is_dir():
         raise ValidationError(f"ground truth {point.ground_truth!r}: {arg} is not a directory")
     if kind == "params" and not Path(arg).is_file():
         raise ValidationError(f"ground truth {point.ground_truth!r}: {arg} is not a file")

@@ -20,6 +20,11 @@ Choices where the papers are silent (each tested in ``tests/test_sim_engine.py``
   ``reconfig_overhead_s``, except a *trim* (only its CPUs or memory change, the same plan and GPUs on
   the same nodes), which a cluster applies in place and which pays ``trim_overhead_s`` (default 0;
   issue 16, item 5). During an overhead the job holds its new resources and makes no progress.
+* **Profiling** (``profiling_s``, default 0 = off; ``profiling_scope``): the first job of each model
+  type waits ``profiling_s`` for its model to be profiled before it reaches a round, and so does every
+  job of that model submitted meanwhile (Rubick Sec. 7.3: "workload profiling only takes an average of
+  210 seconds", :data:`RUBICK_PROFILING_S`); ``profiling_scope`` ``rubick`` (default) limits it to
+  Rubick's policies, ``all`` charges every policy (:mod:`optsched.sim.engine`, "Profiling").
 * **Lost progress.** With ``checkpoint_on_preempt`` false, a preempted job keeps only the progress up
   to its last periodic checkpoint, taken every ``checkpoint_interval_s`` of wall time since its
   allocation was last applied (a relaunch always starts from a checkpoint); 0 disables periodic
@@ -38,6 +43,10 @@ from optsched.core.errors import ValidationError
 RECONFIG_OVERHEAD_S = 78.0
 #: restart overhead of a preempted job.
 PREEMPT_RESTART_S = 63.0
+#: Rubick Sec. 7.3: "workload profiling only takes an average of 210 seconds" per model type.
+RUBICK_PROFILING_S = 210.0
+#: which policies pay ``profiling_s``
+PROFILING_SCOPES = ("rubick", "all")
 #: default periodic round interval.
 ROUND_INTERVAL_S = 300.0
 
@@ -58,10 +67,12 @@ class SimConfig:
     seed: int = 0
     start_overhead_s: float = 0.0
     trim_overhead_s: float = 0.0
+    profiling_s: float = 0.0
+    profiling_scope: str = "rubick"
 
     def __post_init__(self) -> None:
         for name in ("reconfig_overhead_s", "preempt_restart_s", "checkpoint_interval_s", "min_round_gap_s",
-                     "start_overhead_s", "trim_overhead_s"):
+                     "start_overhead_s", "trim_overhead_s", "profiling_s"):
             require_number("simulation config", name, getattr(self, name), 0.0)
         require_number("simulation config", "round_interval_s", self.round_interval_s, 0.0)
         if not self.round_interval_s > 0 or math.isinf(self.round_interval_s):
@@ -72,7 +83,11 @@ class SimConfig:
         for name in ("checkpoint_on_preempt", "rounds_on_events"):
             if not isinstance(getattr(self, name), bool):
                 raise ValidationError(f"simulation config: {name} must be true or false")
+        if self.profiling_scope not in PROFILING_SCOPES:
+            raise ValidationError(f"simulation config: profiling_scope must be one of {', '.join(PROFILING_SCOPES)}, "
+                                  f"got {self.profiling_scope!r}")
         require_seed("simulation config", self.seed)
 
 
-__all__ = ["PREEMPT_RESTART_S", "RECONFIG_OVERHEAD_S", "ROUND_INTERVAL_S", "SimConfig"]
+__all__ = ["PREEMPT_RESTART_S", "PROFILING_SCOPES", "RECONFIG_OVERHEAD_S", "ROUND_INTERVAL_S", "RUBICK_PROFILING_S",
+           "SimConfig"]

@@ -23,6 +23,17 @@ cluster with no arrival or capacity change to come and the policy starts nothing
 times its factor, e.g. the factors of :func:`optsched.sim.trace_speed.trace_speeds` that anchor each
 job to its trace's own duration. Policies never see the factors.
 
+**Profiling** (``SimConfig.profiling_s``, default 0): Rubick profiles a new model type before it
+schedules it (Sec. 3, "First, profiling and modeling performance for new model types (①); second,
+allocating resources ..."; Sec. 4, "This 7-tuple is specific to each model type before scheduling";
+Sec. 7.3, "workload profiling only takes an average of 210 seconds to collect performance values from
+7 sampled tests on an 8-A800 server"). So the first job of a model type, and any job of that model
+submitted while it is profiled, reaches the rounds only ``profiling_s`` after the first one's
+submission (:func:`profiling_ready_times`); JCT still counts from submission. Profiling runs on a
+server of its own (the paper's 8-A800 test server): it holds none of the simulated cluster. It applies
+to the policies ``profiling_scope`` names: ``rubick`` (default: Rubick and its variants, the only
+policies the text says profile), ``all``.
+
 **Measured share**: when the ground truth can tell measured configurations
 (:class:`MeasuredConfigurations`, e.g. :class:`~optsched.sim.ground_truth.MeasuredGroundTruth`), every
 job record carries the seconds it held an allocation and the seconds of those on a measured
@@ -56,6 +67,28 @@ log = logging.getLogger(__name__)
 _EPS = 1e-9
 #: consecutive rounds on an idle cluster with queued jobs and no future events before a run stops
 STALL_ROUNDS = 10
+
+
+#: the policies that plan with Rubick's performance model and so profile a new model type first (Rubick
+#: Sec. 3: "profiling and modeling performance for new model types"); ``profiling_scope="rubick"``
+PROFILING_POLICIES = frozenset({"rubick", "rubick-e", "rubick-r", "rubick-n", "rubick-exact", "exact"})
+
+
+def profiling_ready_times(jobs: Sequence[Job], policy: Policy, config: SimConfig) -> dict[str, float]:
+    """When each job reaches the rounds (module docstring, "Profiling"): ``submit_time``, except that with
+    ``config.profiling_s`` > 0 and a policy in ``config.profiling_scope`` the model of the first-submitted
+    job of each model type is profiled for ``profiling_s`` from that job's submission, and no job of that
+    model reaches a round before the profile is done: ready = max(submit, first submit of the model +
+    profiling_s)."""
+    ready = {j.name: j.submit_time for j in jobs}
+    applies = config.profiling_s > 0 and (config.profiling_scope == "all" or (
+        config.profiling_scope == "rubick" and policy.kind == "rubick" and policy.name in PROFILING_POLICIES))
+    if not applies:
+        return ready
+    first: dict[str, float] = {}
+    for j in jobs:
+        first[j.model] = min(first.get(j.model, math.inf), j.submit_time)
+    return {j.name: max(j.submit_time, first[j.model] + config.profiling_s) for j in jobs}
 
 
 class Simulator:
@@ -108,7 +141,10 @@ class Simulator:
                 raise ValidationError(f"simulator: time_scale of job {name!r} must be a positive finite number, "
                                       f"got {factor!r}")
             self._states[name].scale = float(factor)
-        self._arrivals = [s for s in self._states.values()]
+        #: when each job becomes visible to the rounds: its submit time, or later while its model is profiled
+        self._ready = profiling_ready_times(jobs, policy, config)
+        self._arrivals = sorted(self._states.values(), key=lambda s: (self._ready[s.job.name], s.job.submit_time,
+                                                                      s.job.name))
         self._changes = sorted(capacity_changes, key=lambda c: c.time)
         self._targets = sorted(pool_targets, key=lambda t: t.time)
         self._ledger = ClusterLedger(cluster, policy, ground_truth, config, self.problem_type, self.round_fields,
@@ -138,7 +174,7 @@ class Simulator:
         finished = 0
         idle_rounds = 0
         while True:
-            t_arr = self._arrivals[arr_i].job.submit_time if arr_i < len(self._arrivals) else math.inf
+            t_arr = self._ready[self._arrivals[arr_i].job.name] if arr_i < len(self._arrivals) else math.inf
             t_chg = self._changes[chg_i].time if chg_i < len(self._changes) else math.inf
             if tgt_i < len(self._targets):
                 t_chg = min(t_chg, self._targets[tgt_i].time)
@@ -161,7 +197,7 @@ class Simulator:
                     self._ledger.complete(s, now)
                     finished += 1
                     event = True
-            while arr_i < len(self._arrivals) and self._arrivals[arr_i].job.submit_time <= now:
+            while arr_i < len(self._arrivals) and self._ready[self._arrivals[arr_i].job.name] <= now:
                 s = self._arrivals[arr_i]
                 self._ledger.admit(s)
                 arr_i += 1

@@ -129,21 +129,23 @@ class Source(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Coverage:
-    """Calls answered by each source since construction (or the last reset)."""
+    """Calls answered by each source since construction (or the last reset); ``interpolated`` counts the
+    measured-neighbour answers of :class:`~optsched.sim.neighbour_truth.NeighbourGroundTruth`."""
 
     measured: int = 0
     cpu_scaled: int = 0
     calibrated: int = 0
     analytical: int = 0
+    interpolated: int = 0
 
     @property
     def total(self) -> int:
-        return self.measured + self.cpu_scaled + self.calibrated + self.analytical
+        return self.measured + self.cpu_scaled + self.calibrated + self.analytical + self.interpolated
 
     @property
     def extrapolated(self) -> int:
-        """Calls not answered from a measured row (calibrated or purely analytical)."""
-        return self.calibrated + self.analytical
+        """Calls not answered from a measured row (calibrated, interpolated or purely analytical)."""
+        return self.calibrated + self.analytical + self.interpolated
 
     @property
     def measured_fraction(self) -> float:
@@ -152,7 +154,8 @@ class Coverage:
 
     def to_dict(self) -> dict[str, Any]:
         return {"measured": self.measured, "measured_cpu_scaled": self.cpu_scaled,
-                "calibrated": self.calibrated, "analytical": self.analytical, "total": self.total,
+                "calibrated": self.calibrated, "analytical": self.analytical, "interpolated": self.interpolated,
+                "total": self.total,
                 "measured_fraction": self.measured_fraction}
 
 
@@ -641,24 +644,16 @@ class MeasuredGroundTruth:
 
 def parse_ground_truth_spec(spec: str) -> tuple[str, str]:
     """``(kind, argument)`` of a ground-truth spec: ``analytical`` (the built-in model),
-    ``measured:DIR`` (placements CSVs) or ``params:FILE.json`` (fitted parameters as truth);
-    ``ValidationError`` naming the spec otherwise."""
+    ``measured:DIR`` (placements CSVs; calibrated Eq. 1 elsewhere), ``neighbours:DIR`` (the same CSVs;
+    measured-neighbour interpolation elsewhere, :mod:`optsched.sim.neighbour_truth`) or
+    ``params:FILE.json`` (fitted parameters as truth); ``ValidationError`` naming the spec otherwise.
+    :func:`optsched.sim.truth_spec.ground_truth_from_spec` builds the source a spec names."""
     kind, _, arg = spec.partition(":")
-    if (kind == "analytical" and not arg) or (kind in ("measured", "params") and arg):
+    if (kind == "analytical" and not arg) or (kind in ("measured", "neighbours", "params") and arg):
         return kind, arg
-    raise ValidationError(f"ground truth spec {spec!r}: expected 'analytical', 'measured:DIR' or "
-                          f"'params:FILE.json'")
-
-
-def ground_truth_from_spec(spec: str, cluster: Cluster) -> "AnalyticalGroundTruth | MeasuredGroundTruth":
-    """The ground truth a spec names (:func:`parse_ground_truth_spec`), on ``cluster``."""
-    kind, arg = parse_ground_truth_spec(spec)
-    if kind == "measured":
-        return MeasuredGroundTruth.from_directory(arg, cluster)
-    if kind == "params":
-        return AnalyticalGroundTruth.from_params_json(arg, cluster)
-    return AnalyticalGroundTruth(cluster)
+    raise ValidationError(f"ground truth spec {spec!r}: expected 'analytical', 'measured:DIR', 'neighbours:DIR' "
+                          f"or 'params:FILE.json'")
 
 
 __all__ = ["AnalyticalGroundTruth", "Calibration", "Coverage", "GroundTruth", "MEASURED_GPU_TYPE",
-           "MeasuredGroundTruth", "Source", "ground_truth_from_spec", "parse_ground_truth_spec", "read_params_json"]
+           "MeasuredGroundTruth", "Source", "parse_ground_truth_spec", "read_params_json"]

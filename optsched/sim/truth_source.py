@@ -32,7 +32,7 @@ def measured_configs(ground_truth: object) -> ConfigFilter:
     for a ground truth without measurements."""
     if not isinstance(ground_truth, MeasuredConfigurations):
         raise ValidationError("measured configurations only: the ground truth must be a measured one "
-                              "(--ground-truth measured:DIR)")
+                              "(--ground-truth measured:DIR or neighbours:DIR)")
 
     def allowed(model: str, gpu_type: str, plan: Any, gpus_per_node: tuple[int, ...]) -> bool:
         return ground_truth.is_measured(model, plan, gpus_per_node, gpu_type)

@@ -68,3 +68,14 @@ def test_trim_overhead_flag(tmp_path, capsys) -> None:
     code = main(["simulate", "--jobs", "4", "--no-progress", "--out", str(tmp_path / "x"), "--trim-overhead", "-1"])
     _, err = capsys.readouterr()
     assert code == 2 and "trim_overhead_s" in err and "Traceback" not in err
+
+
+def test_profiling_flags(tmp_path, capsys) -> None:
+    """``--profiling`` / ``--profiling-scope`` set ``SimConfig.profiling_s`` / ``profiling_scope``: fifo is
+    charged only under scope 'all' (one job: 210 s profile + 200 s of work)."""
+    rows = "a,0,200,bert,1,8,0,ga,100,0\n"
+    doc, _ = _simulate(tmp_path, capsys, rows, "--profiling", "210")
+    assert doc["config"]["profiling_s"] == 210.0 and doc["config"]["profiling_scope"] == "rubick"
+    assert doc["policies"]["fifo"]["avg_jct_s"] == pytest.approx(200.0, abs=0.01)
+    doc, _ = _simulate(tmp_path, capsys, rows, "--profiling", "210", "--profiling-scope", "all")
+    assert doc["policies"]["fifo"]["avg_jct_s"] == pytest.approx(410.0, abs=0.01)

@@ -12,7 +12,7 @@ from optsched.core.catalog import resolve_cluster
 from optsched.core.errors import ValidationError
 from optsched.perf.lookup import fitted_models
 from optsched.rounds.rubick.admission import DEFER_OPTION
-from optsched.sim.ground_truth import ground_truth_from_spec
+from optsched.sim.truth_spec import ground_truth_from_spec
 from optsched.sim.setup import (MAX_JOBS_APPLIES, SimulationInputs, SimulationRequest, SimulationSetup,
                                 register_simulation)
 from optsched.sim.trace_speed import trace_speeds
