@@ -10,8 +10,10 @@ Methods (registered under kind ``crius``):
   unless it breaks a rule of :func:`~optsched.rounds.crius.feasibility.violations` (it then never wins).
 * ``crius`` (alias ``heuristic``): Crius Algorithm 1 with search depth and opportunistic execution
   (:mod:`optsched.heuristics.crius`).
-* ``fcfs``, ``gandiva``, ``gavel``, ``elasticflow``: the baselines of Crius Sec. 8.1
-  (:mod:`optsched.heuristics.baselines`).
+* ``fcfs``, ``fcfs-backfill``, ``gandiva``, ``gavel``, ``elasticflow`` (ElasticFlow-LS), ``elasticflow-ddl``:
+  the baselines of Crius Sec. 8.1 (:mod:`optsched.heuristics.baselines`). Gandiva, Gavel and
+  ElasticFlow-DDL remember the rounds of a run (time-slicing, time sharing, admission): each policy built
+  gets a fresh scheduler of its own.
 
 The time limit covers the whole call (table, heuristic, solver, decision), counted from
 ``clock_start`` or the call, less :data:`FINISH_S_PER_JOB` per job kept for assembling the decision.
@@ -31,7 +33,8 @@ from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
 from optsched.formulations.solution import Solution
-from optsched.heuristics.baselines import schedule_elasticflow, schedule_fcfs, schedule_gandiva, schedule_gavel
+from optsched.heuristics.baselines import (ElasticFlowDDL, Gandiva, Gavel, schedule_elasticflow, schedule_fcfs,
+                                           schedule_fcfs_backfill)
 from optsched.heuristics.crius import algorithm1
 from optsched.perf.crius.cell_estimator import EstimatorParams
 from optsched.policies.checks import round_of
@@ -180,9 +183,11 @@ def _contract(o: PolicyOptions) -> CriusExact:
 register_exact("crius", _contract)
 
 
-def _heuristic(name: str, scheduler: Scheduler):  # noqa: ANN202
+def _heuristic(name: str, scheduler: Scheduler, stateful: bool = False):  # noqa: ANN202
+    """The builder of policy ``name``; ``stateful``: ``scheduler`` is a class, one fresh instance per policy."""
     def build(o: PolicyOptions) -> CriusHeuristicPolicy:
-        return CriusHeuristicPolicy(name, scheduler, o.time_limit, o.clock_start, _cache(o))
+        return CriusHeuristicPolicy(name, scheduler() if stateful else scheduler, o.time_limit, o.clock_start,
+                                    _cache(o))
     return build
 
 
@@ -193,11 +198,17 @@ for _name, _build, _summary in (
         ("crius-exact", exact_method("crius-exact", _contract), _EXACT + " (alias of exact)"),
         ("crius", _heuristic("crius", algorithm1), _HEUR),
         ("heuristic", _heuristic("heuristic", algorithm1), _HEUR + " (alias of crius)"),
-        ("fcfs", _heuristic("fcfs", schedule_fcfs), "FCFS on the requested GPUs (baseline)"),
-        ("gandiva", _heuristic("gandiva", schedule_gandiva), "Gandiva-like packing and grow-shrink (baseline)"),
-        ("gavel", _heuristic("gavel", schedule_gavel), "Gavel-like heterogeneity-aware throughput LP (baseline)"),
+        ("fcfs", _heuristic("fcfs", schedule_fcfs), "FCFS on the requested GPUs, no backfilling (baseline)"),
+        ("fcfs-backfill", _heuristic("fcfs-backfill", schedule_fcfs_backfill),
+         "FCFS on the requested GPUs with backfilling (baseline)"),
+        ("gandiva", _heuristic("gandiva", Gandiva, True),
+         "Gandiva: packing, migration, time-slicing, grow-shrink (baseline)"),
+        ("gavel", _heuristic("gavel", Gavel, True),
+         "Gavel: heterogeneity-aware throughput LP with round-based time sharing (baseline)"),
         ("elasticflow", _heuristic("elasticflow", schedule_elasticflow),
-         "ElasticFlow-like elastic scaling from data-parallel profiles (baseline)")):
+         "ElasticFlow-LS: elastic scaling from data-parallel profiles, loosened deadlines (baseline)"),
+        ("elasticflow-ddl", _heuristic("elasticflow-ddl", ElasticFlowDDL, True),
+         "ElasticFlow deadline-aware: admission by minimum satisfactory share, drops, elastic scaling (baseline)")):
     register_method("crius", _name, _build, _summary, (ESTIMATOR_PARAMS,),
                     uses_backend=_name in ("exact", "crius-exact"))
 
