@@ -14,6 +14,7 @@ Methods (registered under kind ``crius``):
   the baselines of Crius Sec. 8.1 (:mod:`optsched.heuristics.baselines`). Gandiva, Gavel and
   ElasticFlow-DDL remember the rounds of a run (time-slicing, time sharing, admission): each policy built
   gets a fresh scheduler of its own.
+* ``crius-na``, ``crius-nh``: the ablations of Crius Sec. 8.6 (:mod:`optsched.heuristics.crius_ablations`).
 
 The time limit covers the whole call (table, heuristic, solver, decision), counted from
 ``clock_start`` or the call, less :data:`FINISH_S_PER_JOB` per job kept for assembling the decision.
@@ -36,6 +37,7 @@ from optsched.formulations.solution import Solution
 from optsched.heuristics.baselines import (ElasticFlowDDL, Gandiva, Gavel, schedule_elasticflow, schedule_fcfs,
                                            schedule_fcfs_backfill)
 from optsched.heuristics.crius import algorithm1
+from optsched.heuristics.crius_ablations import CriusNA, CriusNH
 from optsched.perf.crius.cell_estimator import EstimatorParams
 from optsched.policies.checks import round_of
 from optsched.policies.exact import ExactKind, Outcome, WarmStart, exact_method, hint_of, register_exact
@@ -208,7 +210,11 @@ for _name, _build, _summary in (
         ("elasticflow", _heuristic("elasticflow", schedule_elasticflow),
          "ElasticFlow-LS: elastic scaling from data-parallel profiles, loosened deadlines (baseline)"),
         ("elasticflow-ddl", _heuristic("elasticflow-ddl", ElasticFlowDDL, True),
-         "ElasticFlow deadline-aware: admission by minimum satisfactory share, drops, elastic scaling (baseline)")):
+         "ElasticFlow deadline-aware: admission by minimum satisfactory share, drops, elastic scaling (baseline)"),
+        ("crius-na", _heuristic("crius-na", CriusNA, True),
+         "Crius-NA: Algorithm 1 without adaptivity scaling, requested GPU counts only (ablation, Sec. 8.6)"),
+        ("crius-nh", _heuristic("crius-nh", CriusNH, True),
+         "Crius-NH: Algorithm 1 without heterogeneity scaling, one GPU type per job (ablation, Sec. 8.6)")):
     register_method("crius", _name, _build, _summary, (ESTIMATOR_PARAMS,),
                     uses_backend=_name in ("exact", "crius-exact"))
 

@@ -131,3 +131,56 @@ def test_elasticflow_ddl_admits_at_the_minimum_satisfactory_share_and_drops_for_
     # the next round, "ok" gone and the GPUs free: the dropped job still never runs
     r2 = _round(c, jobs[1:], 10.0)
     assert ef(r2, build_crius_table(r2)).choices == {}
+
+
+# -- Crius-NA / Crius-NH (Sec. 8.6) ------------------------------------------------------------------------
+def test_crius_na_keeps_the_requested_gpu_count() -> None:
+    from optsched.heuristics.crius import algorithm1
+    from optsched.heuristics.crius_ablations import CriusNA
+    c = toy_cluster(fast_nodes=1, fast_gpus=4, slow_nodes=0)
+    r = _round(c, [Job("a", "tiny", 2, 100, submit_time=0.0)], 10.0)
+    t = build_crius_table(r)
+    assert int(t.gpus[algorithm1(r, t).choices["a"].row]) == 4   # Algorithm 1 scales it up to 2 N_G
+    s = CriusNA()(r, t)
+    assert int(t.gpus[s.choices["a"].row]) == 2                  # without adaptivity scaling: N_G
+    assert violations(r, t, s.choices, s.admission) == []
+
+
+def test_crius_nh_keeps_one_gpu_type() -> None:
+    import dataclasses
+    from optsched.heuristics.crius import algorithm1
+    from optsched.heuristics.crius_ablations import CriusNH
+    # the fast node is full ("run"); "new" asks 2 GPUs: Algorithm 1 starts it on the slow node, Crius-NH's one
+    # type for it is fast (the first type in cluster order with a Cell of 2 GPUs), so it waits
+    c = toy_cluster(fast_nodes=1, fast_gpus=4, slow_nodes=1, slow_gpus=4)
+    jobs = [Job("run", "tiny", 4, 10**6, submit_time=0.0), Job("new", "tiny", 2, 100, submit_time=1.0)]
+    r = dataclasses.replace(_round(c, jobs, 10.0, [alloc_on(c, "run", "fast", {"f0": 4}, 1)]), search_depth=0)
+    t = build_crius_table(r)
+    assert t.gpu_type[algorithm1(r, t).choices["new"].row] == "slow"
+    nh = CriusNH()
+    s = nh(r, t)
+    assert "new" not in s.choices and nh.home == {"run": "fast", "new": "fast"}
+    # the next round, "run" gone: "new" starts on fast, its type, at any count (here 4: scaled up)
+    r2 = dataclasses.replace(_round(c, jobs[1:], 20.0), search_depth=0)
+    t2 = build_crius_table(r2)
+    s2 = nh(r2, t2)
+    assert t2.gpu_type[s2.choices["new"].row] == "fast" and int(t2.gpus[s2.choices["new"].row]) == 4
+
+
+def test_ablations_are_feasible_and_keep_their_restriction() -> None:
+    from optsched.heuristics.baselines.cells import request_gpus
+    from optsched.heuristics.crius_ablations import CriusNA, CriusNH
+    from optsched.rounds.crius import generate_crius_round
+    r = generate_crius_round(60, seed=2)
+    t = build_crius_table(r)
+    for scheduler in (CriusNA(), CriusNH()):
+        s = scheduler(r, t)
+        assert violations(r, t, s.choices, s.admission) == []
+        for name, ch in s.choices.items():
+            j = t.index_of(name)
+            if is_kept(r, t, j, ch):
+                continue
+            if isinstance(scheduler, CriusNA):
+                assert int(t.gpus[ch.row]) == request_gpus(r, t, j)
+            else:
+                assert t.gpu_type[ch.row] == scheduler.home[name]
