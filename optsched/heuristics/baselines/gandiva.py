@@ -137,7 +137,15 @@ def _gandiva(problem: CriusRound, table: CriusTable, deadline: Deadline | None, 
             if deadline is not None and deadline.expired():
                 complete = False
                 break
+            need = request_gpus(problem, table, w)
+            if need is None:
+                continue
             for v in swappable:
+                held = st.choice[v]
+                gtype = table.gpu_type[held.row]  # type: ignore[union-attr]
+                if (gtype, need) not in cells_by_spec(table, w) or \
+                        int(table.gpus[held.row]) + _free(st, gtype) < need:  # type: ignore[union-attr]
+                    continue  # freeing v cannot make room for w (w already fits nowhere else)
                 snap = st.snapshot([v, w])
                 st.put(v, None)
                 if _start(st, table, problem, w, types):
