@@ -38,7 +38,31 @@ simulation against the baselines of Crius Sec. 8.1.
    GPU utilisation, restarts per job, and each Crius method's reduction of the average JCT and
    throughput ratio against each baseline.
 
-Writes ``benchmarks/out/crius_{estimate,tuning,round,constants,sim}.csv``. The default run takes well under 15
+6. **fig17** (Crius Sec. 8.4, Fig. 17(a): Crius's average JCT lower than FCFS / ElasticFlow-LS / Gandiva /
+   Gavel's by 81.3 / 75.8 / 80.1 / 66.4%): the ``crius-paper`` preset's setting (``optsched simulate --kind
+   crius --preset crius-paper``: the Sec. 8.1 arrival rate, 13,000 jobs / 336 h, five-minute rounds, depth
+   3), the first ``--fig17-jobs`` jobs; or, with ``--fig17-load L``, arrivals rescaled to offered load ``L``
+   (ours, not the paper's: to see the baselines queue). Per baseline: ours ``1 - JCT_crius / JCT_baseline``
+   (mean JCT of the finished jobs) beside the paper's and their ratio; also each policy's finished jobs,
+   queueing and GPU use. FCFS is ``fcfs`` (no backfilling; ``fcfs-backfill`` printed beside).
+7. **deadline** (Crius Sec. 8.5: Crius-DDL's deadline satisfactory ratio 1.69x ElasticFlow's, JCT 33.1%
+   lower): the same setting with deadlines ``submit + lambda x duration``, ``lambda`` uniform in
+   ``--deadline-range`` (0.5,1.5), rounds under the deadline objective; per policy the deadline satisfactory
+   ratio (ElasticFlow's metric, quoted by Sec. 8.5: "the ratio of jobs that can satisfy their deadline
+   requirement among all training jobs") and Crius over ElasticFlow (the deadline-aware ``elasticflow-ddl``)
+   beside the paper's 1.69x.
+
+8. **depth** (Crius Sec. 8.7, Fig. 21: as the search depth grows, 0.88 -> 5.98 s of scheduling overhead per job,
+   14.6% lower average JCT, 1.03% higher average throughput): Crius with each depth of ``--depths`` on the
+   fig17 setting (the paper "increase[s] the density of job submissions"; use ``--fig17-load``): per depth the
+   average JCT, the time-averaged normalised throughput (ours; the paper's is raw samples/s), the policy's
+   seconds per round and per job, and the first-to-last change beside the paper's.
+9. **ablation** (Crius Sec. 8.6, Fig. 20: Crius-NA 2.54x the average JCT, 8.69% fewer finished jobs, 13.6% lower
+   average throughput; Crius-NH 3.53x, 83.2% of the finished jobs, 17.3% lower): ``crius``, ``crius-na``,
+   ``crius-nh`` on the fig17 setting, ours beside the paper's.
+
+Writes ``benchmarks/out/crius_{estimate,tuning,round,constants,sim,fig17,fig17_vs,deadline,depth,ablation}.csv``.
+The default run takes well under 15
 minutes on one core; ``--quick`` a fraction of that.
 """
 
@@ -267,16 +291,148 @@ def sim(args: argparse.Namespace) -> None:
          "crius_sim_vs_baselines.csv")
 
 
+FIG17_PAPER = {"fcfs": 81.3, "elasticflow": 75.8, "gandiva": 80.1, "gavel": 66.4}
+FIG17_POLICIES = ("crius", "fcfs", "fcfs-backfill", "elasticflow", "gandiva", "gavel")
+DEADLINE_POLICIES = ("crius", "elasticflow-ddl", "elasticflow", "gavel", "gandiva", "fcfs-backfill", "fcfs")
+#: Crius Sec. 8.5: "Crius-DDL surpasses ElasticFlow with a 1.69x improvement in deadline satisfactory ratio"
+DDL_PAPER_RATIO = 1.69
+
+
+def _paper_setting(args: argparse.Namespace, deadlines: bool):  # noqa: ANN202
+    """(config, results) of the crius-paper setting (module docstring, sections 6 and 7)."""
+    from optsched.experiments.compare import simulate_kind
+    from optsched.sim.presets import get_preset
+    from optsched.sim.setup import SimulationRequest
+
+    preset = get_preset("crius-paper")
+    options = {"search_depth": preset.request["search_depth"]}
+    if args.fig17_load is None:
+        options["arrival_rate"] = preset.request["arrival_rate"]
+    if deadlines:
+        options["deadline_range"] = args.deadline_range
+    request = SimulationRequest(jobs=args.fig17_jobs, load=args.fig17_load or 1.0, seed=args.seed, options=options)
+    config = preset.config(SimConfig(seed=args.seed))
+    policies = DEADLINE_POLICIES if deadlines else FIG17_POLICIES
+    inputs, results = simulate_kind("crius", request, policies, config, time_limit=60.0)
+    print(f"\n{inputs.heading}")
+    return results
+
+
+def _policy_rows(results):  # noqa: ANN001, ANN202
+    rows = []
+    for p, r in results.items():
+        s = r.summary()
+        hours = lambda k: "" if s[k] is None else f"{s[k] / 3600:.2f}"  # noqa: E731
+        rows.append((p, s["finished"], s["unfinished"], hours("avg_jct_s"), hours("avg_queue_s"), hours("makespan_s"),
+                     f"{100 * (s['gpu_utilisation'] or 0):.1f}", s.get("deadline_satisfactory_ratio", ""),
+                     f"{r.wall_seconds:.0f}"))
+    return rows
+
+
+HEAD = ("policy", "finished", "unfinished", "avg_jct_h", "avg_queue_h", "makespan_h", "gpu_util_%",
+        "deadline_satisfactory_ratio", "wall_s")
+
+
+def fig17(args: argparse.Namespace) -> None:
+    results = _paper_setting(args, deadlines=False)
+    emit(HEAD, _policy_rows(results), "crius_fig17.csv")
+    crius = results["crius"].summary()["avg_jct_s"]
+    comp = []
+    for b in (*FIG17_PAPER, "fcfs-backfill"):
+        base = results[b].summary()["avg_jct_s"]
+        ours = 100 * (1 - crius / base) if crius and base else float("nan")
+        paper = FIG17_PAPER.get(b)
+        comp.append((b, f"{ours:.1f}", "" if paper is None else f"{paper:.1f}",
+                     "" if paper is None else f"{ours / paper:.2f}"))
+    emit(("baseline", "ours_avg_jct_reduction_%", "paper_avg_jct_reduction_%", "ours_over_paper"), comp,
+         "crius_fig17_vs.csv")
+
+
+def deadline_sim(args: argparse.Namespace) -> None:
+    results = _paper_setting(args, deadlines=True)
+    emit(HEAD, _policy_rows(results), "crius_deadline.csv")
+    c = results["crius"].summary()["deadline_satisfactory_ratio"]
+    e = results["elasticflow-ddl"].summary()["deadline_satisfactory_ratio"]
+    ratio = c / e if e else float("nan")
+    print(f"deadline satisfactory ratio, Crius-DDL over ElasticFlow (deadline-aware): ours {ratio:.2f}x, "
+          f"paper {DDL_PAPER_RATIO}x, ours / paper {ratio / DDL_PAPER_RATIO:.2f}")
+
+
+def _setting_runs(args: argparse.Namespace, policies: tuple[str, ...], depth: int | None = None):  # noqa: ANN202
+    """Results of ``policies`` in the fig17 setting (search depth ``depth``, default the preset's 3)."""
+    from optsched.experiments.compare import simulate_kind
+    from optsched.sim.presets import get_preset
+    from optsched.sim.setup import SimulationRequest
+
+    preset = get_preset("crius-paper")
+    options = {"search_depth": preset.request["search_depth"] if depth is None else depth}
+    if args.fig17_load is None:
+        options["arrival_rate"] = preset.request["arrival_rate"]
+    request = SimulationRequest(jobs=args.fig17_jobs, load=args.fig17_load or 1.0, seed=args.seed, options=options)
+    inputs, results = simulate_kind("crius", request, policies, preset.config(SimConfig(seed=args.seed)),
+                                    time_limit=60.0)
+    return inputs, results
+
+
+def depth_sweep(args: argparse.Namespace) -> None:
+    rows = []
+    first = last = None
+    for d in args.depths:
+        inputs, results = _setting_runs(args, ("crius",), d)
+        r = results["crius"]
+        s = r.summary()
+        started = sum(1 for j in r.jobs if j.start_s is not None)
+        restarts = (s["reconfigurations"] + s["preemptions"]) / max(1, s["jobs"])
+        rows.append((d, s["finished"], f"{s['avg_jct_s'] / 3600:.3f}", f"{s['avg_throughput']:.3f}",
+                     f"{s['policy_seconds'] / max(1, s['rounds']):.3f}", f"{s['policy_seconds'] / max(1, started):.3f}",
+                     f"{restarts:.2f}"))
+        first = first or s
+        last = s
+    print(f"\n{inputs.heading}")
+    emit(("search_depth", "finished", "avg_jct_h", "avg_norm_throughput", "policy_s_per_round", "policy_s_per_job",
+          "restarts_per_job"), rows, "crius_depth.csv")
+    if first and last:
+        jct = 100 * (1 - last["avg_jct_s"] / first["avg_jct_s"])
+        thr = 100 * (last["avg_throughput"] / first["avg_throughput"] - 1)
+        print(f"depth {args.depths[0]} -> {args.depths[-1]}: average JCT {jct:.1f}% lower (paper 14.6%), average "
+              f"normalised throughput {thr:+.2f}% (paper +1.03%, raw samples/s)")
+
+
+#: Crius Sec. 8.6: (average JCT x, finished jobs relative, average throughput change %) of Crius-NA and Crius-NH
+ABLATION_PAPER = {"crius-na": (2.54, 1 - 0.0869, -13.6), "crius-nh": (3.53, 0.832, -17.3)}
+
+
+def ablation(args: argparse.Namespace) -> None:
+    inputs, results = _setting_runs(args, ("crius", "crius-na", "crius-nh"))
+    print(f"\n{inputs.heading}")
+    emit(HEAD, _policy_rows(results), "crius_ablation_runs.csv")
+    c = results["crius"].summary()
+    rows = []
+    for p, (jct_x, fin, thr) in ABLATION_PAPER.items():
+        s = results[p].summary()
+        rows.append((p, f"{s['avg_jct_s'] / c['avg_jct_s']:.2f}", f"{jct_x:.2f}",
+                     f"{s['finished'] / c['finished']:.3f}", f"{fin:.3f}", f"{100 * (s['avg_throughput'] / c['avg_throughput'] - 1):+.1f}", f"{thr:+.1f}"))
+    emit(("ablation", "avg_jct_over_crius", "paper", "finished_over_crius", "paper", "avg_norm_throughput_change_%",
+          "paper_raw_throughput_change_%"), rows, "crius_ablation.csv")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer Cells, rounds and simulated jobs")
     ap.add_argument("--sections", nargs="+", default=["estimate", "round", "sim"],
-                    choices=("estimate", "tuning", "round", "constants", "sim"),
+                    choices=("estimate", "tuning", "round", "constants", "sim", "fig17", "deadline", "depth",
+                             "ablation"),
                     help="what to run (estimate and tuning are one section)")
     ap.add_argument("--time-limit", type=float, default=60.0, help="limit of each exact round (60)")
     ap.add_argument("--sim-jobs", type=int, default=1500, help="jobs of the simulated trace (1500)")
     ap.add_argument("--sim-load", type=float, default=1.5, help="offered load of the simulated trace (1.5)")
     ap.add_argument("--sim-exact-limit", type=float, default=2.0, help="seconds a round of the exact policy (2)")
+    ap.add_argument("--fig17-jobs", type=int, default=400,
+                    help="jobs of the fig17 and deadline sections (400; the preset's day is 929)")
+    ap.add_argument("--fig17-load", type=float, default=None,
+                    help="fig17/deadline: rescale arrivals to this offered load (ours) instead of the paper's rate")
+    ap.add_argument("--deadline-range", default="0.5,1.5", help="deadline section: lambda range LO,HI (0.5,1.5)")
+    ap.add_argument("--depths", type=int, nargs="+", default=[1, 2, 3, 4, 5], help="depth section: depths (1-5)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     logging.getLogger("optsched").setLevel(logging.ERROR)
@@ -289,6 +445,14 @@ def main(argv: list[str] | None = None) -> int:
         constants(args)
     if "sim" in args.sections:
         sim(args)
+    if "fig17" in args.sections:
+        fig17(args)
+    if "deadline" in args.sections:
+        deadline_sim(args)
+    if "depth" in args.sections:
+        depth_sweep(args)
+    if "ablation" in args.sections:
+        ablation(args)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     return 0
 

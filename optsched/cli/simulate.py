@@ -9,6 +9,7 @@ import argparse
 from typing import Any
 
 from optsched.cli.common import check_output_dir, format_table, out, plots_skipped
+from optsched.core.errors import ValidationError
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import DEFAULT_KIND, methods_of
 from optsched.sim.config import (PREEMPT_RESTART_S, PROFILING_SCOPES, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S,
@@ -28,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", default="synthetic", metavar="PATH",
                    help="trace CSV (Rubick workload, Philly or ITP format, told by its header) or 'synthetic' "
                         "(default: a Philly-calibrated synthetic trace)")
-    p.add_argument("--jobs", type=int, default=120, metavar="N", help="synthetic trace: number of jobs (120)")
-    p.add_argument("--load", type=float, default=1.0, metavar="L", help="synthetic trace: offered load (1.0)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help="synthetic trace: number of jobs (120)")
+    p.add_argument("--load", type=float, default=None, metavar="L", help="synthetic trace: offered load (1.0)")
     p.add_argument("--max-jobs", type=int, metavar="N", help="Philly/ITP traces: keep the first N jobs")
     p.add_argument("--infeasible-plans", choices=("error", "unset", "skip"), default="error",
                    help="workload traces: a requested plan that cannot run on its request is an error (default), "
@@ -105,8 +106,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _preset_text(preset: Any) -> str:
     v = preset.settings
     rounds = "every arrival/completion and " if v["rounds_on_events"] else "only "
-    return (f"rounds {rounds}every {v['round_interval_s']:g} s, first start {v['start_overhead_s']:g} s, "
+    text = (f"rounds {rounds}every {v['round_interval_s']:g} s, first start {v['start_overhead_s']:g} s, "
             f"reconfiguration {v['reconfig_overhead_s']:g} s, restart {v['preempt_restart_s']:g} s")
+    if preset.kind is not None:
+        text += f", --kind {preset.kind} only, workload " + " ".join(f"{k}={w}" for k, w in preset.request.items())
+    return text
 
 
 def _sim_config(args: argparse.Namespace) -> Any:
@@ -123,13 +127,30 @@ def _sim_config(args: argparse.Namespace) -> Any:
 
 def _request(args: argparse.Namespace) -> SimulationRequest:
     """The :class:`~optsched.sim.setup.SimulationRequest` of the command's options; a kind's own options
-    only where given (so that one given to another kind is named, :func:`~optsched.sim.setup.check_request`)."""
+    only where given (so that one given to another kind is named, :func:`~optsched.sim.setup.check_request`).
+    A preset of one kind (e.g. ``crius-paper``) fills the workload settings the command line leaves unset: its
+    kind must be ``--kind``'s, and its trace settings apply to the synthetic trace only."""
     own = {o.name for k in simulation_kinds() for o in simulation_setup(k).options}
-    return SimulationRequest(trace=args.trace, jobs=args.jobs, load=args.load, max_jobs=args.max_jobs,
-                             infeasible_plans=args.infeasible_plans, seed=args.seed, cluster=args.cluster,
-                             ground_truth=args.ground_truth, params=tuple(args.params), configs=args.configs,
-                             trace_durations=args.trace_durations,
-                             options={n: getattr(args, n) for n in sorted(own) if getattr(args, n) is not None})
+    preset = get_preset(args.preset) if args.preset else None
+    wanted: dict[str, Any] = {}
+    if preset is not None and preset.kind is not None:
+        if preset.kind != args.kind:
+            raise ValidationError(f"--preset {preset.name} applies to --kind {preset.kind} only, "
+                                  f"not --kind {args.kind}")
+        wanted = {k: v for k, v in preset.request.items()
+                  if args.trace == "synthetic" or k not in ("trace", "jobs", "load", "arrival_rate")}
+    given = {n: getattr(args, n) for n in sorted(own) if getattr(args, n) is not None}
+    options = {**{k: v for k, v in wanted.items() if k in own and "load" not in _given(args)}, **given}
+    jobs = args.jobs if args.jobs is not None else wanted.get("jobs", 120)
+    return SimulationRequest(trace=args.trace, jobs=jobs, load=1.0 if args.load is None else args.load,
+                             max_jobs=args.max_jobs, infeasible_plans=args.infeasible_plans, seed=args.seed,
+                             cluster=args.cluster, ground_truth=args.ground_truth, params=tuple(args.params),
+                             configs=args.configs, trace_durations=args.trace_durations, options=options)
+
+
+def _given(args: argparse.Namespace) -> tuple[str, ...]:
+    """The workload flags given on the command line (``--jobs``, ``--load``)."""
+    return tuple(n for n in ("jobs", "load") if getattr(args, n) is not None)
 
 
 def run(args: argparse.Namespace) -> int:

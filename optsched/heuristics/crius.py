@@ -55,6 +55,10 @@ jobs once it passes (the schedule is then incomplete, status ``partial``).
 
 from __future__ import annotations
 
+from typing import Callable
+
+import numpy as np
+
 from optsched.core.deadline import Deadline
 from optsched.heuristics.crius_state import EPS, CellState
 from optsched.rounds.crius.admission import CriusAdmission, admit
@@ -267,10 +271,13 @@ def _late_running(problem: CriusRound, table: CriusTable, admission: CriusAdmiss
 
 
 def algorithm1(problem: CriusRound, table: CriusTable, admission: CriusAdmission | None = None, *,
-               deadline: Deadline | None = None) -> Schedule:
-    """Crius Algorithm 1 on the round (module docstring)."""
+               deadline: Deadline | None = None,
+               row_filter: Callable[[int, np.ndarray], np.ndarray] | None = None) -> Schedule:
+    """Crius Algorithm 1 on the round (module docstring); ``row_filter(j, rows)`` narrows the Cells job index
+    ``j`` may take (every choice, rescaling included: the ablations of Sec. 8.6, :mod:`.crius_ablations`)."""
     admission = admission or admit(problem, table)
     st = CellState(problem, table, admission)
+    st.row_filter = row_filter
     complete = True
     for name in admission.dropped:
         j = table.index_of(name)

@@ -14,7 +14,7 @@ holds it stays where it is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -54,6 +54,8 @@ class CellState:
         #: were suspended for it where it runs, Sec. 6.1; moving it would leave them suspended for nothing)
         self.pinned: set[int] = set()
         self.submit = [(j.submit_time, j.name) for j in problem.jobs]
+        #: (job index, rows) -> the rows it may take; None: all (Crius-NA / Crius-NH, Sec. 8.6)
+        self.row_filter: Callable[[int, np.ndarray], np.ndarray] | None = None
         for j in np.flatnonzero(self.running):
             cur = problem.current(table.jobs[j])
             assert cur is not None
@@ -142,7 +144,10 @@ class CellState:
 
     # -- rows ---------------------------------------------------------------------------------------
     def rows(self, j: int) -> np.ndarray:
-        return allowed_rows(self.p, self.t, j, self.t.candidates_of(j))
+        """Job ``j``'s candidate rows it may run on (:func:`~optsched.rounds.crius.admission.allowed_rows`),
+        narrowed by :attr:`row_filter` when one is set (the ablations of Crius Sec. 8.6)."""
+        rows = allowed_rows(self.p, self.t, j, self.t.candidates_of(j))
+        return rows if self.row_filter is None else self.row_filter(j, rows)
 
 
 __all__ = ["EPS", "CellState", "Hold"]

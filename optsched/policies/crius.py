@@ -10,8 +10,11 @@ Methods (registered under kind ``crius``):
   unless it breaks a rule of :func:`~optsched.rounds.crius.feasibility.violations` (it then never wins).
 * ``crius`` (alias ``heuristic``): Crius Algorithm 1 with search depth and opportunistic execution
   (:mod:`optsched.heuristics.crius`).
-* ``fcfs``, ``gandiva``, ``gavel``, ``elasticflow``: the baselines of Crius Sec. 8.1
-  (:mod:`optsched.heuristics.baselines`).
+* ``fcfs``, ``fcfs-backfill``, ``gandiva``, ``gavel``, ``elasticflow`` (ElasticFlow-LS), ``elasticflow-ddl``:
+  the baselines of Crius Sec. 8.1 (:mod:`optsched.heuristics.baselines`). Gandiva, Gavel and
+  ElasticFlow-DDL remember the rounds of a run (time-slicing, time sharing, admission): each policy built
+  gets a fresh scheduler of its own.
+* ``crius-na``, ``crius-nh``: the ablations of Crius Sec. 8.6 (:mod:`optsched.heuristics.crius_ablations`).
 
 The time limit covers the whole call (table, heuristic, solver, decision), counted from
 ``clock_start`` or the call, less :data:`FINISH_S_PER_JOB` per job kept for assembling the decision.
@@ -31,8 +34,10 @@ from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
 from optsched.formulations.solution import Solution
-from optsched.heuristics.baselines import schedule_elasticflow, schedule_fcfs, schedule_gandiva, schedule_gavel
+from optsched.heuristics.baselines import (ElasticFlowDDL, Gandiva, Gavel, schedule_elasticflow, schedule_fcfs,
+                                           schedule_fcfs_backfill)
 from optsched.heuristics.crius import algorithm1
+from optsched.heuristics.crius_ablations import CriusNA, CriusNH
 from optsched.perf.crius.cell_estimator import EstimatorParams
 from optsched.policies.checks import round_of
 from optsched.policies.exact import ExactKind, Outcome, WarmStart, exact_method, hint_of, register_exact
@@ -180,9 +185,11 @@ def _contract(o: PolicyOptions) -> CriusExact:
 register_exact("crius", _contract)
 
 
-def _heuristic(name: str, scheduler: Scheduler):  # noqa: ANN202
+def _heuristic(name: str, scheduler: Scheduler, stateful: bool = False):  # noqa: ANN202
+    """The builder of policy ``name``; ``stateful``: ``scheduler`` is a class, one fresh instance per policy."""
     def build(o: PolicyOptions) -> CriusHeuristicPolicy:
-        return CriusHeuristicPolicy(name, scheduler, o.time_limit, o.clock_start, _cache(o))
+        return CriusHeuristicPolicy(name, scheduler() if stateful else scheduler, o.time_limit, o.clock_start,
+                                    _cache(o))
     return build
 
 
@@ -193,11 +200,21 @@ for _name, _build, _summary in (
         ("crius-exact", exact_method("crius-exact", _contract), _EXACT + " (alias of exact)"),
         ("crius", _heuristic("crius", algorithm1), _HEUR),
         ("heuristic", _heuristic("heuristic", algorithm1), _HEUR + " (alias of crius)"),
-        ("fcfs", _heuristic("fcfs", schedule_fcfs), "FCFS on the requested GPUs (baseline)"),
-        ("gandiva", _heuristic("gandiva", schedule_gandiva), "Gandiva-like packing and grow-shrink (baseline)"),
-        ("gavel", _heuristic("gavel", schedule_gavel), "Gavel-like heterogeneity-aware throughput LP (baseline)"),
+        ("fcfs", _heuristic("fcfs", schedule_fcfs), "FCFS on the requested GPUs, no backfilling (baseline)"),
+        ("fcfs-backfill", _heuristic("fcfs-backfill", schedule_fcfs_backfill),
+         "FCFS on the requested GPUs with backfilling (baseline)"),
+        ("gandiva", _heuristic("gandiva", Gandiva, True),
+         "Gandiva: packing, migration, time-slicing, grow-shrink (baseline)"),
+        ("gavel", _heuristic("gavel", Gavel, True),
+         "Gavel: heterogeneity-aware throughput LP with round-based time sharing (baseline)"),
         ("elasticflow", _heuristic("elasticflow", schedule_elasticflow),
-         "ElasticFlow-like elastic scaling from data-parallel profiles (baseline)")):
+         "ElasticFlow-LS: elastic scaling from data-parallel profiles, loosened deadlines (baseline)"),
+        ("elasticflow-ddl", _heuristic("elasticflow-ddl", ElasticFlowDDL, True),
+         "ElasticFlow deadline-aware: admission by minimum satisfactory share, drops, elastic scaling (baseline)"),
+        ("crius-na", _heuristic("crius-na", CriusNA, True),
+         "Crius-NA: Algorithm 1 without adaptivity scaling, requested GPU counts only (ablation, Sec. 8.6)"),
+        ("crius-nh", _heuristic("crius-nh", CriusNH, True),
+         "Crius-NH: Algorithm 1 without heterogeneity scaling, one GPU type per job (ablation, Sec. 8.6)")):
     register_method("crius", _name, _build, _summary, (ESTIMATOR_PARAMS,),
                     uses_backend=_name in ("exact", "crius-exact"))
 

@@ -324,7 +324,8 @@ class Simulator:
         j = s.job
         return JobRecord(j.name, j.model, j.tenant, j.guaranteed, j.requested_gpus, j.submit_time, s.start, s.finish,
                          s.done, j.total_iterations, s.reconfigs, s.preempts, s.gpu_seconds, s.overhead_s,
-                         s.last_plan, s.held_s, s.measured_s if self._ledger.measured is not None else None, s.trims)
+                         s.last_plan, s.held_s, s.measured_s if self._ledger.measured is not None else None, s.trims,
+                         j.deadline)
 
 
 def simulate(cluster: Cluster, jobs: Sequence[Job], policy: Policy, ground_truth: IterationTimeSource,

@@ -54,6 +54,15 @@ class JobRecord:
     measured_s: float | None = None
     #: trims: CPU or memory changes in place, without the reconfiguration overhead (not in ``reconfigurations``)
     trims: int = 0
+    #: the job's deadline (seconds of simulated time), None without one
+    deadline_s: float | None = None
+
+    @property
+    def deadline_met(self) -> bool | None:
+        """Whether it finished by its deadline (None without a deadline)."""
+        if self.deadline_s is None:
+            return None
+        return self.finish_s is not None and self.finish_s <= self.deadline_s * (1 + 1e-9)
 
     @property
     def jct_s(self) -> float | None:
@@ -126,6 +135,13 @@ class SimResult:
         share = self.measured_share
         if share is not None:
             out["measured_share"] = round(share, 6)
+        met = [j.deadline_met for j in self.jobs if j.deadline_met is not None]
+        if met:
+            # Crius Sec. 8.5: "deadline satisfactory ratio defined in ElasticFlow [19], which is the ratio of jobs
+            # that can satisfy their deadline requirement among all training jobs" (here: among the jobs with one)
+            out["deadline_jobs"] = len(met)
+            out["deadlines_met"] = sum(met)
+            out["deadline_satisfactory_ratio"] = round(sum(met) / len(met), 6)
         return out
 
     @property

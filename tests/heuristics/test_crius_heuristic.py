@@ -10,7 +10,8 @@ import pytest
 
 from crius_helpers import alloc_on, late_deadline_round, toy_cluster, toy_graph
 from optsched.core import Job
-from optsched.heuristics.baselines import schedule_elasticflow, schedule_fcfs, schedule_gandiva, schedule_gavel
+from optsched.heuristics.baselines import (schedule_elasticflow, schedule_elasticflow_ddl, schedule_fcfs,
+                                           schedule_fcfs_backfill, schedule_gandiva, schedule_gavel)
 from optsched.heuristics.baselines.cells import request_gpus
 from optsched.heuristics.baselines.elasticflow import minimum_share
 from optsched.heuristics.baselines.gavel import gavel_shares
@@ -22,7 +23,8 @@ from optsched.rounds.crius.feasibility import violations
 from optsched.rounds.crius.objective import objective
 from optsched.rounds.crius.table import build_crius_table
 
-BASELINES = (schedule_fcfs, schedule_gandiva, schedule_gavel, schedule_elasticflow)
+BASELINES = (schedule_fcfs, schedule_fcfs_backfill, schedule_gandiva, schedule_gavel, schedule_elasticflow,
+             schedule_elasticflow_ddl)
 
 
 @pytest.fixture(scope="module", params=[(20, 0), (60, 1), (120, 5)])

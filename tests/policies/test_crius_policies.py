@@ -23,7 +23,8 @@ from optsched.rounds.crius.objective import objective
 from optsched.rounds.crius.table import build_crius_table
 from optsched.rounds.rubick.generate import generate_rubick_round
 
-METHODS = ("exact", "crius-exact", "crius", "heuristic", "fcfs", "gandiva", "gavel", "elasticflow")
+METHODS = ("exact", "crius-exact", "crius", "heuristic", "fcfs", "fcfs-backfill", "gandiva", "gavel", "elasticflow",
+           "elasticflow-ddl", "crius-na", "crius-nh")
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,9 @@ Fields:
 * ``deadline_bonus`` (objective ``normalised-deadline`` only; default 10): what a deadline job running on
   a Cell that meets its deadline adds (so admitting one more deadline job outweighs any throughput).
   A penalty or bonus set under an objective that has none is refused, naming it.
+* ``past_deadlines`` (``"error"``, default, or ``"accept"``): a job whose deadline is before the round's time
+  is an error naming it, or (``"accept"``, what a simulation's rounds use, where deadlines pass while jobs
+  wait) a job that can no longer meet its deadline (no row meets it; the deadline rules drop it).
 
 Validation (every error names the job or model and the rule): every job's model is known and its
 ``requested_gpus`` is a power of two (Sec. 4.2: stages and Cells are powers of two of GPUs); its
@@ -74,7 +77,7 @@ class CriusRound(RoundProblem):
                                                      "gpus_per_worker", "fungible", "checkpointing",
                                                      "requested_cpus", "requested_mem_gib")
     FIELD_KEYS: ClassVar[tuple[str, ...]] = ("models", "search_depth", "objective", "rescale_penalty",
-                                             "preempt_penalty", "deadline_bonus")
+                                             "preempt_penalty", "deadline_bonus", "past_deadlines")
 
     models: tuple[tuple[str, OperatorGraph], ...] = ()
     search_depth: int = DEFAULT_SEARCH_DEPTH
@@ -82,6 +85,7 @@ class CriusRound(RoundProblem):
     rescale_penalty: float | None = None
     preempt_penalty: float | None = None
     deadline_bonus: float | None = None
+    past_deadlines: str = "error"
 
     @property
     def deadline_aware(self) -> bool:
@@ -131,6 +135,8 @@ class CriusRound(RoundProblem):
             names.add(name)
         object.__setattr__(self, "models", tuple(sorted(items, key=lambda kv: kv[0])))
         require_int("round", "search_depth", self.search_depth, 0)
+        if self.past_deadlines not in ("error", "accept"):
+            raise ValidationError(f"round: past_deadlines must be 'error' or 'accept', got {self.past_deadlines!r}")
         if self.objective not in OBJECTIVES:
             raise UnknownNameError("objective", str(self.objective), OBJECTIVES, context="of a crius round")
         for f in ("rescale_penalty", "preempt_penalty", "deadline_bonus"):
@@ -163,7 +169,7 @@ class CriusRound(RoundProblem):
                 have = ", ".join(f"{t}: {types.get(t, 0)}" for t in usable)
                 raise ValidationError(f"{who}: its smallest Cell needs {smallest} GPUs of one type, more than any type "
                                       f"it may use has ({have})")
-            if j.deadline is not None and j.deadline < self.time:
+            if j.deadline is not None and j.deadline < self.time and self.past_deadlines != "accept":
                 raise ValidationError(f"{who}: deadline {j.deadline:g} s is before the round's time {self.time:g} s")
         for a in self.running:
             g = a.placement.total_gpus
@@ -179,7 +185,8 @@ class CriusRound(RoundProblem):
         return {"models": {name: {k: v for k, v in g.to_dict().items() if k != "name"} for name, g in self.models},
                 "search_depth": self.search_depth, "objective": self.objective,
                 **{f: getattr(self, f) for f in ("rescale_penalty", "preempt_penalty", "deadline_bonus")
-                   if getattr(self, f) is not None}}
+                   if getattr(self, f) is not None},
+                **({"past_deadlines": self.past_deadlines} if self.past_deadlines != "error" else {})}
 
     @classmethod
     def _fields_from_dict(cls, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -195,7 +202,7 @@ class CriusRound(RoundProblem):
         return {"models": tuple(graphs), "search_depth": json_int(data.get("search_depth", DEFAULT_SEARCH_DEPTH)),
                 "objective": data.get("objective", "throughput"),
                 "rescale_penalty": data.get("rescale_penalty"), "preempt_penalty": data.get("preempt_penalty"),
-                "deadline_bonus": data.get("deadline_bonus")}
+                "deadline_bonus": data.get("deadline_bonus"), "past_deadlines": data.get("past_deadlines", "error")}
 
 
 __all__ = ["CriusRound", "DEADLINE_OBJECTIVES", "DEFAULT_DEADLINE_BONUS", "DEFAULT_PREEMPT_PENALTY",

@@ -157,22 +157,59 @@ def crius_philly_trace(path: str | Path, cluster: Cluster, truth: CriusGroundTru
                  f"{path} (Crius models, seed={seed}, {len(jobs)} jobs{note})")
 
 
+def with_deadlines(jobs: Sequence[Job], rows: Sequence[RawJob], deadline_range: tuple[float, float], *, seed: int,
+                   min_duration: float = DEFAULT_MIN_DURATION_S, max_duration: float = DEFAULT_MAX_DURATION_S
+                   ) -> list[Job]:
+    """``jobs`` with deadlines (Crius Sec. 8.5, "we follow [19]", ElasticFlow): each job's deadline is its
+    submission plus ``lambda x duration``, ``duration`` its row's (clipped) duration, i.e. its time on its
+    request on its home type, ``lambda`` uniform in ``deadline_range`` (one generator, ``seed``)."""
+    lo, hi = deadline_range
+    require_number("with_deadlines", "deadline_range low", lo, 0.0, strict=True)
+    require_number("with_deadlines", "deadline_range high", hi, lo)
+    require_seed("with_deadlines", seed)
+    lam = np.random.default_rng(seed).uniform(lo, hi, len(jobs))
+    return [Job(j.name, j.model, j.requested_gpus, j.total_iterations, requested_plan=j.requested_plan,
+                submit_time=j.submit_time,
+                deadline=j.submit_time + float(x) * min(max(r.duration, min_duration), max_duration))
+            for j, r, x in zip(jobs, rows, lam)]
+
+
 def crius_synthetic_trace(cluster: Cluster, truth: CriusGroundTruth, *, num_jobs: int = 300, seed: int = 0,
-                          load: float = 1.0, name: str = "crius-synthetic", **kwargs: float) -> Trace:
-    """A Philly-calibrated Crius trace of ``num_jobs`` jobs at offered ``load`` (module docstring)."""
+                          load: float | None = 1.0, arrival_rate: float | None = None,
+                          deadline_range: tuple[float, float] | None = None, name: str = "crius-synthetic",
+                          **kwargs: float) -> Trace:
+    """A Philly-calibrated Crius trace of ``num_jobs`` jobs at offered ``load`` (module docstring), or, with
+    ``arrival_rate`` (jobs per second; ``load`` None), Poisson arrivals at that rate and whatever load the
+    jobs' requests and durations then offer; ``deadline_range``: deadlines as :func:`with_deadlines` draws them
+    (seed ``seed + 2``)."""
     require_int("crius_synthetic_trace", "num_jobs", num_jobs, 1)
     require_seed("crius_synthetic_trace", seed)
-    require_number("crius_synthetic_trace", "load", load, 0.0, strict=True)
+    if (load is None) == (arrival_rate is None):
+        raise ValidationError("crius_synthetic_trace: give either load or arrival_rate (not both)")
+    if load is not None:
+        require_number("crius_synthetic_trace", "load", load, 0.0, strict=True)
+    else:
+        require_number("crius_synthetic_trace", "arrival_rate", arrival_rate, 0.0, strict=True)
     rng = np.random.default_rng(seed)
     _, durations = sample_philly_jobs(rng, num_jobs)
     gaps = rng.standard_exponential(num_jobs)
+    if arrival_rate is not None:
+        gaps = gaps / arrival_rate
     width = len(str(num_jobs - 1))
     rows = [RawJob(f"crius-{i:0{width}d}", 0.0, float(durations[i]), 1) for i in range(num_jobs)]
     rows = [RawJob(r.name, float(t), r.duration, 1) for r, t in zip(rows, np.cumsum(gaps))]
     jobs = crius_jobs(rows, cluster, truth, seed=seed + 1, **kwargs)
-    jobs = _rescaled(jobs, offered(jobs, rows, cluster, **kwargs) / load) if num_jobs > 1 else jobs
-    return Trace(name, tuple(jobs), (), f"crius-synthetic(seed={seed}, num_jobs={num_jobs}, load={load:g})")
+    if load is not None:
+        jobs = _rescaled(jobs, offered(jobs, rows, cluster, **kwargs) / load) if num_jobs > 1 else jobs
+        how = f"load={load:g}"
+    else:
+        how = f"arrival_rate={arrival_rate * 3600:g}/h, offered load {offered(jobs, rows, cluster, **kwargs):.2f}" \
+            if num_jobs > 1 else f"arrival_rate={arrival_rate * 3600:g}/h"  # type: ignore[operator]
+    if deadline_range is not None:
+        jobs = with_deadlines(jobs, rows, deadline_range, seed=seed + 2, **kwargs)
+        how += f", deadlines lambda in [{deadline_range[0]:g}, {deadline_range[1]:g}]"
+    return Trace(name, tuple(jobs), (), f"crius-synthetic(seed={seed}, num_jobs={num_jobs}, {how})")
 
 
 __all__ = ["DEFAULT_MAX_DURATION_S", "DEFAULT_MIN_DURATION_S", "crius_jobs", "crius_philly_trace",
-           "crius_synthetic_trace", "offered"]
+           "crius_synthetic_trace", "offered", "with_deadlines"]
