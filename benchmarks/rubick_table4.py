@@ -33,11 +33,12 @@ job of each model wait S seconds for its profile under Rubick and its variants (
 A800), keep no requested plan.
 
 Prints, per setting, every (trace, policy, group) with average and P99 JCT and makespan in hours and
-their ratios to Rubick (ours and the paper's; ``off_by_30%`` flags ratios more than 30% away from the
-paper's), reconfigurations, preemptions, failed rounds, ``measured_share`` (share of job-time on
-measured configurations: 1 - measured_share is the share that ran on configurations nobody measured,
+their ratios to Rubick (ours and the paper's; ``avg_ratio_of_paper`` = our average-JCT ratio to Rubick over the
+paper's; ``off_by_30%`` flags ratios more than 30% away from the paper's), reconfigurations, preemptions, failed
+rounds, ``measured_share`` (share of job-time on measured configurations: 1 - measured_share is the share that ran on configurations nobody measured,
 answered by the truth's extrapolation) and wall seconds; then one matrix of average JCT and ratio to Rubick per
-setting next to the paper's, and the Rubick/FIFO-backfill ratio per trace and setting. Writes
+setting next to the paper's (a cell ``0.62 (1.95x =0.75p) m0.55``: 0.62 h, 1.95x Rubick's, 0.75 of the paper's
+ratio, 55% of job-time on measured configurations), and the Rubick/FIFO-backfill ratio per trace and setting. Writes
 ``benchmarks/out/rubick_table4.csv`` (long format). Exits 0 with a message when the data is absent.
 The simulations run one after another (``--exact`` adds the CP-SAT round on the base trace).
 """
@@ -141,9 +142,11 @@ def table_rows(trace_name: str, setting: str, summaries: dict) -> list[tuple]:
                 _ratio(a, b) for a, b in zip(paper, pbase))
             off = [lbl for lbl, r, pr in zip(("avg", "p99", "makespan"), ratios, pratios)
                    if r is not None and pr is not None and abs(r / pr - 1) > 0.30]
+            of_paper = None if ratios[0] is None or pratios[0] is None or not pratios[0] else ratios[0] / pratios[0]
             rows.append((trace_name, setting, policy, group, part["finished"], *(_fmt(v) for v in ours),
                          *(_fmt(v) for v in ratios), *(_fmt(v) for v in (paper or (None, None, None))),
-                         *(_fmt(v) for v in pratios), " ".join(off) or "-", s["reconfigurations"], s["preemptions"],
+                         *(_fmt(v) for v in pratios), _fmt(None if of_paper is None else round(of_paper, 2)),
+                         " ".join(off) or "-", s["reconfigurations"], s["preemptions"],
                          s["failed_rounds"], _fmt(round(s["measured_share"], 2) if "measured_share" in s else None),
                          round(s["wall_seconds"], 1)))
     return rows
@@ -151,7 +154,8 @@ def table_rows(trace_name: str, setting: str, summaries: dict) -> list[tuple]:
 
 HEADER = ("trace", "setting", "policy", "group", "jobs", "avg_jct_h", "p99_jct_h", "makespan_h", "avg_ratio",
           "p99_ratio", "makespan_ratio", "paper_avg_h", "paper_p99_h", "paper_makespan_h", "paper_avg_ratio",
-          "paper_p99_ratio", "paper_makespan_ratio", "off_by_30%", "reconfigs", "preempts", "failed_rounds",
+          "paper_p99_ratio", "paper_makespan_ratio", "avg_ratio_of_paper", "off_by_30%", "reconfigs", "preempts",
+          "failed_rounds",
           "measured_share", "wall_s")
 
 
@@ -160,18 +164,22 @@ def _avg(summary: dict, group: str) -> float | None:
 
 
 def matrix(runs: dict[tuple[str, str], dict], settings: list[str]) -> str:
-    """Average JCT h (ratio to Rubick) and, for all jobs, the measured share ``m``, per (trace, policy,
-    group) and setting, next to the paper's; then Rubick/FIFO-backfill average JCT per trace and
-    setting."""
+    """Average JCT h (ratio to Rubick, and that ratio over the paper's: ``=0.75p``) and, for all jobs, the measured
+    share ``m``, per (trace, policy, group) and setting, next to the paper's; then Rubick/FIFO-backfill average
+    JCT per trace and setting."""
     cells: dict[tuple[str, str, str], dict[str, str]] = {}
     for (trace, setting), summaries in runs.items():
         for group in (("all", "guaranteed", "best_effort") if trace == "mt" else ("all",)):
             base = _avg(summaries["rubick"], group)
+            paper_base = PAPER[trace]["rubick"][group]
             for policy, s in summaries.items():
                 v = _avg(s, group)
                 share = s.get("measured_share") if group == "all" else None
+                paper = PAPER[trace].get(policy, {}).get(group)
+                ours_x, paper_x = _ratio(v, base), None if paper is None else _ratio(paper[0], paper_base[0])
+                of = "" if ours_x is None or not paper_x or policy == "rubick" else f" ={ours_x / paper_x:.2f}p"
                 cells.setdefault((trace, policy, group), {})[setting] = (
-                    f"{_fmt(_h(v))} ({_fmt(_ratio(v, base))}x)" + ("" if share is None else f" m{share:.2f}"))
+                    f"{_fmt(_h(v))} ({_fmt(ours_x)}x{of})" + ("" if share is None else f" m{share:.2f}"))
     head = ["trace", "policy", "group", "paper", *settings]
     body = []
     for (trace, policy, group), by_setting in cells.items():
