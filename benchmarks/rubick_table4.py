@@ -32,13 +32,14 @@ job of each model wait S seconds for its profile under Rubick and its variants (
 2 GPUs (rows 74, 110, 170, 212, 339), which our memory model rejects (81.9 GiB per GPU on an 80 GiB
 A800), keep no requested plan.
 
-Prints, per setting, every (trace, policy, group) with average and P99 JCT and makespan in hours and
-their ratios to Rubick (ours and the paper's; ``avg_ratio_of_paper`` = our average-JCT ratio to Rubick over the
-paper's; ``off_by_30%`` flags ratios more than 30% away from the paper's), reconfigurations, preemptions, failed
-rounds, ``measured_share`` (share of job-time on measured configurations: 1 - measured_share is the share that
-ran on configurations nobody measured, answered by the truth's extrapolation) and wall seconds; then one matrix
-of average JCT and ratio to Rubick per setting next to the paper's (a cell ``0.62 (1.95x =0.75p) m0.55``: 0.62 h, 1.95x Rubick's, 0.75 of the paper's
-ratio, 55% of job-time on measured configurations), and the Rubick/FIFO-backfill ratio per trace and setting. Writes
+Prints, per setting, every (trace, policy, group) with average and P99 JCT and makespan in hours and their ratios
+to Rubick (ours and the paper's; ``avg_ratio_of_paper`` = our average-JCT ratio to Rubick over the paper's;
+``off_by_30%`` flags ratios more than 30% away from the paper's), reconfigurations, preemptions, failed rounds,
+``measured_share`` (share of job-time on measured configurations: 1 - measured_share is the share that ran on
+configurations nobody measured, answered by the truth's extrapolation) and wall seconds; then one matrix of average
+JCT and ratio to Rubick per setting next to the paper's (a cell ``0.62 (1.95x =0.75p) m0.55``: 0.62 h, 1.95x
+Rubick's, 0.75 of the paper's ratio, 55% of job-time on measured configurations), and the Rubick/FIFO-backfill
+ratio per trace and setting. Writes
 ``benchmarks/out/rubick_table4.csv`` (long format). Exits 0 with a message when the data is absent.
 The simulations run one after another (``--exact`` adds the CP-SAT round on the base trace).
 """
