@@ -8,7 +8,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from dataclasses import replace
+
 from optsched.cli.common import check_output_dir, format_table, out, plots_skipped
+from optsched.core.errors import ValidationError
 from optsched.policies.options import DEFAULT_TIME_LIMIT
 from optsched.policies.registry import DEFAULT_KIND, methods_of
 from optsched.sim.config import PREEMPT_RESTART_S, RECONFIG_OVERHEAD_S, ROUND_INTERVAL_S, SimConfig
@@ -67,10 +70,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", metavar="NAME", choices=sorted(PRESETS),
                    help="settings of a published simulator: " + "; ".join(
                        f"{n}: {_preset_text(PRESETS[n])}" for n in sorted(PRESETS))
-                   + " (flags given explicitly win; default: rubick-paper's values)")
+                   + " (flags given explicitly win; default: rubick-paper's values; a preset of one kind also sets "
+                     "that kind's options and default policies)")
     p.add_argument("--round-interval", type=float, metavar="S",
                    help=f"periodic round interval in seconds ({ROUND_INTERVAL_S:g})")
-    p.add_argument("--min-round-gap", type=float, default=0.0, metavar="S",
+    p.add_argument("--min-round-gap", type=float, metavar="S",
                    help="rate-limit rounds triggered by arrivals/completions to one per S seconds (0: none)")
     p.add_argument("--reconfig-overhead", type=float, metavar="S",
                    help=f"seconds a reconfiguration costs ({RECONFIG_OVERHEAD_S:g})")
@@ -83,7 +87,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "in place without a restart (0)")
     p.add_argument("--no-checkpoint", action="store_true",
                    help="preempted jobs lose the progress since their last periodic checkpoint")
-    p.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="S",
+    p.add_argument("--checkpoint-interval", type=float, metavar="S",
                    help="periodic checkpoint interval with --no-checkpoint (1800)")
     p.add_argument("--max-time", type=float, metavar="S", help="stop the simulation at this time")
     p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="S",
@@ -94,6 +98,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _preset_text(preset: Any) -> str:
+    if preset.kind is not None:
+        return f"{preset.description}, docs/simulation.md"
     v = preset.settings
     rounds = "every arrival/completion and " if v["rounds_on_events"] else "only "
     return (f"rounds {rounds}every {v['round_interval_s']:g} s, first start {v['start_overhead_s']:g} s, "
@@ -103,23 +109,29 @@ def _preset_text(preset: Any) -> str:
 def _sim_config(args: argparse.Namespace) -> Any:
     """The simulator settings of ``optsched simulate``: the ``--preset`` (default ``rubick-paper``)
     with every option given on the command line overriding it."""
-    return get_preset(args.preset or "rubick-paper").config(
-        SimConfig(checkpoint_on_preempt=not args.no_checkpoint, checkpoint_interval_s=args.checkpoint_interval,
-                  min_round_gap_s=args.min_round_gap, max_time_s=args.max_time, seed=args.seed,
+    preset = get_preset(args.preset or "rubick-paper")
+    if preset.kind is not None and preset.kind != args.kind:
+        raise ValidationError(f"--preset {preset.name} is for --kind {preset.kind}, not {args.kind}")
+    config = preset.config(
+        SimConfig(checkpoint_on_preempt=not args.no_checkpoint, max_time_s=args.max_time, seed=args.seed,
                   trim_overhead_s=args.trim_overhead),
         round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
-        preempt_restart_s=args.preempt_restart, start_overhead_s=args.start_overhead)
+        preempt_restart_s=args.preempt_restart, start_overhead_s=args.start_overhead,
+        min_round_gap_s=args.min_round_gap, checkpoint_interval_s=args.checkpoint_interval)
+    return replace(config, checkpoint_on_preempt=False) if args.no_checkpoint else config
 
 
 def _request(args: argparse.Namespace) -> SimulationRequest:
     """The :class:`~optsched.sim.setup.SimulationRequest` of the command's options; a kind's own options
     only where given (so that one given to another kind is named, :func:`~optsched.sim.setup.check_request`)."""
     own = {o.name for k in simulation_kinds() for o in simulation_setup(k).options}
+    preset = dict(get_preset(args.preset).options) if args.preset else {}
+    given = {n: getattr(args, n) for n in sorted(own) if getattr(args, n) is not None}
     return SimulationRequest(trace=args.trace, jobs=args.jobs, load=args.load, max_jobs=args.max_jobs,
                              infeasible_plans=args.infeasible_plans, seed=args.seed, cluster=args.cluster,
                              ground_truth=args.ground_truth, params=tuple(args.params), configs=args.configs,
                              trace_durations=args.trace_durations,
-                             options={n: getattr(args, n) for n in sorted(own) if getattr(args, n) is not None})
+                             options={**preset, **given})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
     from optsched.experiments.compare import comparison_rows, simulate_kind, write_outputs
     check_output_dir(args.out)
     config = _sim_config(args)
-    inputs, results = simulate_kind(args.kind, _request(args), args.policy or (), config,
+    policies = args.policy or (get_preset(args.preset).policies if args.preset else ())
+    inputs, results = simulate_kind(args.kind, _request(args), policies, config,
                                     time_limit=args.time_limit, progress=not args.no_progress)
     header, rows = comparison_rows(results)
     out(inputs.heading)

@@ -221,6 +221,11 @@ def simulate_kind(kind: str, request: SimulationRequest, policies: Sequence[str]
     if bad:
         raise ValidationError(f"--kind {kind}: {', '.join(bad)} is no {kind} method (known: {', '.join(known)})")
     inputs = setup.build(request)
+    for option, names in inputs.named_policies.items():
+        stray = [n for n in names if n not in policies]
+        if stray:
+            raise ValidationError(f"--kind {kind}: --{option.replace('_', '-')} names {', '.join(stray)}, not among "
+                                  f"the policies run ({', '.join(policies)})")
     results: dict[str, SimResult] = {}
     for method in policies:
         results.update(run_policies(inputs.cluster, inputs.jobs, inputs.truth, [method], config, kind=kind,

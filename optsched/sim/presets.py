@@ -13,11 +13,14 @@ comparison can be run under either and every difference explained. ``docs/simula
   ``reallocate_time = 260`` whenever a job's placement changes, the first placement included, so a
   first start, a restart after preemption and a reconfiguration all cost 260 s. (It charges nothing
   for a plan change on an unchanged placement; our engine charges every reconfiguration alike.)
+* ``lyra-thesis`` (``--kind lyra`` only): the Lyra thesis' simulation (Sec. 3.7.1-3.7.2): its simulator
+  settings, and the kind's own options (``options``: trace window, job mix, cluster size, the
+  Baseline without loaning) and default policies, each with the text it comes from (``sources``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -33,21 +36,30 @@ ARTIFACT_ROUND_INTERVAL_S = 60.0
 @dataclass(frozen=True)
 class SimPreset:
     """A named set of :class:`~optsched.sim.config.SimConfig` values (``settings``) with where each
-    number comes from (``sources``, same keys)."""
+    number comes from (``sources``, same keys); a preset of one round kind (``kind``; None: any) may
+    also set that kind's simulation options (``options``, :class:`~optsched.sim.setup.SimulationOption`
+    names) and its default ``policies``, their sources in ``sources`` too."""
 
     name: str
     description: str
     settings: Mapping[str, Any]
     sources: Mapping[str, str]
+    kind: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    policies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         known = set(SimConfig.__dataclass_fields__)
         unknown = sorted(set(self.settings) - known)
         if unknown:
             raise ValidationError(f"preset {self.name!r}: unknown setting(s) {', '.join(unknown)}")
-        if set(self.sources) != set(self.settings):
+        if (self.options or self.policies) and self.kind is None:
+            raise ValidationError(f"preset {self.name!r}: options and policies belong to one round kind (kind)")
+        need = set(self.settings) | set(self.options) | ({"policies"} if self.policies else set())
+        if set(self.sources) != need:
             raise ValidationError(f"preset {self.name!r}: every setting needs a source")
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
+        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
 
     def config(self, base: SimConfig = SimConfig(), **overrides: Any) -> SimConfig:
@@ -74,6 +86,41 @@ PRESETS: Mapping[str, SimPreset] = MappingProxyType({p.name: p for p in (
                                    "placement change, the first included",
                "reconfig_overhead_s": "artifact simulator: the same 260 s on a placement change",
                "preempt_restart_s": "artifact simulator: the same 260 s when a preempted job is placed again"}),
+    SimPreset("lyra-thesis", "the Lyra thesis' simulation (ch. 3, Sec. 3.7.1-3.7.2; --kind lyra)",
+              {"round_interval_s": 300.0, "rounds_on_events": True, "min_round_gap_s": 60.0, "start_overhead_s": 0.0,
+               "reconfig_overhead_s": 0.0, "preempt_restart_s": 63.0, "checkpoint_on_preempt": False,
+               "checkpoint_interval_s": 0.0},
+              {"round_interval_s": "Sec. 3.7.1: 'Lyra's resource orchestrator runs every five minutes'",
+               "rounds_on_events": "Sec. 3.5.2: 'by periodically performing scheduling in high frequency' (rounds on "
+                                   "arrivals and completions too)",
+               "min_round_gap_s": "ours: event rounds at most one a minute (the text gives no figure; run time)",
+               "start_overhead_s": "Sec. 3.7.1: 'Job's running time in the simulator is derived from actual training "
+                                   "time in the traces'",
+               "reconfig_overhead_s": "Sec. 3.7.2: 'the overhead of placing and removing workers ... which the "
+                                      "simulator does not capture'",
+               "preempt_restart_s": "Sec. 3.7.5: 'The average overhead is 63 seconds, which is adopted in our "
+                                    "large-scale simulation'",
+               "checkpoint_on_preempt": "Sec. 3.7.3: 'in our default setup we have made a conservative assumption "
+                                        "that no jobs have checkpointing'",
+               "checkpoint_interval_s": "Sec. 3.7.3: no jobs have checkpointing (a preempted job restarts from the "
+                                        "beginning)",
+               "window_days": "Sec. 3.7.1: 'a 15-day job trace' (of the Philly trace with --trace PHILLY.csv)",
+               "window_start": "ours: the busiest window of the trace (the thesis' trace is from a busy production "
+                               "cluster, Fig. 3.2)",
+               "fungible_load": "Sec. 3.7.1, Basic: 'fungible jobs are used for capacity loaning (21% of total "
+                                "training load)'",
+               "elastic_load": "Sec. 3.7.1, Basic: 'elastic jobs ... (~5% of all jobs accounting for 36% of total "
+                               "training resources)'",
+               "elastic_count": "Sec. 3.7.1, Basic: '~5% of all jobs'",
+               "offered_load": "Fig. 3.2: 'The cluster has ~3,500 GPUs, and the average utilization is 82%'",
+               "no_loaning": "Sec. 3.7.1: 'Baseline: A FIFO cluster scheduler with no capacity loaning or elastic "
+                             "scaling'",
+               "policies": "Table 3.5: Baseline (fifo), Lyra (Basic: loaning and scaling), Lyra with loaning only "
+                           "(row 9: lyra-loan)"},
+              kind="lyra",
+              options={"window_days": 15.0, "window_start": "busiest", "fungible_load": 0.21, "elastic_load": 0.36,
+                       "elastic_count": 0.05, "offered_load": 0.82, "no_loaning": "fifo"},
+              policies=("fifo", "lyra", "lyra-loan")),
 )})
 
 

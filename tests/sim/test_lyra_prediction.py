@@ -139,7 +139,7 @@ def test_simulate_kind_lyra_takes_the_prediction_options() -> None:
                                     ["lyra"], CFG)
     pred = inputs.runs["policy_extras"][PREDICTOR_OPTION]
     assert len(pred.factors) == 10 and all(0.9 <= f <= 1.1 for f in pred.factors.values())
-    assert "50% of jobs with a wrong running-time prediction" in inputs.notes[0]
+    assert "50% of jobs with a wrong running-time prediction" in inputs.notes[-1]
     assert results["lyra"].summary()["unfinished"] == 0
     with pytest.raises(ValidationError, match=r"--prediction-error must lie in \[0, 1\], got 2.0"):
         simulate_kind("lyra", SimulationRequest(jobs=20, options={"prediction_error": 2.0}), ["lyra"], CFG)
