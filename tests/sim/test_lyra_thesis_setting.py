@@ -92,7 +92,7 @@ def test_lyra_thesis_preset_values_and_sources() -> None:
 
 def _cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict, str]:
     out = tmp_path / "o"
-    code = main(["simulate", "--kind", "lyra", "--preset", "lyra-thesis", "--jobs", "60", "--window-days", "1",
+    code = main(["simulate", "--kind", "lyra", "--preset", "lyra-thesis", "--jobs", "40", "--window-days", "0.5",
                  "--no-plots", "--no-progress", "--out", str(out), *extra])
     text = capsys.readouterr()
     doc = json.loads((out / "summary.json").read_text()) if code == 0 else {}
@@ -103,7 +103,7 @@ def test_simulate_lyra_thesis_preset(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, doc, out = _cli(tmp_path, capsys)
     assert code == 0, out
     assert list(doc["policies"]) == ["fifo", "lyra", "lyra-loan"]
-    assert doc["preset"] == "lyra-thesis" and doc["window"] == "1 days"   # --window-days 1 wins over the preset
+    assert doc["preset"] == "lyra-thesis" and doc["window"] == "0.5 days"   # --window-days 0.5 wins over the preset
     assert doc["config"]["preempt_restart_s"] == 63.0 and doc["config"]["checkpoint_on_preempt"] is False
     assert doc["job_mix"]["elastic_jobs"] == pytest.approx(0.05, abs=0.01)
     for name, pol in doc["policies"].items():
