@@ -120,3 +120,7 @@ def test_lyra_thesis_preset_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code != 0 and "--no-loaning names fifo, not among the policies run (lyra)" in out
     code, _, out = _cli(tmp_path, capsys, "--training", "3")
     assert code != 0 and "--training cannot be given with --offered-load" in out
+    with pytest.raises(ValidationError, match="--window-start needs --window-days"):
+        from optsched.experiments.compare import simulate_kind
+        from optsched.sim.setup import SimulationRequest
+        simulate_kind("lyra", SimulationRequest(jobs=5, options={"window_start": "2017-10-01"}), ["lyra"])

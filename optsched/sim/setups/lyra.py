@@ -53,6 +53,8 @@ def build(request: SimulationRequest) -> SimulationInputs:
     if request.trace != "synthetic" and detect_format(request.trace) != "philly":
         raise ValidationError(f"--kind lyra: trace {request.trace!r} is not in the Philly format (or use 'synthetic')")
     training, inference, usage = (SETUP.option(request, n) for n in ("training", "inference", "usage"))
+    if "window_start" in request.options and SETUP.option(request, "window_days") is None:
+        raise ValidationError("--kind lyra: --window-start needs --window-days (the window's length)")
     if SETUP.option(request, "offered_load") is not None:
         given = [f"--{n}" for n in ("training", "inference") if n in request.options]
         if given:
