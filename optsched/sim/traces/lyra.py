@@ -50,13 +50,11 @@ from optsched.sim.traces.csv_rows import (RowError, RowErrors, check_field_count
 RawRow = tuple[float, float, int]
 
 
-def philly_rows(path: str | Path, *, max_jobs: int | None = None, skip_invalid: bool = False) -> list[RawRow]:
-    """Rows of a Philly CSV (``timestamp,duration,num_gpus``), submit times in seconds after the first
-    row, sorted; at most ``max_jobs`` (the first submitted). Invalid rows are errors naming the row
-    (or skipped with one warning)."""
+def _philly_times(path: str | Path, skip_invalid: bool = False) -> list[tuple[datetime, float, int]]:
+    """(submit time, duration, GPUs) of every row of a Philly CSV, sorted by time (errors: :func:`philly_rows`)."""
+    rows: list[tuple[datetime, float, int]] = []
     p = Path(path)
     errors = RowErrors(p, skip_invalid)
-    rows: list[tuple[datetime, float, int]] = []
     for row in read_csv(p, ("timestamp", "duration", "num_gpus"), ("gpu_time", "cluster")):
         try:
             check_field_count(row)
@@ -70,6 +68,14 @@ def philly_rows(path: str | Path, *, max_jobs: int | None = None, skip_invalid: 
             errors.add(row, exc)
     errors.finish(len(rows))
     rows.sort(key=lambda r: r[0])
+    return rows
+
+
+def philly_rows(path: str | Path, *, max_jobs: int | None = None, skip_invalid: bool = False) -> list[RawRow]:
+    """Rows of a Philly CSV (``timestamp,duration,num_gpus``), submit times in seconds after the first
+    row, sorted; at most ``max_jobs`` (the first submitted). Invalid rows are errors naming the row
+    (or skipped with one warning)."""
+    rows = _philly_times(path, skip_invalid)
     if max_jobs is not None:
         rows = rows[:max_jobs]
     t0 = rows[0][0]
@@ -85,26 +91,6 @@ def synthetic_rows(jobs: int, *, seed: int = 0, hours: float = 12.0, max_gpus: i
     gpus = rng.choice([1, 2, 4, 8, 16, 32], size=jobs, p=[0.62, 0.12, 0.12, 0.1, 0.03, 0.01])
     dur = np.exp(rng.normal(np.log(1200.0), 1.6, jobs))
     return [(float(t), float(d), int(min(g, max_gpus))) for t, d, g in zip(submit, dur, gpus)]
-
-
-def _philly_times(path: str | Path) -> list[tuple[datetime, float, int]]:
-    rows: list[tuple[datetime, float, int]] = []
-    p = Path(path)
-    errors = RowErrors(p, False)
-    for row in read_csv(p, ("timestamp", "duration", "num_gpus"), ("gpu_time", "cluster")):
-        try:
-            check_field_count(row)
-            text = text_field(row, "timestamp")
-            try:
-                ts = datetime.fromisoformat(text)
-            except ValueError:
-                raise RowError(f"timestamp {text!r} is not YYYY-MM-DD HH:MM:SS", "bad timestamp") from None
-            rows.append((ts, non_negative_field(row, "duration", "duration"), gpu_count_field(row, "num_gpus")))
-        except RowError as exc:
-            errors.add(row, exc)
-    errors.finish(len(rows))
-    rows.sort(key=lambda r: r[0])
-    return rows
 
 
 @dataclass(frozen=True)
