@@ -23,6 +23,18 @@ pool, and a simulation with capacity loaning (issue "Lyra", Must show).
    placement and opportunistic scheduling (no loaning; fungible jobs on idle inference GPUs, evicted
    when inference grows). ``--quick``: first 600 jobs, one seed for the reclaim table.
 
+4. **Thesis** (``--parts thesis``; issue 25 item 3): Table 3.5 and Table 3.9 in the thesis' setting, the
+   ``lyra-thesis`` preset (:mod:`optsched.sim.presets`: its simulator settings and options, each with its
+   source): ``--window-days`` (the preset's 15; ``--window-days 3`` runs in 1-5 minutes a simulation) of
+   the full Philly trace (``../shared/data/traces/philly/philly.csv``, the busiest window), the job mix by
+   load, the cluster sized for an 82% offered load. Runs: the Baseline (FIFO, no loaning), Lyra (Basic,
+   row 2), loaning only (row 9, ``lyra-loan``), scaling only (row 13, ``lyra`` with no loaning), and
+   scaling only with ``--errors`` of the jobs mispredicted within +-25% (Table 3.9, "obtained without
+   capacity loaning in Basic scenario", Sec. 3.7.4). Prints, per row and metric, the thesis' number,
+   ours and ours/thesis; the reductions over the Baseline ("Duration of a scheme compared / Duration of
+   Lyra", Sec. 3.7.1, here Baseline / scheme) beside the thesis'; writes ``lyra_thesis_runs.csv``,
+   ``lyra_table_3_5.csv`` and ``lyra_table_3_9.csv``. ``--processes 2`` runs two simulations at once.
+
 Prints the tables and writes ``benchmarks/out/lyra_mckp.csv``, ``lyra_reclaim.csv``, ``lyra_sim.csv``.
 The default run takes about 6 minutes on one core.
 """
@@ -151,6 +163,95 @@ def sim_table(jobs_n: int | None, training: int, inference: int, full: bool) -> 
          out, "lyra_sim.csv")
 
 
+PHILLY_FULL = PHILLY.parent / "philly.csv"
+#: Table 3.5 (thesis Sec. 3.7.2): queuing time and JCT (s: mean, median, 95%ile) and preemption ratio of the rows
+#: we run (row number, scheme); None: "NA" in the table
+TABLE_3_5 = {
+    "baseline": (1, "Baseline (FIFO)", (3072, 55, 8357), (16610, 791, 82933), 0.0),
+    "lyra": (2, "Lyra, Basic", (2010, 26, 3358), (11236, 568, 56477), 0.1224),
+    "loaning": (9, "Lyra, capacity loaning only", (2212, 23, 3427), (12947, 662, 57987), 0.1494),
+    "scaling": (13, "Lyra, elastic scaling only", (2275, 47, 3475), (12048, 602, 57597), None),
+}
+#: Table 3.9 (Sec. 3.7.4): share of wrong predictions -> (queuing time reduction, JCT reduction) over the Baseline
+TABLE_3_9 = {0.2: (2.21, 1.52), 0.4: (2.17, 1.49), 0.6: (1.76, 1.38)}
+
+
+def _thesis_run(job: tuple[str, str, bool, float, float]) -> dict[str, object]:
+    """One simulation of the thesis mode: (key, method, loaning, wrong share, window days) -> its numbers."""
+    from optsched.rounds.lyra.prediction import PREDICTOR_OPTION, runtime_predictor
+    from optsched.sim.presets import get_preset
+    key, method, lend, wrong, days = job
+    preset = get_preset("lyra-thesis")
+    opts = {k: v for k, v in preset.request.items() if k != "no_loaning"}
+    opts["window_days"] = days
+    setup = lyra_simulation(PHILLY_FULL, seed=0, **opts)
+    pred = runtime_predictor(setup.jobs, wrong, seed=0)
+    policy = make_policy(method, PolicyOptions(time_limit=10.0, extras={PREDICTOR_OPTION: pred}), kind="lyra")
+    t0 = time.perf_counter()
+    res = Simulator(setup.cluster, setup.jobs, policy, setup.truth, preset.config(), trace_name="philly",
+                    **setup.events(method, loaning=lend)).run()
+    s = res.summary()
+    q = np.array([r.queue_s for r in res.jobs if r.queue_s is not None])
+    jct = np.array([r.jct_s for r in res.jobs if r.jct_s is not None])
+    return {"key": key, "method": method, "loaning": lend, "wrong": wrong, "jobs": len(res.jobs),
+            "unfinished": s["unfinished"], "queue": (q.mean(), float(np.median(q)), float(np.percentile(q, 95))),
+            "jct": (jct.mean(), float(np.median(jct)), float(np.percentile(jct, 95))),
+            "preemptions": s["preemptions"], "preemption_ratio": s["preemption_ratio"],
+            "gpu_util": s["gpu_utilisation"], "wall_s": time.perf_counter() - t0,
+            "setting": f"{setup.window}; {setup.sizing}; {setup.mix().describe()}"}
+
+
+def thesis_tables(days: float, errors: list[float], processes: int) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+    if not PHILLY_FULL.exists():
+        print(f"({PHILLY_FULL} not found: the thesis mode needs the Philly trace)")
+        return
+    jobs = [("baseline", "fifo", False, 0.0, days), ("lyra", "lyra", True, 0.0, days),
+            ("loaning", "lyra-loan", True, 0.0, days), ("scaling", "lyra", False, 0.0, days)]
+    jobs += [(f"scaling-err{e:g}", "lyra", False, e, days) for e in errors]
+    with ProcessPoolExecutor(max_workers=max(1, processes)) as pool:
+        runs = {r["key"]: r for r in pool.map(_thesis_run, jobs)}
+    print(f"\nthe thesis' setting (preset lyra-thesis, --window-days {days:g}): {runs['baseline']['setting']}")
+    emit(("run", "method", "loaning", "wrong_predictions", "jobs", "unfinished", "queue_mean_s", "queue_median_s",
+          "queue_p95_s", "jct_mean_s", "jct_median_s", "jct_p95_s", "preemptions", "preemption_ratio", "gpu_util",
+          "wall_s"),
+         [(k, r["method"], "yes" if r["loaning"] else "no", r["wrong"], r["jobs"], r["unfinished"],
+           *(round(v) for v in r["queue"]), *(round(v) for v in r["jct"]), r["preemptions"],
+           r["preemption_ratio"], None if r["gpu_util"] is None else round(r["gpu_util"], 3), round(r["wall_s"], 1))
+          for k, r in runs.items()], "lyra_thesis_runs.csv")
+    base = runs["baseline"]
+    rows = []
+    for key, (row, label, tq, tj, tp) in TABLE_3_5.items():
+        r = runs[key]
+        for metric, thesis, ours in (("queuing time mean s", tq[0], r["queue"][0]),
+                                     ("queuing time median s", tq[1], r["queue"][1]),
+                                     ("queuing time p95 s", tq[2], r["queue"][2]),
+                                     ("JCT mean s", tj[0], r["jct"][0]), ("JCT median s", tj[1], r["jct"][1]),
+                                     ("JCT p95 s", tj[2], r["jct"][2])):
+            rows.append((row, label, metric, thesis, round(ours), round(ours / thesis, 2) if thesis else "-"))
+        ratio = r["preemption_ratio"]
+        rows.append((row, label, "preemption ratio (preemptions / jobs submitted)",
+                     "NA" if tp is None else f"{100 * tp:.2f}%", f"{100 * ratio:.2f}%",
+                     round(ratio / tp, 2) if tp else "-"))
+        if key != "baseline":
+            for metric, i, tb, tt in (("queuing time mean", 0, TABLE_3_5["baseline"][2][0], tq[0]),
+                                      ("JCT mean", 0, TABLE_3_5["baseline"][3][0], tj[0])):
+                part = "queue" if metric.startswith("queuing") else "jct"
+                ours = base[part][i] / r[part][i]
+                rows.append((row, label, f"{metric} reduction over the Baseline (Baseline / scheme)",
+                             round(tb / tt, 2), round(ours, 2), round(ours / (tb / tt), 2)))
+    emit(("row", "scheme", "metric", "thesis", "ours", "ours/thesis"), rows, "lyra_table_3_5.csv")
+    rows = []
+    for e in [0.0, *errors]:
+        r = runs["scaling" if e == 0.0 else f"scaling-err{e:g}"]
+        q_red, j_red = base["queue"][0] / r["queue"][0], base["jct"][0] / r["jct"][0]
+        tq, tj = TABLE_3_9.get(e, (None, None))
+        rows.append((f"{100 * e:g}%", tq if tq else "-", round(q_red, 2), round(q_red / tq, 2) if tq else "-",
+                     tj if tj else "-", round(j_red, 2), round(j_red / tj, 2) if tj else "-"))
+    emit(("wrong_predictions", "thesis_queue_reduction", "ours_queue_reduction", "ours/thesis",
+          "thesis_jct_reduction", "ours_jct_reduction", "ours/thesis"), rows, "lyra_table_3_9.csv")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="600 jobs, one reclaim seed")
@@ -159,7 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=None, help="first N jobs of the trace (default all)")
     ap.add_argument("--training", type=int, default=40, help="training servers (8xV100)")
     ap.add_argument("--inference", type=int, default=48, help="inference servers (8xT4)")
-    ap.add_argument("--parts", default="mckp,reclaim,sim", help="which tables (comma-separated)")
+    ap.add_argument("--parts", default="mckp,reclaim,sim", help="which tables (comma-separated; thesis: Tables "
+                    "3.5 and 3.9 in the thesis' setting, not in the default)")
+    ap.add_argument("--window-days", type=float, default=15.0, help="thesis mode: days of the Philly trace (15)")
+    ap.add_argument("--errors", default="0.2,0.4,0.6", help="thesis mode: shares of wrong predictions (Table 3.9)")
+    ap.add_argument("--processes", type=int, default=1, help="thesis mode: simulations run at once (1)")
     args = ap.parse_args(argv)
     parts = set(args.parts.split(","))
     if "mckp" in parts:
@@ -168,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         reclaim_table(1 if args.quick else args.seeds)
     if "sim" in parts:
         sim_table(600 if args.quick and args.jobs is None else args.jobs, args.training, args.inference, args.full)
+    if "thesis" in parts:
+        thesis_tables(args.window_days, [float(e) for e in args.errors.split(",") if e], args.processes)
     return 0
 
 

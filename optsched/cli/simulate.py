@@ -6,6 +6,7 @@ cluster, policies, trace formats, ground truth and own options) comes from its r
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
 from optsched.cli.common import check_output_dir, format_table, out, plots_skipped
@@ -72,10 +73,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", metavar="NAME", choices=sorted(PRESETS),
                    help="settings of a published simulator: " + "; ".join(
                        f"{n}: {_preset_text(PRESETS[n])}" for n in sorted(PRESETS))
-                   + " (flags given explicitly win; default: rubick-paper's values)")
+                   + " (flags given explicitly win; default: rubick-paper's values; a preset of one kind also sets "
+                     "that kind's workload and default policies)")
     p.add_argument("--round-interval", type=float, metavar="S",
                    help=f"periodic round interval in seconds ({ROUND_INTERVAL_S:g})")
-    p.add_argument("--min-round-gap", type=float, default=0.0, metavar="S",
+    p.add_argument("--min-round-gap", type=float, metavar="S",
                    help="rate-limit rounds triggered by arrivals/completions to one per S seconds (0: none)")
     p.add_argument("--reconfig-overhead", type=float, metavar="S",
                    help=f"seconds a reconfiguration costs ({RECONFIG_OVERHEAD_S:g})")
@@ -93,7 +95,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="policies that pay --profiling: 'rubick' (Rubick and its variants, default) or 'all'")
     p.add_argument("--no-checkpoint", action="store_true",
                    help="preempted jobs lose the progress since their last periodic checkpoint")
-    p.add_argument("--checkpoint-interval", type=float, default=1800.0, metavar="S",
+    p.add_argument("--checkpoint-interval", type=float, metavar="S",
                    help="periodic checkpoint interval with --no-checkpoint (1800)")
     p.add_argument("--max-time", type=float, metavar="S", help="stop the simulation at this time")
     p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="S",
@@ -110,19 +112,22 @@ def _preset_text(preset: Any) -> str:
             f"reconfiguration {v['reconfig_overhead_s']:g} s, restart {v['preempt_restart_s']:g} s")
     if preset.kind is not None:
         text += f", --kind {preset.kind} only, workload " + " ".join(f"{k}={w}" for k, w in preset.request.items())
+    if preset.policies:
+        text += ", policies " + " ".join(preset.policies)
     return text
 
 
 def _sim_config(args: argparse.Namespace) -> Any:
     """The simulator settings of ``optsched simulate``: the ``--preset`` (default ``rubick-paper``)
     with every option given on the command line overriding it."""
-    return get_preset(args.preset or "rubick-paper").config(
-        SimConfig(checkpoint_on_preempt=not args.no_checkpoint, checkpoint_interval_s=args.checkpoint_interval,
-                  min_round_gap_s=args.min_round_gap, max_time_s=args.max_time, seed=args.seed,
+    config = get_preset(args.preset or "rubick-paper").config(
+        SimConfig(checkpoint_on_preempt=not args.no_checkpoint, max_time_s=args.max_time, seed=args.seed,
                   trim_overhead_s=args.trim_overhead, profiling_s=args.profiling,
                   profiling_scope=args.profiling_scope),
         round_interval_s=args.round_interval, reconfig_overhead_s=args.reconfig_overhead,
-        preempt_restart_s=args.preempt_restart, start_overhead_s=args.start_overhead)
+        preempt_restart_s=args.preempt_restart, start_overhead_s=args.start_overhead,
+        min_round_gap_s=args.min_round_gap, checkpoint_interval_s=args.checkpoint_interval)
+    return replace(config, checkpoint_on_preempt=False) if args.no_checkpoint else config
 
 
 def _request(args: argparse.Namespace) -> SimulationRequest:
@@ -140,7 +145,9 @@ def _request(args: argparse.Namespace) -> SimulationRequest:
         wanted = {k: v for k, v in preset.request.items()
                   if args.trace == "synthetic" or k not in ("trace", "jobs", "load", "arrival_rate")}
     given = {n: getattr(args, n) for n in sorted(own) if getattr(args, n) is not None}
-    options = {**{k: v for k, v in wanted.items() if k in own and "load" not in _given(args)}, **given}
+    # --load replaces a preset's arrival rate (the synthetic trace takes one or the other)
+    options = {**{k: v for k, v in wanted.items() if k in own and not (k == "arrival_rate" and args.load is not None)},
+               **given}
     jobs = args.jobs if args.jobs is not None else wanted.get("jobs", 120)
     return SimulationRequest(trace=args.trace, jobs=jobs, load=1.0 if args.load is None else args.load,
                              max_jobs=args.max_jobs, infeasible_plans=args.infeasible_plans, seed=args.seed,
@@ -148,17 +155,13 @@ def _request(args: argparse.Namespace) -> SimulationRequest:
                              configs=args.configs, trace_durations=args.trace_durations, options=options)
 
 
-def _given(args: argparse.Namespace) -> tuple[str, ...]:
-    """The workload flags given on the command line (``--jobs``, ``--load``)."""
-    return tuple(n for n in ("jobs", "load") if getattr(args, n) is not None)
-
-
 def run(args: argparse.Namespace) -> int:
     """Simulate every policy on the trace, print the comparison and write the output files."""
     from optsched.experiments.compare import comparison_rows, simulate_kind, write_outputs
     check_output_dir(args.out)
     config = _sim_config(args)
-    inputs, results = simulate_kind(args.kind, _request(args), args.policy or (), config,
+    policies = args.policy or (get_preset(args.preset).policies if args.preset else ())
+    inputs, results = simulate_kind(args.kind, _request(args), policies, config,
                                     time_limit=args.time_limit, progress=not args.no_progress)
     header, rows = comparison_rows(results)
     out(inputs.heading)

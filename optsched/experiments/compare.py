@@ -41,7 +41,8 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
                  trace_name: str = "", progress: bool = False, perf_models: FittedModels | None = None,
                  kind: str = DEFAULT_KIND, time_scale: Mapping[str, float] | None = None,
                  pool_targets: Sequence[PoolTarget] = (),
-                 allowed_configs: ConfigFilter | None = None) -> dict[str, SimResult]:
+                 allowed_configs: ConfigFilter | None = None,
+                 policy_extras: Mapping[str, Any] | None = None) -> dict[str, SimResult]:
     """Simulate each policy of ``policies`` (method names of round kind ``kind``) on the same input.
     ``round_fields`` go to every round (e.g. a trace's :meth:`~optsched.sim.traces.trace.Trace.round_fields`);
     ``time_limit`` bounds each round of a solver-backed policy. ``perf_models`` are the fitted
@@ -52,7 +53,8 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
     candidate configurations (e.g. to a measured table's, :func:`measured_configs`). Rubick policies defer a
     guaranteed job whose guarantee no node shape can reach this round instead of failing the round
     (:mod:`optsched.policies.rubick`). ``pool_targets``: servers lent to the rounds over time (Lyra,
-    :mod:`optsched.sim.loaning`)."""
+    :mod:`optsched.sim.loaning`). ``policy_extras``: options of the kind every policy gets besides the
+    setup's own (e.g. Lyra's running-time predictor, :mod:`optsched.rounds.lyra.prediction`)."""
     if not policies:
         raise ValidationError("simulate: give at least one policy")
     dup = sorted({p for p in policies if list(policies).count(p) > 1})
@@ -60,6 +62,7 @@ def run_policies(cluster: Cluster, jobs: Sequence[Job], ground_truth: IterationT
         raise ValidationError(f"simulate: policy {dup[0]!r} listed twice")
     # a simulated round must not fail for one job whose guarantee no node shape reaches this round
     extras = dict(simulation_setup(kind).policy_extras) if kind in simulation_kinds() else {}
+    extras.update(policy_extras or {})
     options = PolicyOptions(time_limit=time_limit, seed=config.seed, perf_models=perf_models, extras=extras,
                             allowed_configs=allowed_configs)
     made = {name: make_policy(name, options, kind=kind) for name in policies}
@@ -218,6 +221,11 @@ def simulate_kind(kind: str, request: SimulationRequest, policies: Sequence[str]
     if bad:
         raise ValidationError(f"--kind {kind}: {', '.join(bad)} is no {kind} method (known: {', '.join(known)})")
     inputs = setup.build(request)
+    for option, names in inputs.named_policies.items():
+        stray = [n for n in names if n not in policies]
+        if stray:
+            raise ValidationError(f"--kind {kind}: --{option.replace('_', '-')} names {', '.join(stray)}, not among "
+                                  f"the policies run ({', '.join(policies)})")
     results: dict[str, SimResult] = {}
     for method in policies:
         results.update(run_policies(inputs.cluster, inputs.jobs, inputs.truth, [method], config, kind=kind,

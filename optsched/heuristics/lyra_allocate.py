@@ -31,6 +31,7 @@ import numpy as np
 from optsched.core.deadline import Deadline
 from optsched.core.job import Job
 from optsched.rounds.lyra.jobs import base_workers, is_elastic, max_workers
+from optsched.rounds.lyra.prediction import RuntimePredictor
 from optsched.rounds.lyra.problem import INFERENCE, TRAINING, LyraRound
 from optsched.rounds.lyra_allocate.capacity import available, current_pool
 from optsched.rounds.lyra_allocate.items import Items
@@ -56,12 +57,14 @@ class PhaseOne:
 DP_CHECK_GROUPS = 64
 
 
-def _base_time(job: Job) -> float:
+def _base_time(job: Job, predictor: RuntimePredictor | None = None) -> float:
     """``running_time(job, base_workers(job))`` (either scaling: no worker beyond the base) with the same
-    operations, without the calls: SJF's sort key of every queued job."""
+    operations, without the calls: SJF's sort key of every queued job; on ``predictor``'s remaining work
+    when given (:mod:`optsched.rounds.lyra.prediction`)."""
     workers = base_workers(job)
     rate = job.gpus_per_worker * (workers + 0.0) if workers > 0 else 0.0
-    return job.remaining_iterations / rate if rate > 0 else math.inf
+    left = job.remaining_iterations if predictor is None else predictor.remaining(job)
+    return left / rate if rate > 0 else math.inf
 
 
 def running_base(problem: LyraRound, job: Job) -> int:
@@ -71,9 +74,10 @@ def running_base(problem: LyraRound, job: Job) -> int:
 
 
 def phase_one(problem: LyraRound, order: str = "sjf", blocking: bool = False,
-              whole_request: bool = False) -> PhaseOne:
+              whole_request: bool = False, predictor: RuntimePredictor | None = None) -> PhaseOne:
     """Phase one (module docstring); ``whole_request``: queued jobs get their requested GPUs (the
-    Baseline, which does not scale) instead of their base demand."""
+    Baseline, which does not scale) instead of their base demand; ``predictor``: SJF sorts by predicted
+    running times (Sec. 3.5.2, Table 3.9; FIFO order uses none)."""
     if order not in ORDERS:
         raise ValueError(f"unknown order {order!r}; known: {', '.join(ORDERS)}")
     out = PhaseOne(left=available(problem))
@@ -86,7 +90,7 @@ def phase_one(problem: LyraRound, order: str = "sjf", blocking: bool = False,
         out.pool[j.name] = pool
         out.base[j.name] = running_base(problem, j)
     if order == "sjf":
-        queued.sort(key=lambda j: (_base_time(j), j.submit_time, j.name))
+        queued.sort(key=lambda j: (_base_time(j, predictor), j.submit_time, j.name))
     else:
         queued.sort(key=lambda j: (j.submit_time, j.name))
     left = out.left

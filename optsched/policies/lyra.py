@@ -34,6 +34,12 @@ of Sec. 3.7.1), ``fifo`` and ``fifo-strict`` (the Baseline: FIFO,
 requested GPUs, no scaling, naive placement; as for ``lyra-allocate``). Whether servers are lent at all is the simulation's choice (pool targets),
 so "scaling only" is ``lyra`` without loaning.
 
+Running times: the methods of ``lyra`` read the option ``runtime_predictor`` (``PolicyOptions.extras``, a
+:class:`~optsched.rounds.lyra.prediction.RuntimePredictor`): SJF's order, the knapsack's values and the
+decision's objective are then on predicted running times (Sec. 3.5.2: "which can be predicted with
+profiling and ML methods"; Table 3.9), while the simulator runs jobs at the truth; without it, on the
+round's own running times (the oracle). FIFO orders by arrival and uses no running time.
+
 The ``exact`` methods of ``lyra-reclaim`` and ``placement`` are the one driver of
 :mod:`optsched.policies.exact` over :class:`ReclaimExact` and :class:`PlacementExact`: the time limit
 covers the whole call (index structures, heuristic, solver; counted from ``clock_start`` when given);
@@ -72,6 +78,7 @@ from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.lyra.cluster import worker_allocation
 from optsched.rounds.lyra.jobs import base_workers, work_rate
+from optsched.rounds.lyra.prediction import PREDICTOR_OPTION, RuntimePredictor
 from optsched.rounds.lyra.problem import INFERENCE, TRAINING, LyraRound
 from optsched.rounds.lyra_sim import LyraSimRound
 from optsched.rounds.lyra_allocate import LyraAllocateRound
@@ -233,7 +240,9 @@ class AllocationPlan:
 @dataclass(frozen=True)
 class Allocator:
     """Phase one in ``order`` (``blocking``, ``whole_request``: the Baseline) and phase two by ``scaler``
-    (:data:`SCALERS`), within ``time_limit`` (module docstring)."""
+    (:data:`SCALERS`), within ``time_limit`` (module docstring); on the running times ``predictor``
+    believes when given (thesis Sec. 3.5.2, Table 3.9: :mod:`optsched.rounds.lyra.prediction`), else on
+    the round's own (the oracle's)."""
 
     order: str = "sjf"
     scaler: str = "dp"
@@ -242,12 +251,13 @@ class Allocator:
     time_limit: float = DEFAULT_TIME_LIMIT
     seed: int = 0
     workers: int = 1
+    predictor: RuntimePredictor | None = None
 
     def plan(self, problem: LyraRound, deadline: Deadline | None = None) -> AllocationPlan:
         if self.scaler not in SCALERS:
             raise ValidationError(f"unknown scaler {self.scaler!r}; known: {', '.join(SCALERS)}")
         deadline = deadline or Deadline(self.time_limit)
-        first = phase_one(problem, self.order, self.blocking, self.whole_request)
+        first = phase_one(problem, self.order, self.blocking, self.whole_request, self.predictor)
         extra: dict[str, int] = {}
         dp_extra: dict[str, int] = {}
         total = dp_total = 0.0
@@ -261,7 +271,7 @@ class Allocator:
                 if self.scaler == "exact":
                     pools.append((pool, None))
                 continue
-            items = flexible_items(problem, {j: first.base[j] for j in first.elastic_in(problem, pool)})
+            items = flexible_items(problem, {j: first.base[j] for j in first.elastic_in(problem, pool)}, self.predictor)
             if items.size:
                 pools.append((pool, items))
         solved = [pool for pool, items in pools if items is not None]
@@ -600,7 +610,7 @@ class LyraSimPolicy:
             requested = work_rate(j, max(base_workers(j), j.requested_gpus // j.gpus_per_worker), p.scaling)
             out.append(JobDecision.assembled(j.name, cur, rate, rate / requested, "keep"))
         self.flexible = {job: dict(flex) for job, flex in p.flexible if p.current(job) is not None}
-        objective = placed_value(p, base, held)
+        objective = placed_value(p, base, held, self.allocator.predictor)
         queued = len(p.jobs) - len(held)
         note = (f"partial: the time limit of {self.allocator.time_limit:g} s left no time to allocate and place the "
                 f"workers of {len(p.jobs)} jobs; the {len(held)} running job(s) keep what they hold and the {queued} "
@@ -610,15 +620,16 @@ class LyraSimPolicy:
                         solve_seconds=deadline.elapsed(), heuristic_objective=None if exact else objective,
                         message=note)
 
-    @staticmethod
-    def _placed(p: LyraRound, plan: AllocationPlan, placed: WorkerPlacement) -> tuple[float, str, float | None, str]:
+    def _placed(self, p: LyraRound, plan: AllocationPlan,
+                placed: WorkerPlacement) -> tuple[float, str, float | None, str]:
         """The decision's objective, status, bound and note (module docstring of the kind in docs/rounds.md):
         the value of the flexible workers placed (:func:`~optsched.rounds.lyra_allocate.items.placed_value`);
         the knapsack's bound still bounds it (what is placed is part of what was allocated); ``optimal``
         only when it is the knapsack's optimum within the tolerance (:func:`not_worse`), else ``feasible``."""
         held = {pl.job: sum(g // p.worker_gpus(p.job(pl.job), n) for n, g in pl.gpus_per_node().items())
                 for pl in placed.placements}
-        value = placed_value(p, {j: plan.first.base[j] for j, k in plan.extra.items() if k > 0}, held)
+        value = placed_value(p, {j: plan.first.base[j] for j, k in plan.extra.items() if k > 0}, held,
+                             self.allocator.predictor)
         bound = None if plan.bound is None else max(plan.bound, value)
         if not_worse(value, plan.objective):
             return value, plan.status, bound, ""
@@ -667,10 +678,19 @@ def _idle_reason(job: str, workers: Mapping[str, WorkerCount], unplaced: Mapping
     return f"no room: {method} placed none of its {count.workers} worker(s) this round"
 
 
+def _predictor(o: PolicyOptions) -> RuntimePredictor | None:
+    """The running-time predictor of the options (extra ``runtime_predictor``; None: the round's own running
+    times, the oracle's)."""
+    pred = o.extra(PREDICTOR_OPTION)
+    if pred is not None and not isinstance(pred, RuntimePredictor):
+        raise ValidationError(f"policy option {PREDICTOR_OPTION!r} must be a RuntimePredictor, got {type(pred).__name__}")
+    return pred
+
+
 def _sim(name: str, reclaimer: str = "lyra", lyra_placement: bool = True,
          **fields: object) -> Callable[[PolicyOptions], LyraSimPolicy]:
     return lambda o: LyraSimPolicy(name, Allocator(time_limit=o.time_limit, seed=o.seed, workers=o.workers,
-                                                   **fields),  # type: ignore[arg-type]
+                                                   predictor=_predictor(o), **fields),  # type: ignore[arg-type]
                                    lyra_placement=lyra_placement, reclaimer=reclaimer, seed=o.seed,
                                    clock_start=o.clock_start)
 
@@ -694,7 +714,7 @@ for _name, _build, _summary in (
          "the Baseline: FIFO (skipping jobs that do not fit), requested GPUs, no scaling"),
         ("fifo-strict", _sim("fifo-strict", lyra_placement=False, order="fifo", blocking=True, whole_request=True,
                              scaler="none"), "FIFO whose queue stops at the first job that does not fit")):
-    register_method("lyra", _name, _build, _summary)
+    register_method("lyra", _name, _build, _summary, (PREDICTOR_OPTION,))
 
 
 __all__ = ["AllocatePolicy", "LyraSimPolicy", "AllocationPlan", "Allocator", "PlacementExact", "ReclaimContext", "ReclaimExact", "ReclaimHeuristicPolicy",

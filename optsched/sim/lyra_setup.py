@@ -14,6 +14,7 @@ use idle inference GPUs at lower priority and are evicted when inference grows).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,12 @@ from optsched.core.job import Job
 from optsched.rounds.lyra.cluster import INFERENCE_GPU, inference_name, two_pool_cluster
 from optsched.sim.loaning import UsageSeries, load_usage_csv, loan_targets, opportunistic_changes, synthetic_usage
 from optsched.sim.lyra_truth import LyraGroundTruth
-from optsched.sim.traces.lyra import lyra_jobs, philly_rows, synthetic_rows
+from optsched.sim.traces.lyra import JobMix, job_mix, lyra_jobs, philly_rows, philly_window, synthetic_rows
+
+#: training and inference GPUs of the thesis' clusters (Sec. 3.1: "a 15-day job trace collected from 3,544
+#: training GPUs and 4,160 inference GPUs"): inference servers per training server when sized by load
+THESIS_TRAINING_GPUS = 3544
+THESIS_INFERENCE_GPUS = 4160
 
 #: the method that runs on idle inference GPUs instead of loaned servers (Sec. 3.7.1)
 OPPORTUNISTIC = "opportunistic"
@@ -45,6 +51,19 @@ class LyraSimulation:
     #: trace rows left out because they ask for more GPUs than the training servers hold (``max_gpus``)
     dropped: int = 0
     max_gpus: int = 0
+    #: the window of the trace (None: its first rows), as "N days from YYYY-MM-DD HH:MM"
+    window: str | None = None
+    #: how the cluster was sized ("" when --training/--inference were given)
+    sizing: str = ""
+
+    def cluster_sizes(self) -> tuple[int, int]:
+        """Training and inference servers of the cluster."""
+        inference = len(self.inference_nodes)
+        return len(self.cluster.nodes) - inference, inference
+
+    def mix(self) -> JobMix:
+        """The shares of elastic and fungible jobs and GPU time (:func:`~optsched.sim.traces.lyra.job_mix`)."""
+        return job_mix(self.jobs)
 
     def describe_dropped(self) -> str:
         """"" when no trace row was left out, else a sentence saying how many and why."""
@@ -72,27 +91,68 @@ class LyraSimulation:
                 "capacity_changes": changes}
 
 
+def size_by_load(work: float, days: float, offered_load: float) -> tuple[int, int]:
+    """Training and inference 8-GPU servers for ``work`` training-GPU-seconds submitted over ``days`` at
+    ``offered_load`` (work / (training GPUs x window)), inference servers in the thesis' proportion
+    (:data:`THESIS_INFERENCE_GPUS` / :data:`THESIS_TRAINING_GPUS`)."""
+    if not 0.0 < offered_load:
+        raise ValidationError(f"lyra simulation: offered_load must be > 0, got {offered_load}")
+    training = max(1, math.ceil(work / (offered_load * 8 * days * 86400.0)))
+    return training, max(1, round(training * THESIS_INFERENCE_GPUS / THESIS_TRAINING_GPUS))
+
+
 def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, inference: int = 2, jobs: int = 120,
                     max_jobs: int | None = None, usage: str | Path = "synthetic", usage_days: float = 7.0,
-                    start_hour: float = 0.0, seed: int = 0) -> LyraSimulation:
+                    start_hour: float = 0.0, seed: int = 0, window_days: float | None = None,
+                    window_start: str = "busiest", fungible_load: float | None = None,
+                    elastic_load: float | None = None, elastic_count: float = 0.05,
+                    offered_load: float | None = None) -> LyraSimulation:
     """The inputs of a Lyra simulation (module docstring). ``trace``: ``"synthetic"`` (``jobs`` jobs over
     12 hours, :func:`~optsched.sim.traces.lyra.synthetic_rows`) or a Philly CSV (its first ``max_jobs``
     rows); rows asking for more GPUs than the training servers hold are dropped (counted in ``dropped``,
     said by :meth:`LyraSimulation.describe_dropped`). ``usage``:
     ``"synthetic"`` (``usage_days`` of the Fig. 3.1-shaped series, time 0 at ``start_hour`` o'clock),
     ``"none"`` (no loaning) or a ``time_s,usage`` CSV. ``seed`` drives the synthetic trace, the job mix
-    and the synthetic series."""
+    and the synthetic series.
+
+    The thesis' setting (``optsched simulate --kind lyra --preset lyra-thesis``): ``window_days`` of the
+    trace (a Philly CSV: from ``window_start``, a date or ``"busiest"``,
+    :func:`~optsched.sim.traces.lyra.philly_window`; synthetic: ``jobs`` jobs over that many days), the usage
+    series over the window (plus two days for the jobs still running) from the window's wall-clock hour; the
+    job mix by load (``fungible_load``, ``elastic_load``, ``elastic_count``:
+    :func:`~optsched.sim.traces.lyra.lyra_jobs`); with ``offered_load``, ``training`` and ``inference``
+    are replaced by the cluster :func:`size_by_load` gives for the jobs."""
     for name, v in (("training", training), ("inference", inference)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValidationError(f"lyra simulation: {name} servers must be an integer >= 0, got {v!r}")
     if training + inference < 1:
         raise ValidationError("lyra simulation: needs at least one server")
+    window = None
     if str(trace) == "synthetic":
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ValidationError(f"lyra simulation: the synthetic trace needs jobs >= 1, got {jobs!r}")
-        rows, name = synthetic_rows(jobs, seed=seed), "synthetic"
+        hours = 12.0 if window_days is None else 24.0 * window_days
+        rows, name = synthetic_rows(jobs, seed=seed, hours=hours), "synthetic"
+        if window_days is not None:
+            window = f"{window_days:g} days"
+    elif window_days is not None:
+        w = philly_window(trace, window_days, window_start)
+        rows, name, start_hour = list(w.rows), Path(trace).name, w.start_hour
+        window = f"{window_days:g} days from {w.start:%Y-%m-%d %H:%M}"
+        if max_jobs is not None:
+            rows = rows[:max_jobs]
     else:
         rows, name = philly_rows(trace, max_jobs=max_jobs), Path(trace).name
+    if window_days is not None:
+        usage_days = window_days + 2.0
+    mix = dict(elastic_count=elastic_count, fungible_load=fungible_load, elastic_load=elastic_load)
+    sizing = ""
+    if offered_load is not None:
+        made = lyra_jobs(rows, seed=seed, **mix)  # type: ignore[arg-type]
+        days = window_days if window_days is not None else max(r[0] for r in rows) / 86400.0 or 1.0
+        training, inference = size_by_load(float(sum(j.total_iterations for j in made)), days, offered_load)
+        sizing = (f"{training} training servers for an offered load of {offered_load:g} over {days:g} days, "
+                  f"{inference} inference servers in the thesis' proportion {THESIS_INFERENCE_GPUS}:{THESIS_TRAINING_GPUS}")
     cluster = two_pool_cluster(training, inference)
     series: UsageSeries | None
     if str(usage) == "synthetic":
@@ -102,10 +162,11 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     else:
         series = load_usage_csv(usage)
     max_gpus = 8 * training
-    return LyraSimulation(cluster, tuple(lyra_jobs(rows, seed=seed, max_gpus=max_gpus)),
+    return LyraSimulation(cluster, tuple(lyra_jobs(rows, seed=seed, max_gpus=max_gpus, **mix)),  # type: ignore[arg-type]
                           LyraGroundTruth(frozenset({INFERENCE_GPU})),
                           tuple(inference_name(i) for i in range(inference)), series, name,
-                          dropped=sum(1 for r in rows if r[2] > max_gpus), max_gpus=max_gpus)
+                          dropped=sum(1 for r in rows if r[2] > max_gpus), max_gpus=max_gpus, window=window,
+                          sizing=sizing)
 
 
 __all__ = ["LyraSimulation", "OPPORTUNISTIC", "lyra_simulation"]

@@ -18,6 +18,11 @@ Definitions (where the papers are silent):
   job whose request the ground truth cannot evaluate counts 1.0 while it makes progress.
 * Unfinished jobs (``max_time_s`` reached, or a policy that never starts them) are excluded from the
   JCT statistics and counted in ``unfinished``.
+* **Preemption ratio** (``preemption_ratio``) = preemptions / jobs submitted, as the Lyra thesis
+  defines it (Table 3.5, note 2: "Preemption ratio is the ratio between the total number of
+  preemptions and the total number of job submissions"): a job preempted twice counts twice. (Its
+  text also says "preemption as percentage of running jobs", Sec. 3.7.2; the table's note is the
+  definition of the column.)
 * **Measured share** (only with a ground truth that tells measured configurations) = seconds jobs
   held an allocation on a measured configuration / seconds jobs held any allocation (overheads
   included): how much of what a policy ran rests on measurements rather than extrapolation.
@@ -124,6 +129,7 @@ class SimResult:
         out["makespan_s"] = round(max(finished) - first, 3) if finished else None
         out["reconfigurations"] = sum(j.reconfigurations for j in self.jobs)
         out["preemptions"] = sum(j.preemptions for j in self.jobs)
+        out["preemption_ratio"] = round(out["preemptions"] / len(self.jobs), 6) if self.jobs else None
         out["trims"] = sum(j.trims for j in self.jobs)
         out["gpu_utilisation"], out["avg_throughput"] = self._time_averages(first)
         out["rounds"] = self.rounds

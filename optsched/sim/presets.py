@@ -21,9 +21,14 @@ comparison can be run under either and every difference explained. ``docs/simula
   simulator does not finish in minutes), search depth 3 (Sec. 8.4: "we set the search depth to 3"). The
   paper gives no overheads: ours are kept (reconfiguration 78 s, restart 63 s).
 
+* ``lyra-thesis`` (``--kind lyra`` only): the Lyra thesis' simulation (Sec. 3.7.1-3.7.2): its simulator
+  settings, and the kind's own options (trace window, job mix, cluster size, the Baseline without loaning)
+  and default policies, each with the text it comes from.
+
 A preset's ``kind`` (None: any) is the only kind it applies to; ``request`` holds settings of the simulated
 workload (fields of :class:`~optsched.sim.setup.SimulationRequest` or options of the kind) with their
-``request_sources``.
+``request_sources``, and ``policies`` the kind's policies it runs when none are named (their source under
+``request_sources["policies"]``).
 """
 
 from __future__ import annotations
@@ -59,9 +64,12 @@ class SimPreset:
     kind: str | None = None
     request: Mapping[str, Any] = field(default_factory=dict)
     request_sources: Mapping[str, str] = field(default_factory=dict)
+    policies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if set(self.request) != set(self.request_sources):
+        if (self.request or self.policies) and self.kind is None:
+            raise ValidationError(f"preset {self.name!r}: a workload and policies belong to one round kind (kind)")
+        if set(self.request_sources) != set(self.request) | ({"policies"} if self.policies else set()):
             raise ValidationError(f"preset {self.name!r}: every workload setting needs a source")
         object.__setattr__(self, "request", MappingProxyType(dict(self.request)))
         object.__setattr__(self, "request_sources", MappingProxyType(dict(self.request_sources)))
@@ -114,6 +122,42 @@ PRESETS: Mapping[str, SimPreset] = MappingProxyType({p.name: p for p in (
                                "jobs": "one day of arrivals at the Sec. 8.1 rate (ours: Fig. 16 runs a week)",
                                "arrival_rate": "Crius Sec. 8.1: 'two-week traces of 13,000+ jobs' = 13,000 / 336 h",
                                "search_depth": "Crius Sec. 8.4: 'we set the search depth to 3'"}),
+    SimPreset("lyra-thesis", "the Lyra thesis' simulation (ch. 3, Sec. 3.7.1-3.7.2; --kind lyra)",
+              {"round_interval_s": 300.0, "rounds_on_events": True, "min_round_gap_s": 60.0, "start_overhead_s": 0.0,
+               "reconfig_overhead_s": 0.0, "preempt_restart_s": 63.0, "checkpoint_on_preempt": False,
+               "checkpoint_interval_s": 0.0},
+              {"round_interval_s": "Sec. 3.7.1: 'Lyra's resource orchestrator runs every five minutes'",
+               "rounds_on_events": "Sec. 3.5.2: 'by periodically performing scheduling in high frequency' (rounds on "
+                                   "arrivals and completions too)",
+               "min_round_gap_s": "ours: event rounds at most one a minute (the text gives no figure; run time)",
+               "start_overhead_s": "Sec. 3.7.1: 'Job's running time in the simulator is derived from actual training "
+                                   "time in the traces'",
+               "reconfig_overhead_s": "Sec. 3.7.2: 'the overhead of placing and removing workers ... which the "
+                                      "simulator does not capture'",
+               "preempt_restart_s": "Sec. 3.7.5: 'The average overhead is 63 seconds, which is adopted in our "
+                                    "large-scale simulation'",
+               "checkpoint_on_preempt": "Sec. 3.7.3: 'in our default setup we have made a conservative assumption "
+                                        "that no jobs have checkpointing'",
+               "checkpoint_interval_s": "Sec. 3.7.3: no jobs have checkpointing (a preempted job restarts from the "
+                                        "beginning)"},
+              kind="lyra",
+              request={"window_days": 15.0, "window_start": "busiest", "fungible_load": 0.21, "elastic_load": 0.36,
+                       "elastic_count": 0.05, "offered_load": 0.82, "no_loaning": "fifo"},
+              request_sources={
+                  "window_days": "Sec. 3.7.1: 'a 15-day job trace' (of the Philly trace with --trace PHILLY.csv)",
+                  "window_start": "ours: the busiest window of the trace (the thesis' trace is from a busy production "
+                                  "cluster, Fig. 3.2)",
+                  "fungible_load": "Sec. 3.7.1, Basic: 'fungible jobs are used for capacity loaning (21% of total "
+                                   "training load)'",
+                  "elastic_load": "Sec. 3.7.1, Basic: 'elastic jobs ... (~5% of all jobs accounting for 36% of total "
+                                  "training resources)'",
+                  "elastic_count": "Sec. 3.7.1, Basic: '~5% of all jobs'",
+                  "offered_load": "Fig. 3.2: 'The cluster has ~3,500 GPUs, and the average utilization is 82%'",
+                  "no_loaning": "Sec. 3.7.1: 'Baseline: A FIFO cluster scheduler with no capacity loaning or elastic "
+                                "scaling'",
+                  "policies": "Table 3.5: Baseline (fifo), Lyra (Basic: loaning and scaling), Lyra with loaning only "
+                              "(row 9: lyra-loan)"},
+              policies=("fifo", "lyra", "lyra-loan")),
 )})
 
 

@@ -123,7 +123,8 @@ def test_first_start_and_restart_costs_are_separate() -> None:
 def _documented_presets() -> dict[str, dict[str, object]]:
     """The preset table of docs/simulation.md, as SimConfig values."""
     text = (REPO_ROOT / "docs" / "simulation.md").read_text()
-    rows = re.findall(r"^\| ((?:rubick|crius)-[a-z]+) \| (\d+) \| (yes|no) \| (\d+) \| (\d+) \| (\d+) \|$", text, re.M)
+    rows = re.findall(r"^\| ((?:rubick|crius)-[a-z]+|lyra-thesis) \| (\d+) \| (yes|no) \| (\d+) \| (\d+) \| (\d+) \|$", text,
+                      re.M)
     return {name: {"round_interval_s": float(tick), "rounds_on_events": events == "yes",
                    "start_overhead_s": float(start), "reconfig_overhead_s": float(reconf),
                    "preempt_restart_s": float(restart)}
@@ -132,18 +133,22 @@ def _documented_presets() -> dict[str, dict[str, object]]:
 
 def test_presets_set_exactly_the_documented_values() -> None:
     documented = _documented_presets()
-    assert set(documented) == set(PRESETS) == {"rubick-paper", "rubick-artifact", "crius-paper"}
+    assert set(documented) == set(PRESETS) == {"rubick-paper", "rubick-artifact", "crius-paper", "lyra-thesis"}
     for name, values in documented.items():
         config = get_preset(name).config()
         assert {k: getattr(config, k) for k in values} == values, name
-        assert dict(get_preset(name).settings) == values
+        settings = dict(get_preset(name).settings)
+        assert {k: settings[k] for k in values} == values
+        if name.startswith("rubick"):
+            assert settings == values
     artifact = get_preset("rubick-artifact").config()
     assert (artifact.round_interval_s, artifact.rounds_on_events, artifact.start_overhead_s,
             artifact.reconfig_overhead_s, artifact.preempt_restart_s) == (60.0, False, 260.0, 260.0, 260.0)
     paper = get_preset("rubick-paper").config()
     assert paper == SimConfig()  # our defaults are the paper's settings
     assert get_preset("rubick-artifact").config(reconfig_overhead_s=10.0, round_interval_s=None).reconfig_overhead_s == 10.0
-    with pytest.raises(UnknownNameError, match="known simulation presets: crius-paper, rubick-artifact, rubick-paper"):
+    with pytest.raises(UnknownNameError,
+                       match="known simulation presets: crius-paper, lyra-thesis, rubick-artifact, rubick-paper"):
         get_preset("slurm")
 
 

@@ -1,11 +1,17 @@
 """Simulations of ``lyra`` rounds (docs/simulation.md, "Capacity loaning and elastic jobs"): Lyra jobs
 on training and loaned inference servers, loans decided by the inference usage series
 (:mod:`optsched.sim.lyra_setup`); each method gets its own events (pool targets, or the capacity
-changes of the opportunistic baseline)."""
+changes of the opportunistic baseline). The scheduler plans on predicted running times
+(``--prediction-error``, ``--prediction-margin``: :mod:`optsched.rounds.lyra.prediction`, thesis
+Table 3.9) while the jobs run at the truth."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from optsched.core.errors import ValidationError
+from optsched.rounds.lyra.prediction import PREDICTOR_OPTION, TABLE_3_9_MARGIN, runtime_predictor
 from optsched.sim.lyra_setup import lyra_simulation
 from optsched.sim.setup import (SimulationInputs, SimulationOption, SimulationRequest, SimulationSetup,
                                 register_simulation)
@@ -16,7 +22,30 @@ OPTIONS = (
     SimulationOption("training", int, 2, "8xV100 training servers (2)", "N"),
     SimulationOption("inference", int, 2, "8xT4 inference servers (2)", "N"),
     SimulationOption("usage", str, "synthetic", "inference usage series deciding the loans: synthetic (Fig. 3.1 "
-                     "shape), none (no loaning) or a time_s,usage CSV (default synthetic)", "synthetic|none|CSV"))
+                     "shape), none (no loaning) or a time_s,usage CSV (default synthetic)", "synthetic|none|CSV"),
+    SimulationOption("prediction_error", float, 0.0, "share of jobs whose running time the scheduler mispredicts "
+                     "(thesis Table 3.9: '%% Wrong Prediction'; default 0, the oracle)", "SHARE"),
+    SimulationOption("prediction_margin", float, TABLE_3_9_MARGIN, "largest relative error of a wrong prediction, "
+                     "drawn uniformly within +-margin (Table 3.9: 'a random error margin within 25%%'; default 0.25)",
+                     "M"),
+    SimulationOption("window_days", float, None, "a Philly CSV: replay this many days of it from --window-start "
+                     "(synthetic: --jobs jobs over this many days); the usage series then starts at the window's "
+                     "wall-clock hour (default: the trace's first rows, 12 hours of synthetic jobs)", "DAYS"),
+    SimulationOption("window_start", str, "busiest", "with --window-days: 'busiest' (the window with the most jobs "
+                     "submitted, from a midnight) or a date YYYY-MM-DD (default busiest)", "busiest|DATE"),
+    SimulationOption("fungible_load", float, None, "share of GPU time in fungible jobs (thesis Sec. 3.7.1: '21%% of "
+                     "total training load'); with --elastic-load (default: 21%% of jobs, every elastic job fungible)",
+                     "SHARE"),
+    SimulationOption("elastic_load", float, None, "share of GPU time in elastic jobs (Sec. 3.7.1: '~5%% of all jobs "
+                     "accounting for 36%% of total training resources'); with --fungible-load", "SHARE"),
+    SimulationOption("elastic_count", float, 0.05, "share of jobs that are elastic (Sec. 3.7.1: '~5%% of all jobs'; "
+                     "default 0.05)", "SHARE"),
+    SimulationOption("offered_load", float, None, "size the cluster for this offered load: training servers for the "
+                     "jobs' GPU time over the window, inference servers in the thesis' 4,160:3,544 GPU proportion "
+                     "(replaces --training/--inference)", "LOAD"),
+    SimulationOption("no_loaning", str, "", "comma-separated policies that run with no server lent (Sec. 3.7.1's "
+                     "Baseline: 'A FIFO cluster scheduler with no capacity loaning or elastic scaling'); the others "
+                     "get the loans (default: every policy gets them)", "POLICY,..."))
 
 
 def build(request: SimulationRequest) -> SimulationInputs:
@@ -24,13 +53,40 @@ def build(request: SimulationRequest) -> SimulationInputs:
     if request.trace != "synthetic" and detect_format(request.trace) != "philly":
         raise ValidationError(f"--kind lyra: trace {request.trace!r} is not in the Philly format (or use 'synthetic')")
     training, inference, usage = (SETUP.option(request, n) for n in ("training", "inference", "usage"))
+    if "window_start" in request.options and SETUP.option(request, "window_days") is None:
+        raise ValidationError("--kind lyra: --window-start needs --window-days (the window's length)")
+    if SETUP.option(request, "offered_load") is not None:
+        given = [f"--{n}" for n in ("training", "inference") if n in request.options]
+        if given:
+            raise ValidationError(f"--kind lyra: {' and '.join(given)} cannot be given with --offered-load (it sizes "
+                                  "the cluster)")
     sim = lyra_simulation(request.trace, training=training, inference=inference, jobs=request.jobs,
-                          max_jobs=request.max_jobs, usage=usage, seed=request.seed)
+                          max_jobs=request.max_jobs, usage=usage, seed=request.seed,
+                          **{n: SETUP.option(request, n) for n in ("window_days", "window_start", "fungible_load",
+                                                                   "elastic_load", "elastic_count", "offered_load")})
+    training, inference = sim.cluster_sizes()
+    unlent = tuple(sorted({n.strip() for n in SETUP.option(request, "no_loaning").split(",") if n.strip()}))
+
+    def events(method: str) -> dict[str, Any]:
+        return sim.events(method, loaning=method not in unlent)
+
     dropped = sim.describe_dropped()
+    share, margin = SETUP.option(request, "prediction_error"), SETUP.option(request, "prediction_margin")
+    for flag, v, top in (("--prediction-error", share, 1.0), ("--prediction-margin", margin, 0.999999)):
+        if not 0.0 <= v <= top:
+            raise ValidationError(f"--kind lyra: {flag} must lie in [0, 1{')' if top < 1 else ']'}, got {v}")
+    predictor = runtime_predictor(sim.jobs, share, margin, seed=request.seed)
     return SimulationInputs(sim.cluster, sim.jobs, sim.truth, sim.trace_name,
                             f"trace {sim.trace_name}: {len(sim.jobs)} jobs on {sim.cluster.name} ({training} training "
                             f"+ {inference} inference servers), usage {usage}" + (f" ({dropped})" if dropped else ""),
-                            per_method=sim.events)
+                            notes=tuple(n for n in (sim.window and f"window: {sim.window}", sim.sizing,
+                                                    "job mix: " + sim.mix().describe(), predictor.describe()) if n),
+                            named_policies={"no_loaning": unlent},
+                            runs={"policy_extras": {PREDICTOR_OPTION: predictor}}, per_method=events,
+                            summary={"window": sim.window, "sizing": sim.sizing or None,
+                                     "job_mix": dataclasses.asdict(sim.mix()),
+                                     "prediction": {"wrong_share": predictor.wrong_share,
+                                                    "margin": predictor.margin, "mispredicted_jobs": len(predictor.factors)}})
 
 
 SETUP = register_simulation(SimulationSetup(
