@@ -16,6 +16,7 @@ from optsched.core.errors import ValidationError
 from optsched.integrations.slurm.agent import AgentOptions, SlurmAgent
 from optsched.integrations.slurm.client import SlurmClient, SlurmUnavailable
 from optsched.integrations.slurm.reader import ReadOptions
+from optsched.integrations.slurm.rest import SlurmRestReader
 
 log = logging.getLogger("optsched.cli")
 
@@ -35,6 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds per solve (10)")
     p.add_argument("--seed", type=int, default=0, help="solver seed (0)")
     p.add_argument("--slurm-conf", default=None, metavar="PATH", help="slurm.conf (default: $SLURM_CONF, Slurm's own)")
+    p.add_argument("--slurmrestd", default=None, metavar="URL",
+                   help="read nodes and jobs from slurmrestd at URL (e.g. http://127.0.0.1:6820; OpenAPI v0.0.38) "
+                        "with the JWT in $SLURM_JWT; decisions are still applied with scontrol")
+    p.add_argument("--slurmrestd-user", default=None, metavar="NAME",
+                   help="the X-SLURM-USER-NAME header (default: the user the JWT names)")
     p.add_argument("--guaranteed-qos", action="append", default=[], metavar="QOS",
                    help="a QOS whose jobs are guaranteed (repeatable); a job's comment overrides")
     p.add_argument("--guaranteed-partition", action="append", default=[], metavar="PARTITION",
@@ -65,8 +71,12 @@ def run(args: argparse.Namespace) -> int:
     read = ReadOptions(guaranteed_qos=frozenset(args.guaranteed_qos),
                        guaranteed_partitions=frozenset(args.guaranteed_partition), gpu_types=_gpu_types(args.gpu_type),
                        restart_seconds=args.restart_seconds, round_interval_s=args.interval)
+    if args.slurmrestd_user and not args.slurmrestd:
+        raise ValidationError("--slurmrestd-user needs --slurmrestd URL")
+    rest = SlurmRestReader.from_env(args.slurmrestd, args.slurmrestd_user) if args.slurmrestd else None
     agent = SlurmAgent(SlurmClient(slurm_conf=args.slurm_conf),
-                       AgentOptions(method=args.method, time_limit=args.time_limit, seed=args.seed, read=read))
+                       AgentOptions(method=args.method, time_limit=args.time_limit, seed=args.seed, read=read),
+                       reader=rest)
     while True:
         started = time.monotonic()
         try:
