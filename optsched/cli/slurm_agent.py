@@ -16,6 +16,7 @@ from optsched.core.errors import ValidationError
 from optsched.integrations.slurm.agent import AgentOptions, SlurmAgent
 from optsched.integrations.slurm.client import SlurmClient, SlurmUnavailable
 from optsched.integrations.slurm.reader import ReadOptions
+from optsched.integrations.slurm.rest import SlurmRestReader
 
 log = logging.getLogger("optsched.cli")
 
@@ -25,7 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = ("Read Slurm's nodes and jobs (sinfo/squeue --json), solve a Rubick round and apply the decision "
                      "with scontrol: jobs are submitted held (sbatch --hold) and the agent owns their starts. "
                      "docs/integration.md, 'Slurm'.")
-    p.add_argument("--interval", type=float, default=60.0, metavar="S", help="seconds between rounds (60)")
+    p.add_argument("--interval", type=float, default=60.0, metavar="S",
+                   help="seconds between rounds (60); also the round's round_interval_s, the unit of the penalties of "
+                        "restart_seconds and checkpoint ages (with --once: the period cron runs the agent at)")
     p.add_argument("--once", action="store_true", help="run one round and exit (cron-style)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the round and the decision as JSON, apply nothing")
@@ -33,10 +36,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds per solve (10)")
     p.add_argument("--seed", type=int, default=0, help="solver seed (0)")
     p.add_argument("--slurm-conf", default=None, metavar="PATH", help="slurm.conf (default: $SLURM_CONF, Slurm's own)")
+    p.add_argument("--slurmrestd", default=None, metavar="URL",
+                   help="read nodes and jobs from slurmrestd at URL (e.g. http://127.0.0.1:6820; OpenAPI v0.0.38) "
+                        "with the JWT in $SLURM_JWT; decisions are still applied with scontrol")
+    p.add_argument("--slurmrestd-user", default=None, metavar="NAME",
+                   help="the X-SLURM-USER-NAME header (default: the user the JWT names)")
     p.add_argument("--guaranteed-qos", action="append", default=[], metavar="QOS",
                    help="a QOS whose jobs are guaranteed (repeatable); a job's comment overrides")
     p.add_argument("--guaranteed-partition", action="append", default=[], metavar="PARTITION",
                    help="a partition whose jobs are guaranteed (repeatable); a job's comment overrides")
+    p.add_argument("--restart-seconds", type=float, default=None, metavar="S",
+                   help="seconds a start, reconfiguration or resume costs a job whose comment gives no restart_seconds "
+                        "(default: none, the round's dimensionless penalties)")
     p.add_argument("--gpu-type", action="append", default=[], metavar="GRES=TYPE",
                    help="a GRES type (or node feature) -> catalogue GPU type, e.g. h100=A800 (repeatable)")
 
@@ -58,9 +69,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.time_limit > 0:
         raise ValidationError(f"--time-limit must be positive, got {args.time_limit:g}")
     read = ReadOptions(guaranteed_qos=frozenset(args.guaranteed_qos),
-                       guaranteed_partitions=frozenset(args.guaranteed_partition), gpu_types=_gpu_types(args.gpu_type))
+                       guaranteed_partitions=frozenset(args.guaranteed_partition), gpu_types=_gpu_types(args.gpu_type),
+                       restart_seconds=args.restart_seconds, round_interval_s=args.interval)
+    if args.slurmrestd_user and not args.slurmrestd:
+        raise ValidationError("--slurmrestd-user needs --slurmrestd URL")
+    rest = SlurmRestReader.from_env(args.slurmrestd, args.slurmrestd_user) if args.slurmrestd else None
     agent = SlurmAgent(SlurmClient(slurm_conf=args.slurm_conf),
-                       AgentOptions(method=args.method, time_limit=args.time_limit, seed=args.seed, read=read))
+                       AgentOptions(method=args.method, time_limit=args.time_limit, seed=args.seed, read=read),
+                       reader=rest)
     while True:
         started = time.monotonic()
         try:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from optsched.core.decision import Decision
 from optsched.core.round import RoundProblem
@@ -111,20 +111,31 @@ def _placement_args(placement: dict[str, dict[str, Any]]) -> list[str]:
     return args
 
 
+class SlurmReads(Protocol):
+    """Where the agent reads nodes and jobs: the client commands (:class:`SlurmClient`) or slurmrestd
+    (:class:`~.rest.SlurmRestReader`); both return what ``sinfo --json`` and ``squeue --json`` print."""
+
+    def nodes_json(self) -> dict[str, Any]: ...
+
+    def jobs_json(self) -> dict[str, Any]: ...
+
+
 class SlurmAgent:
-    """Reads Slurm, solves a Rubick round, applies the decision (module docstring)."""
+    """Reads Slurm (``reader``: slurmrestd, else the ``client``'s commands), solves a Rubick round, applies the
+    decision with the ``client``'s ``scontrol`` (module docstring)."""
 
     def __init__(self, client: SlurmClient | None = None, options: AgentOptions | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, reader: SlurmReads | None = None) -> None:
         self.client = client or SlurmClient()
         self.options = options or AgentOptions()
         self.clock = clock
+        self.reader: SlurmReads = reader or self.client
 
     # -- reading ---------------------------------------------------------------------------------------------
     def read(self) -> Snapshot:
         """One read of Slurm's nodes and jobs (:class:`~.client.SlurmUnavailable` when it cannot be reached)."""
-        nodes = parse_nodes(self.client.read_json("sinfo"))
-        jobs = parse_jobs(self.client.read_json("squeue"))
+        nodes = parse_nodes(self.reader.nodes_json())
+        jobs = parse_jobs(self.reader.jobs_json())
         return Snapshot(self.clock(), nodes, jobs)
 
     def build(self, snap: Snapshot) -> RoundBuild:
@@ -231,7 +242,7 @@ class SlurmAgent:
             except SlurmRejected as exc:
                 log.error("slurm: %s of job %s rejected: %s", action, job_id, exc)
                 if action in ("preempt", "reconfigure") and job.running and not job.held:
-                    still = {j.job_id: j for j in parse_jobs(self.client.read_json("squeue"))}.get(job_id)
+                    still = {j.job_id: j for j in parse_jobs(self.reader.jobs_json())}.get(job_id)
                     if still is not None and still.running:  # it keeps its GPUs: later starts must not count them
                         for n, g in zip(job.nodes, job.gpus_per_node):
                             if n in free:
@@ -247,7 +258,7 @@ class SlurmAgent:
         records = []
         deadline = time.perf_counter() + self.options.requeue_wait_s
         while waiting and time.perf_counter() < deadline:
-            jobs = {j.job_id: j for j in parse_jobs(self.client.read_json("squeue"))}
+            jobs = {j.job_id: j for j in parse_jobs(self.reader.jobs_json())}
             for job_id in sorted(waiting):
                 job = jobs.get(job_id)
                 start = time.perf_counter()
@@ -287,7 +298,7 @@ class SlurmAgent:
         """Seconds until every job of ``job_ids`` is RUNNING (polled every 0.05 s); ``inf`` on timeout."""
         start = time.perf_counter()
         while time.perf_counter() - start < timeout_s:
-            jobs = {j.job_id: j for j in parse_jobs(self.client.read_json("squeue"))}
+            jobs = {j.job_id: j for j in parse_jobs(self.reader.jobs_json())}
             if all(jobs.get(j) is not None and jobs[j].running for j in job_ids):
                 return time.perf_counter() - start
             time.sleep(0.05)

@@ -85,6 +85,14 @@ class SlurmClient:
                                    f"up? SLURM_CONF={self._env().get('SLURM_CONF', '(Slurm default)')})")
         return data
 
+    def nodes_json(self) -> dict[str, Any]:
+        """``sinfo --json`` (the reads the agent makes; :class:`~.rest.SlurmRestReader` has the same two)."""
+        return self.read_json("sinfo")
+
+    def jobs_json(self) -> dict[str, Any]:
+        """``squeue --json``."""
+        return self.read_json("squeue")
+
     def scontrol(self, *args: str) -> float:
         """Run ``scontrol ARGS``; its latency in seconds, or :class:`SlurmRejected` with Slurm's message."""
         start = time.perf_counter()

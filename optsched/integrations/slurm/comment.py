@@ -5,10 +5,14 @@
 Keys (each the round's job field of that name, ``docs/rounds.md``): ``model`` (catalogue name or model
 object), ``guaranteed``, ``plan_fixed``, ``requested_plan``, ``total_iterations``, ``completed_iterations``,
 ``min_gpus``, ``max_gpus``, ``max_nodes``, ``min_cpus_per_gpu``, ``requested_cpus``, ``requested_mem_gib``,
-``weight``, ``restart_seconds``, ``checkpoint_age_s``, ``priority``. Keys starting ``optsched_`` are the
-agent's own (:data:`AGENT_WAIT_KEY`: why the job waits; :data:`AGENT_PLAN_KEY`: the plan it was started or
-reconfigured with, what the job reads at start); the reader ignores them and the agent rewrites only them, so
-the comment stays the user's JSON object plus the agent's keys. An empty comment states nothing; a comment
+``weight``, ``restart_seconds``, ``checkpoint_age_s``, ``priority``; and two that are not round fields but say
+how the agent derives ``checkpoint_age_s`` of a running job from its time since its last start (the reader's
+``checkpoint_age``): ``checkpoints`` (false: the job never checkpoints, a preemption loses all its work since its
+last start) and ``checkpoint_interval_s`` (the job checkpoints every so many seconds of its run). Either conflicts
+with a stated ``checkpoint_age_s``, and ``checkpoints: false`` with ``checkpoint_interval_s``. Keys starting
+``optsched_`` are the agent's own (:data:`AGENT_WAIT_KEY`: why the job waits; :data:`AGENT_PLAN_KEY`: the plan it
+was started or reconfigured with, what the job reads at start); the reader ignores them and the agent rewrites
+only them, so the comment stays the user's JSON object plus the agent's keys. An empty comment states nothing; a comment
 that is not a JSON object is refused naming the job (the job is left out of the round and stays held).
 Every other error names the job and the field.
 """
@@ -25,9 +29,12 @@ AGENT_PREFIX = "optsched_"
 AGENT_WAIT_KEY = "optsched_wait"
 AGENT_PLAN_KEY = "optsched_plan"
 
-_BOOL = ("guaranteed", "plan_fixed")
+_BOOL = ("guaranteed", "plan_fixed", "checkpoints")
 _INT = ("total_iterations", "min_gpus", "max_gpus", "max_nodes", "min_cpus_per_gpu", "requested_cpus", "priority")
-_NUMBER = ("completed_iterations", "requested_mem_gib", "weight", "restart_seconds", "checkpoint_age_s")
+_NUMBER = ("completed_iterations", "requested_mem_gib", "weight", "restart_seconds", "checkpoint_age_s",
+           "checkpoint_interval_s")
+#: keys that say how the agent derives a round field and are not round fields themselves
+DERIVING_KEYS = ("checkpoints", "checkpoint_interval_s")
 KEYS = ("model", "requested_plan") + _BOOL + _INT + _NUMBER
 
 
@@ -76,6 +83,14 @@ def parse_comment(job_id: str, comment: str) -> JobFacts:
         if key == "requested_plan" and not isinstance(value, dict):
             raise _fail(job_id, key, f"must be a plan object such as {{\"dp\": 4}}, got {value!r}")
         fields[key] = int(value) if key in _INT else value
+    if fields.get("checkpoint_interval_s") == 0:
+        raise _fail(job_id, "checkpoint_interval_s",
+                    "must be > 0 (a job that never checkpoints: \"checkpoints\": false)")
+    for key in DERIVING_KEYS:
+        if key in fields and "checkpoint_age_s" in fields:
+            raise _fail(job_id, key, "conflicts with checkpoint_age_s (state one of them)")
+    if fields.get("checkpoints") is False and "checkpoint_interval_s" in fields:
+        raise _fail(job_id, "checkpoint_interval_s", "conflicts with \"checkpoints\": false")
     if fields.get("plan_fixed") and "requested_plan" not in fields:
         raise _fail(job_id, "plan_fixed", "needs requested_plan (the one plan the job runs)")
     plan = obj.get(AGENT_PLAN_KEY)

@@ -9,11 +9,18 @@ finished jobs leave ``squeue`` soon), ``gres.conf`` (``AutoDetect=off``; the fak
 ``mknod dev/gpuK c 1 3``: Slurm refuses plain files), and the state, spool and log directories. It starts
 munged, slurmctld and one slurmd per node, waits until every node is idle, and :meth:`stop` cancels every job
 and stops the daemons by the PIDs in their pid files. Needs root (mknod, SlurmUser=root).
+
+With ``jwt=True`` the controller also takes JWTs (``AuthAltTypes=auth/jwt``, a key file ``jwt.key``):
+:meth:`token` gives one (``scontrol token``) and :meth:`start_slurmrestd` runs slurmrestd on a free loopback
+port as a non-root user (slurmrestd refuses root and SlurmUser), ``SLURM_JWT=daemon``, ``-a rest_auth/jwt -s
+openapi/v0.0.38`` (no slurmdbd here: the default plugin set would fail on its dbv0.0.38 part).
 """
 
 from __future__ import annotations
 
+import glob
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -35,6 +42,22 @@ def missing_binaries() -> list[str]:
     """The Slurm and munge commands not found on PATH (munged, slurmctld and slurmd are in /usr/sbin)."""
     path = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin" + os.pathsep + "/sbin"
     return [b for b in BINARIES if shutil.which(b, path=path) is None]
+
+
+#: where Slurm's plugin directory holds auth/jwt (Debian's multiarch directory, then the upstream defaults)
+JWT_PLUGIN_GLOBS = ("/usr/lib/*/slurm-wlm/auth_jwt.so", "/usr/lib*/slurm/auth_jwt.so",
+                    "/usr/local/lib*/slurm/auth_jwt.so")
+
+
+def jwt_missing() -> str | None:
+    """Why the local Slurm cannot serve slurmrestd with JWTs here (None: it can): slurmrestd or the auth/jwt
+    plugin (Debian's ``slurm-wlm-jwt-plugin``) missing."""
+    path = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin" + os.pathsep + "/sbin"
+    if shutil.which("slurmrestd", path=path) is None:
+        return "slurmrestd not installed"
+    if not any(glob.glob(p) for p in JWT_PLUGIN_GLOBS):
+        return "Slurm's auth/jwt plugin (auth_jwt.so) not installed"
+    return None
 
 
 def _free_ports(n: int) -> list[int]:
@@ -61,6 +84,7 @@ class LocalSlurm:
     cpus: int = 64
     memory_mib: int = 256000
     features: dict[str, str] = field(default_factory=dict)
+    jwt: bool = False
     pids: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -109,9 +133,52 @@ class LocalSlurm:
                          f"RealMemory={self.memory_mib} Gres=gpu:{self.gpu_type}:{self.gpus}"
                          + (f" Feature={feats}" if feats else "") + " State=UNKNOWN")
         lines.append("PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+        if self.jwt:  # tokens for slurmrestd (``scontrol token``); munge stays the daemons' own authentication
+            jwt_key = d / "jwt.key"
+            jwt_key.write_bytes(os.urandom(32))
+            os.chmod(jwt_key, 0o600)
+            lines += ["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={jwt_key}"]
         self.conf.write_text("\n".join(lines) + "\n")
         (d / "gres.conf").write_text(f"AutoDetect=off\nNodeName=n[1-{self.nodes}] Name=gpu Type={self.gpu_type} "
                                      f"File={d}/dev/gpu[0-{self.gpus - 1}]\n")
+
+    def token(self, user: str = "nobody", lifespan_s: int = 3600) -> str:
+        """A JWT for ``user`` (``scontrol token``; needs ``jwt=True``)."""
+        proc = subprocess.run(["scontrol", "token", f"username={user}", f"lifespan={lifespan_s}"], env=self.env,
+                              capture_output=True, text=True, timeout=30, check=False)
+        if proc.returncode != 0 or "=" not in proc.stdout:
+            msg = (proc.stderr.strip() or proc.stdout.strip() or f"exit code {proc.returncode}").splitlines()[-1]
+            raise LocalSlurmError(f"local slurm: scontrol token failed: {msg}")
+        return proc.stdout.strip().split("=", 1)[1]
+
+    def start_slurmrestd(self, user: str = "nobody", timeout: float = 10.0) -> str:
+        """Run slurmrestd as ``user`` on a free loopback port (module docstring); its URL once it answers."""
+        if not self.jwt:
+            raise LocalSlurmError("local slurm: slurmrestd needs jwt=True")
+        port = _free_ports(1)[0]
+        account = pwd.getpwnam(user)
+        os.chmod(self.directory, 0o755)  # slurmrestd, as ``user``, reads slurm.conf (the keys stay private)
+        exe = shutil.which("slurmrestd", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") or "slurmrestd"
+        log = open(self.directory / "log" / "slurmrestd.log", "wb")
+        proc = subprocess.Popen([exe, "-a", "rest_auth/jwt", "-s", "openapi/v0.0.38", f"127.0.0.1:{port}"],
+                                env=dict(self.env, SLURM_JWT="daemon"), stdout=log, stderr=subprocess.STDOUT,
+                                user=account.pw_uid, group=account.pw_gid, start_new_session=True)
+        log.close()
+        self.pids["slurmrestd"] = proc.pid
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if proc.poll() is not None:
+                self.pids.pop("slurmrestd", None)
+                tail = (self.directory / "log" / "slurmrestd.log").read_text(errors="replace").strip().splitlines()
+                raise LocalSlurmError(f"local slurm: slurmrestd exited ({proc.returncode}): "
+                                      f"{tail[-1] if tail else 'no output'}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return f"http://127.0.0.1:{port}"
+            except OSError:
+                time.sleep(0.02)
+        self._kill(["slurmrestd"])
+        raise LocalSlurmError(f"local slurm: slurmrestd not listening after {timeout:g} s")
 
     def _run(self, *argv: str) -> None:
         proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30, check=False)
@@ -216,10 +283,15 @@ class LocalSlurm:
         for pid in pids:
             if self._alive(pid):
                 os.kill(pid, signal.SIGKILL)
+            try:  # reap a child of ours (slurmrestd); the daemons are not
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
 
     def stop(self) -> None:
-        """Cancel every job, then stop the slurmd's, slurmctld and munged by their PIDs."""
+        """Cancel every job, then stop slurmrestd, the slurmd's, slurmctld and munged by their PIDs."""
         if "slurmctld" in self.pids:
             self.cancel_all()
+        self._kill(["slurmrestd"])
         self._kill([n for n in self.pids if n.startswith("slurmd.")] + ["slurmctld"])
         self._kill(["munged"])

@@ -22,11 +22,23 @@ The rules (one place each):
   ``guaranteed_qos`` or its partition in ``guaranteed_partitions``; ``priority``: the comment's, else minus
   the job's ``nice`` (a held job reports Slurm priority 0, so Slurm's computed priority cannot be read for
   the jobs the agent starts; departure named here); ``--deadline`` -> ``deadline``; ``submit_time``;
-  a running job's ``start_time`` -> its allocation's ``since``; ``--constraint=a&b`` -> ``node_selector``
+  ``--constraint=a&b`` -> ``node_selector``
   ``{a: "true", b: "true"}`` (``|``, counts and brackets are refused naming the job); the GRES type ->
   ``gpu_type``. A deadline binds through the job's samples per second, so only a job whose comment names a
   model gets ``deadline`` (with the comment's ``total_iterations``/``completed_iterations``); a fixed gang's
   ``--deadline`` stays Slurm's own (Slurm cancels a job that cannot end by it).
+* **Time and restarts** (one rule, :func:`run_seconds`, :func:`checkpoint_age`). Slurm resets a job's
+  ``start_time`` each time it starts again after a requeue (measured on 22.05), so a running job's
+  ``start_time`` is its *last* start: it is the allocation's ``since`` (what ``min_hold_s`` reads). Its
+  run since then, ``run_s``, is Slurm's elapsed time: ``time - start_time``, or ``pre_sus_time + time -
+  suspend_time`` after a suspension. ``restart_seconds``: the comment's, else ``ReadOptions.restart_seconds``
+  (the agent's ``--restart-seconds``), else none (the round's dimensionless penalties). ``checkpoint_age_s`` of
+  a running job: the comment's, else ``run_s`` when the comment says ``"checkpoints": false`` (a preemption
+  loses all the work since the last start), else ``run_s mod checkpoint_interval_s`` when it gives one, else
+  none. ``round_interval_s`` is ``ReadOptions.round_interval_s`` (the agent's ``--interval``); a job with
+  either seconds field needs it (a :class:`ValidationError` naming the option otherwise). ``restart_cnt`` feeds
+  no round field: the round prices the restart a decision would cause, and how often the job restarted before
+  does not change that price (``docs/integration.md``, "Slurm").
 * **The round's clock** is Unix time (seconds): ``time`` is the read's wall clock, and ``submit_time``,
   ``since`` and ``deadline`` keep Slurm's epoch values.
 * **Job states.** ``PENDING`` -> queued; ``RUNNING``/``CONFIGURING`` -> running (its placement from
@@ -48,7 +60,7 @@ from typing import Any, Mapping
 from optsched.core.catalog import GPU_TYPES
 from optsched.core.errors import ValidationError
 from optsched.core.skip import JobError
-from optsched.integrations.slurm.comment import AGENT_PLAN_KEY, JobFacts, parse_comment
+from optsched.integrations.slurm.comment import AGENT_PLAN_KEY, DERIVING_KEYS, JobFacts, parse_comment
 from optsched.integrations.slurm.hostlist import expand_hostlist
 
 log = logging.getLogger(__name__)
@@ -77,6 +89,21 @@ class ReadOptions:
     guaranteed_qos: frozenset[str] = frozenset()
     guaranteed_partitions: frozenset[str] = frozenset()
     gpu_types: Mapping[str, str] = field(default_factory=dict)
+    #: seconds a start, reconfiguration or resume costs a job whose comment gives no ``restart_seconds``
+    restart_seconds: float | None = None
+    #: the round's ``round_interval_s`` (seconds between the agent's rounds); needed by the seconds fields
+    round_interval_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, option in (("restart_seconds", "--restart-seconds"), ("round_interval_s", "--interval")):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not value >= 0 or value == float("inf")):
+                raise ValidationError(f"slurm: {name} ({option}) must be a finite "
+                                      f"number >= 0 of seconds, got {value!r}")
+        if self.round_interval_s is not None and not self.round_interval_s > 0:
+            raise ValidationError(f"slurm: round_interval_s (--interval) must be > 0 seconds, got "
+                                  f"{self.round_interval_s!r}")
 
 
 @dataclass(frozen=True)
@@ -125,6 +152,8 @@ class SlurmJob:
     cpus: int
     nodes: tuple[str, ...]
     gpus_per_node: tuple[int, ...]
+    suspend_time: int = 0
+    pre_sus_time: int = 0
 
     @property
     def held(self) -> bool:
@@ -240,8 +269,30 @@ def parse_jobs(squeue: Mapping[str, Any]) -> tuple[SlurmJob, ...]:
             deadline=_int(raw.get("deadline")), submit_time=_int(raw.get("submit_time")),
             start_time=_int(raw.get("start_time")), restart_count=_int(raw.get("restart_cnt")),
             features=str(raw.get("features") or ""), comment=str(raw.get("comment") or ""),
-            cpus=_int(raw.get("cpus"), 1), nodes=nodes, gpus_per_node=per_node))
+            cpus=_int(raw.get("cpus"), 1), nodes=nodes, gpus_per_node=per_node,
+            suspend_time=_int(raw.get("suspend_time")), pre_sus_time=_int(raw.get("pre_sus_time"))))
     return tuple(jobs)
+
+
+def run_seconds(job: SlurmJob, now: float) -> float:
+    """Seconds a running job has run since its last start (Slurm's elapsed time; module docstring, "Time and
+    restarts"): ``now - start_time``, or ``pre_sus_time + now - suspend_time`` once it was suspended and resumed."""
+    if job.suspend_time and job.suspend_time >= job.start_time:
+        return max(0.0, job.pre_sus_time + now - job.suspend_time)
+    return max(0.0, now - job.start_time)
+
+
+def checkpoint_age(facts: JobFacts, run_s: float) -> float | None:
+    """A running job's ``checkpoint_age_s`` (module docstring, "Time and restarts"): the comment's, else all of
+    ``run_s`` for a job that never checkpoints, else ``run_s`` modulo its checkpoint interval, else None."""
+    fields = facts.fields
+    if "checkpoint_age_s" in fields:
+        return float(fields["checkpoint_age_s"])
+    if fields.get("checkpoints") is False:
+        return run_s
+    if "checkpoint_interval_s" in fields:
+        return run_s % float(fields["checkpoint_interval_s"])
+    return None
 
 
 def catalogue_gpu_type(gres_type: str | None, features: tuple[str, ...], aliases: Mapping[str, str],
@@ -359,6 +410,13 @@ def build_round(snap: Snapshot, options: ReadOptions = ReadOptions()) -> RoundBu
                            "on_invalid_job": "skip"}
     if coefficients:
         rnd["coefficients"] = coefficients
+    timed = [j["name"] for j in jobs if "restart_seconds" in j or "checkpoint_age_s" in j]
+    if options.round_interval_s is not None:
+        rnd["round_interval_s"] = float(options.round_interval_s)
+    elif timed:
+        raise ValidationError(f"slurm: job(s) {', '.join(timed[:5])} give restart_seconds or a checkpoint age, which "
+                              "need the round's round_interval_s: give ReadOptions.round_interval_s (the agent's "
+                              "--interval)")
     for job_id, why in left_out:
         log.warning("slurm: job %s left out of the round: %s", job_id, why)
     return RoundBuild(rnd, tuple(left_out), facts_of)
@@ -415,8 +473,10 @@ def _job_objects(job: SlurmJob, snap: Snapshot, options: ReadOptions, nodes: Map
         if req.nodes is not None and req.per_node is not None and req.nodes == 1:
             spec["max_nodes"] = 1
     for key, value in facts.fields.items():
-        if key != "priority":
+        if key not in ("priority", *DERIVING_KEYS):
             spec[key] = value
+    if "restart_seconds" not in spec and options.restart_seconds is not None:
+        spec["restart_seconds"] = float(options.restart_seconds)
     if facts.model is not None and "requested_cpus" not in spec:
         spec["requested_cpus"] = req.total * cpg
     alloc = None
@@ -429,9 +489,14 @@ def _job_objects(job: SlurmJob, snap: Snapshot, options: ReadOptions, nodes: Map
         alloc = {"job": job.job_id, "plan": run_plan, "placement": placement}
         if job.start_time and job.start_time <= snap.time:
             alloc["since"] = float(job.start_time)
+            age = checkpoint_age(facts, run_seconds(job, snap.time))
+            if age is not None:
+                spec["checkpoint_age_s"] = age
+    elif "checkpoint_age_s" in spec:  # a queued job loses nothing to a preemption
+        del spec["checkpoint_age_s"]
     return spec, alloc, rows
 
 
 __all__ = ["AGENT_PLAN_KEY", "GpuRequest", "ReadOptions", "RoundBuild", "SlurmJob", "SlurmNode", "Snapshot",
-           "build_round", "catalogue_gpu_type", "expand_hostlist", "job_request", "node_selector", "parse_gres",
-           "parse_jobs", "parse_nodes"]
+           "build_round", "catalogue_gpu_type", "checkpoint_age", "expand_hostlist", "job_request", "node_selector",
+           "parse_gres", "parse_jobs", "parse_nodes", "run_seconds"]
