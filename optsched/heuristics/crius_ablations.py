@@ -32,9 +32,11 @@ class CriusNA:
     """Crius-NA (module docstring); called as ``scheduler(problem, table, deadline=...)``."""
 
     def __call__(self, problem: CriusRound, table: CriusTable, *, deadline: Deadline | None = None) -> Schedule:
-        want = [request_gpus(problem, table, j) for j in range(len(problem.jobs))]
+        want: dict[int, int | None] = {}  # found when Algorithm 1 first asks for a job's rows
 
         def keep(j: int, rows: np.ndarray) -> np.ndarray:
+            if j not in want:
+                want[j] = request_gpus(problem, table, j)
             return rows[table.gpus[rows] == want[j]] if want[j] is not None else rows[:0]
         return algorithm1(problem, table, deadline=deadline, row_filter=keep)
 
@@ -63,9 +65,13 @@ class CriusNH:
 
     def __call__(self, problem: CriusRound, table: CriusTable, *, deadline: Deadline | None = None) -> Schedule:
         types = np.array(table.gpu_type, dtype=object)
-        home = [self.home_type(problem, table, j) for j in range(len(problem.jobs))]
+        for j in np.flatnonzero(np.asarray(table.current_row) >= 0):  # a running job's home: where it runs
+            self.home[table.jobs[j]] = table.gpu_type[int(table.current_row[j])]
+        home: dict[int, str | None] = {}  # a queued job's, found when Algorithm 1 first asks for its rows
 
         def keep(j: int, rows: np.ndarray) -> np.ndarray:
+            if j not in home:
+                home[j] = self.home_type(problem, table, j)
             return rows[types[rows] == home[j]] if home[j] is not None else rows[:0]
         return algorithm1(problem, table, deadline=deadline, row_filter=keep)
 

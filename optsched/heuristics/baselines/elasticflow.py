@@ -236,6 +236,9 @@ def _elasticflow_ddl(problem: CriusRound, table: CriusTable, deadline: Deadline 
     for j in fcfs(problem, table, queued=True):  # at ElasticFlow-LS's minimum share
         if problem.jobs[j].deadline is not None or st.choice[j] is not None:
             continue
+        if deadline is not None and deadline.expired():
+            complete = False  # the jobs left wait this round (answer partial), as ElasticFlow-LS's
+            break
         for t in types:
             m = minimum_share(table, j, t, cells[j])
             if m is not None and st.put(j, cells[j][(t, m)]):
