@@ -184,3 +184,16 @@ def test_ablations_are_feasible_and_keep_their_restriction() -> None:
                 assert int(t.gpus[ch.row]) == request_gpus(r, t, j)
             else:
                 assert t.gpu_type[ch.row] == scheduler.home[name]
+
+
+def test_elasticflow_ddl_out_of_time_keeps_what_runs_and_starts_no_job_without_a_deadline() -> None:
+    from optsched.core.deadline import Deadline
+
+    c = toy_cluster(fast_nodes=2, fast_gpus=4, slow_nodes=0)
+    jobs = (Job("run", "tiny", 2, 100, submit_time=0.0), Job("q1", "tiny", 1, 100, submit_time=1.0),
+            Job("q2", "tiny", 1, 100, submit_time=2.0))
+    r = _round(c, jobs, 10.0, [alloc_on(c, "run", "fast", {"f0": 2}, 1)])
+    t = build_crius_table(r)
+    assert {"q1", "q2"} <= set(ElasticFlowDDL()(r, t).choices)  # with time, the queued jobs start
+    s = ElasticFlowDDL()(r, t, deadline=Deadline(1e-9, start=0.0))  # no time left: the round answers partial
+    assert set(s.choices) == {"run"} and not s.complete and is_kept(r, t, t.index_of("run"), s.choices["run"])
