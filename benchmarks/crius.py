@@ -439,20 +439,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if "estimate" in args.sections or "tuning" in args.sections:
         estimate_and_tuning(args)
-    if "round" in args.sections:
-        rounds(args)
-    if "constants" in args.sections:
-        constants(args)
-    if "sim" in args.sections:
-        sim(args)
-    if "fig17" in args.sections:
-        fig17(args)
-    if "deadline" in args.sections:
-        deadline_sim(args)
-    if "depth" in args.sections:
-        depth_sweep(args)
-    if "ablation" in args.sections:
-        ablation(args)
+    for section, run in (("round", rounds), ("constants", constants), ("sim", sim), ("fig17", fig17),
+                         ("deadline", deadline_sim), ("depth", depth_sweep), ("ablation", ablation)):
+        if section in args.sections:
+            run(args)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     return 0
 
