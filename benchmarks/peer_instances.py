@@ -39,9 +39,9 @@ utilities of the configurations a decision runs. Columns: gpus, shape, jobs, ``s
 optsched and its back end), each phase, the evaluated objective, the reference's, ``ratio`` = total / the
 reference's total (issue 29's target: <= 1.0 from 256 to 2,048 GPUs on easy instances), status, ``placed``
 (``yes``: optsched's decision places every job, checked by the round; for the reference, which counts GPUs per
-type only, ``ffd`` when :func:`placeable`'s first fit places its answer on the nodes, ``no`` when it does not). Each row is the median of ``--repeat`` runs (by total).
-A warm-up solve of the smallest instance runs first (imports are not counted). Writes
-``benchmarks/out/peer_instances.csv``.
+type only, ``ffd`` when :func:`placeable`'s first fit places its answer on the nodes, ``no`` when it does not).
+Each row is the median of ``--repeat`` runs (by total). A warm-up solve of the smallest instance runs first
+(imports are not counted). Writes ``benchmarks/out/peer_instances.csv``.
 """
 
 from __future__ import annotations

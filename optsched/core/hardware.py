@@ -150,7 +150,8 @@ class Node:
         """The node of a JSON object. A round holds tens of thousands of plain nodes (the five required members, the
         counts JSON integers): those are built directly, :meth:`__post_init__`'s fast path checking their values."""
         if type(data) is dict and len(data) == 5 and type(data.get("num_gpus")) is int \
-                and type(data.get("num_cpus")) is int and "name" in data and "gpu_type" in data and "memory_gib" in data:
+                and type(data.get("num_cpus")) is int and "name" in data and "gpu_type" in data \
+                and "memory_gib" in data:
             return cls(data["name"], data["gpu_type"], data["num_gpus"], data["num_cpus"], data["memory_gib"])
         require_keys("Node", data, ("name", "gpu_type", "num_gpus", "num_cpus", "memory_gib"),
                      ("labels", "state", "topology"))

@@ -717,5 +717,5 @@ for _name, _build, _summary in (
     register_method("lyra", _name, _build, _summary, (PREDICTOR_OPTION,))
 
 
-__all__ = ["AllocatePolicy", "LyraSimPolicy", "AllocationPlan", "Allocator", "PlacementExact", "ReclaimContext", "ReclaimExact", "ReclaimHeuristicPolicy",
-           "PlacementPolicy", "SCALERS"]
+__all__ = ["AllocatePolicy", "LyraSimPolicy", "AllocationPlan", "Allocator", "PlacementExact", "ReclaimContext",
+           "ReclaimExact", "ReclaimHeuristicPolicy", "PlacementPolicy", "SCALERS"]

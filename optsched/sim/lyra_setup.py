@@ -152,7 +152,8 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
         days = window_days if window_days is not None else max(r[0] for r in rows) / 86400.0 or 1.0
         training, inference = size_by_load(float(sum(j.total_iterations for j in made)), days, offered_load)
         sizing = (f"{training} training servers for an offered load of {offered_load:g} over {days:g} days, "
-                  f"{inference} inference servers in the thesis' proportion {THESIS_INFERENCE_GPUS}:{THESIS_TRAINING_GPUS}")
+                  f"{inference} inference servers in the thesis' proportion "
+                  f"{THESIS_INFERENCE_GPUS}:{THESIS_TRAINING_GPUS}")
     cluster = two_pool_cluster(training, inference)
     series: UsageSeries | None
     if str(usage) == "synthetic":
@@ -162,7 +163,8 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     else:
         series = load_usage_csv(usage)
     max_gpus = 8 * training
-    return LyraSimulation(cluster, tuple(lyra_jobs(rows, seed=seed, max_gpus=max_gpus, **mix)),  # type: ignore[arg-type]
+    jobs = tuple(lyra_jobs(rows, seed=seed, max_gpus=max_gpus, **mix))  # type: ignore[arg-type]
+    return LyraSimulation(cluster, jobs,
                           LyraGroundTruth(frozenset({INFERENCE_GPU})),
                           tuple(inference_name(i) for i in range(inference)), series, name,
                           dropped=sum(1 for r in rows if r[2] > max_gpus), max_gpus=max_gpus, window=window,

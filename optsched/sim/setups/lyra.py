@@ -86,7 +86,8 @@ def build(request: SimulationRequest) -> SimulationInputs:
                             summary={"window": sim.window, "sizing": sim.sizing or None,
                                      "job_mix": dataclasses.asdict(sim.mix()),
                                      "prediction": {"wrong_share": predictor.wrong_share,
-                                                    "margin": predictor.margin, "mispredicted_jobs": len(predictor.factors)}})
+                                                    "margin": predictor.margin,
+                                                    "mispredicted_jobs": len(predictor.factors)}})
 
 
 SETUP = register_simulation(SimulationSetup(

@@ -12,20 +12,21 @@ thesis' conservative default). All draws from ``numpy.random.default_rng(seed)``
 at ``max_duration_s`` (default 2 days) to keep runs bounded; the cap is applied before work is
 computed.
 
-**The thesis' job mix by load** (``fungible_load``, ``elastic_load``; Sec. 3.7.1, Basic: "fungible jobs
-are used for capacity loaning (21% of total training load), and elastic jobs are used for elastic
-scaling (~5% of all jobs accounting for 36% of total training resources)"): elastic jobs are drawn
-among all jobs in a random order weighted by GPU time (numpy's weighted draw without replacement), a
-job skipped when it would take the elastic jobs' GPU time past ``elastic_load`` of the total less a
-reserve of the median job's GPU time for each elastic job still to draw, until ``elastic_count`` of the
-jobs are elastic (or no job is left): the large jobs fill the load share first, small ones the count
-(both shares are reached where the trace allows; :func:`job_mix` says what they are). One-GPU jobs are candidates here (range 1-2 workers of 1 GPU) where the count
-rule above takes jobs of 2+ GPUs only: the busiest Philly windows hold too few multi-GPU jobs (2.4% of
-the busiest 3 days' jobs, 3.6% of 15 days') for 5% of jobs to be elastic among them. Fungible jobs are drawn uniformly at random among all jobs, elastic ones
-included, a job skipped when it would take the fungible GPU time past ``fungible_load``, until no job
-fits. The two sets are drawn independently (the text gives them as separate shares), so an elastic
-job is fungible only when drawn as such (it then prefers the inference servers, Sec. 3.5.3). GPU time
-is duration x GPUs after the cap. :func:`job_mix` measures the shares a list of jobs has.
+**The thesis' job mix by load** (``fungible_load``, ``elastic_load``; Sec. 3.7.1, Basic: "fungible jobs are
+used for capacity loaning (21% of total training load), and elastic jobs are used for elastic scaling (~5% of
+all jobs accounting for 36% of total training resources)"): elastic jobs are drawn among all jobs in a random
+order weighted by GPU time (numpy's weighted draw without replacement), a job skipped when it would take the
+elastic jobs' GPU time past ``elastic_load`` of the total less a reserve of the median job's GPU time for each
+elastic job still to draw, until ``elastic_count`` of the jobs are elastic (or no job is left): the large jobs
+fill the load share first, small ones the count (both shares are reached where the trace allows;
+:func:`job_mix` says what they are). One-GPU jobs are candidates here (range 1-2 workers of 1 GPU) where the
+count rule above takes jobs of 2+ GPUs only: the busiest Philly windows hold too few multi-GPU jobs (2.4% of
+the busiest 3 days' jobs, 3.6% of 15 days') for 5% of jobs to be elastic among them. Fungible jobs are drawn
+uniformly at random among all jobs, elastic ones included, a job skipped when it would take the fungible GPU
+time past ``fungible_load``, until no job fits. The two sets are drawn independently (the text gives them as
+separate shares), so an elastic job is fungible only when drawn as such (it then prefers the inference
+servers, Sec. 3.5.3). GPU time is duration x GPUs after the cap. :func:`job_mix` measures the shares a list of
+jobs has.
 
 **Windows** (:func:`philly_window`): ``days`` of a Philly CSV from a date, or the busiest such window
 (the most jobs submitted, windows starting at midnight), with the wall-clock hour of its start.
