@@ -108,3 +108,40 @@ def test_normalised_objective_round_trips_with_its_penalties() -> None:
     assert back.to_dict() == r.to_dict()
     assert back.rescale_cost == 0.1 and back.preempt_cost == 0.25 and back.bonus == 3.0
     assert "rescale_penalty" not in _round().to_dict() and _round().rescale_cost == 0.0
+
+
+
+#: the baselines of Sec. 8.1, which the deadline rules do not bind (optsched/heuristics/baselines/cells.py)
+BASELINES = ("fcfs", "fcfs-backfill", "gandiva", "gavel", "elasticflow")
+
+
+@pytest.mark.parametrize("objective_name", ["deadline", "normalised-deadline"])
+def test_past_deadlines_accept_binds_in_every_method(objective_name: str) -> None:
+    """``past_deadlines: "accept"`` (a simulated round, where deadlines pass while jobs wait): a queued job whose
+    deadline has passed is accepted instead of refused; the methods under Crius's deadline rules (Sec. 8.5) never
+    start it (no Cell meets its deadline: the rules drop it), the Sec. 8.1 baselines schedule for throughput as they
+    always do; every decision keeps the rules that bind its method, its objective is the round's, and its status and
+    bound describe it."""
+    from optsched.heuristics.baselines.cells import NO_ADMISSION
+    from optsched.rounds.crius.feasibility import violations
+
+    base = dataclasses.replace(generate_crius_round(12, seed=1, deadline_fraction=0.3), objective=objective_name)
+    late = next(j for j in base.jobs if base.current(j.name) is None)
+    jobs = tuple(dataclasses.replace(j, deadline=base.time - 1.0) if j.name == late.name else j for j in base.jobs)
+    with pytest.raises(ValidationError, match=f"{late.name}.*before the round's time"):
+        dataclasses.replace(base, jobs=jobs)
+    r = dataclasses.replace(base, jobs=jobs, past_deadlines="accept")
+    t = build_crius_table(r)
+    assert late.name in admit(r, t).dropped
+    for method in methods_of("crius"):
+        d = optsched.solve(r, method, time_limit=10)
+        choices = choices_of(d, t, r)
+        baseline = method in BASELINES
+        assert baseline or late.name not in choices, method
+        rules = {"search_depth": False, "deadline_rows": False, "suspensions": False} if baseline else {}
+        assert violations(r, t, choices, NO_ADMISSION if baseline else admit(r, t), **rules) == [], method
+        assert d.objective == pytest.approx(objective(r, t, choices), rel=1e-9, abs=1e-9), method
+        if d.status in ("optimal", "feasible"):
+            assert d.bound is not None and d.bound >= d.objective - 1e-9 * max(1.0, abs(d.objective)), method
+        else:
+            assert d.status in ("heuristic", "heuristic-fallback", "partial"), method
