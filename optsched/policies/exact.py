@@ -140,9 +140,10 @@ class ExactKind(ABC, Generic[P, C, A]):
         time back for assembling a large decision)."""
         return Deadline.since(time_limit, clock_start)
 
-    @abstractmethod
     def prepare(self, problem: P, deadline: Deadline) -> C:
-        """The round's context: coefficient table, admission, index structures."""
+        """The round's context: coefficient table, admission, index structures. By default the round itself (the
+        kinds whose methods need nothing built first: ``experts``, ``moe-comm``, ``training-packing``, Lyra's)."""
+        return problem  # type: ignore[return-value]
 
     @abstractmethod
     def warm_start(self, ctx: C, deadline: Deadline) -> WarmStart[A]:

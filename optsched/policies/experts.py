@@ -69,8 +69,6 @@ class ExpertsExact(ExactKind[ExpertsRound, ExpertsRound, ReplicaPlan]):
     formulation: ClassVar[str] = "optsched.formulations.expert_packing"
     answer_key: ClassVar[str] = "plan"
 
-    def prepare(self, problem: ExpertsRound, deadline: Deadline) -> ExpertsRound:
-        return problem
 
     def warm_start(self, ctx: ExpertsRound, deadline: Deadline) -> WarmStart[ReplicaPlan]:
         plan, rule = lina_plan(ctx), "Lina"

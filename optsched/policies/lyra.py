@@ -423,8 +423,6 @@ class PlacementExact(ExactKind[PlacementRound, PlacementRound, WorkerPlacement])
 
     groups: bool = False
 
-    def prepare(self, problem: PlacementRound, deadline: Deadline) -> PlacementRound:
-        return problem
 
     def deadline(self, time_limit: float, clock_start: float | None, problem: PlacementRound) -> Deadline:
         return Deadline.since(time_limit, clock_start).earlier(PLACE_FINISH_S_PER_JOB * len(problem.jobs))

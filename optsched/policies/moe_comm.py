@@ -73,8 +73,6 @@ class CommExact(ExactKind[MoECommRound, MoECommRound, Timeline]):
     formulation: ClassVar[str] = "optsched.formulations.moe_comm_schedule"
     answer_key: ClassVar[str] = "timeline"
 
-    def prepare(self, problem: MoECommRound, deadline: Deadline) -> MoECommRound:
-        return problem
 
     def warm_start(self, ctx: MoECommRound, deadline: Deadline) -> WarmStart[Timeline]:
         timelines, skipped = _rule_timelines(ctx, deadline)

@@ -87,8 +87,6 @@ class PackingExact(ExactKind[TrainingPackingRound, TrainingPackingRound, Packing
     formulation: ClassVar[str] = "optsched.formulations.training_packing"
     answer_key: ClassVar[str] = "plan"
 
-    def prepare(self, problem: TrainingPackingRound, deadline: Deadline) -> TrainingPackingRound:
-        return problem
 
     def warm_start(self, ctx: TrainingPackingRound, deadline: Deadline) -> WarmStart[PackingPlan]:
         plan = packing_rule(ctx.setup)
