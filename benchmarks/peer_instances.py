@@ -96,7 +96,8 @@ class Config:
 @dataclass(frozen=True)
 class Instance:
     """A Sia-shaped round (module docstring): nodes per type, and per job its configurations' utilities, its
-    current configuration (running jobs) and whether it may be preempted."""
+    current configuration (running jobs), the nodes it runs on (``where``: indices among its type's nodes) and
+    whether it may be preempted."""
 
     name: str
     nodes: dict[str, int]
@@ -104,6 +105,7 @@ class Instance:
     utilities: dict[str, dict[Config, float]]
     current: dict[str, Config]
     pinned: frozenset[str]
+    where: dict[str, tuple[int, ...]]
 
 
 def configs_of(per_node: int, nodes: int, most: int) -> list[tuple[int, int]]:
@@ -124,6 +126,7 @@ def sia_instance(gpus: int, shape: str, seed: int) -> Instance:
     free = {t: [per_node[t]] * nodes[t] for t in nodes}
     utilities: dict[str, dict[Config, float]] = {}
     current: dict[str, Config] = {}
+    where: dict[str, tuple[int, ...]] = {}
     pinned: set[str] = set()
     for j in range(max(2, round(gpus * jobs_per_gpu))):
         name = f"j{j:05d}"
@@ -138,20 +141,16 @@ def sia_instance(gpus: int, shape: str, seed: int) -> Instance:
         scaled = {c: v / low for c, v in goodput.items()}
         if rng.random() < RUNNING_SHARE:
             c = list(scaled)[int(rng.integers(len(scaled)))]
-            if _take(free[c.gpu_type], per_node[c.gpu_type], c):
-                current[name] = c
+            taken = _fit(free[c.gpu_type], per_node[c.gpu_type], c)
+            if taken is not None:
+                current[name], where[name] = c, tuple(taken)
                 restart = rng.uniform(0.6, 1.0)
                 scaled = {k: (v if k == c else v * restart) for k, v in scaled.items()}
                 if rng.random() < NON_PREEMPTIBLE_SHARE:
                     pinned.add(name)
         util = {c: round(LAMBDA_NO_ALLOC - round(v ** P_FAIRNESS, 2), 2) for c, v in scaled.items()}
         utilities[name] = {c: u for c, u in util.items() if u > 0 or current.get(name) == c}
-    return Instance(f"sia-{shape}-{gpus}", nodes, per_node, utilities, current, frozenset(pinned))
-
-
-def _take(free: list[int], per_node: int, c: Config) -> bool:
-    """Take ``c``'s GPUs from the free GPUs per node (:func:`_fit`); whether they fit."""
-    return _fit(free, per_node, c) is not None
+    return Instance(f"sia-{shape}-{gpus}", nodes, per_node, utilities, current, frozenset(pinned), where)
 
 
 def _fit(free: list[int], per_node: int, c: Config) -> list[int] | None:
@@ -208,7 +207,6 @@ def optsched_round(inst: Instance) -> dict[str, object]:
     types = {"A100": (80.0, 312.0), "V100": (32.0, 125.0), "T4": (16.0, 65.0)}
     nodes = [{"name": f"{t}-{i:04d}", "gpu_type": t, "num_gpus": inst.per_node[t], "num_cpus": 8 * inst.per_node[t],
               "memory_gib": 64.0 * inst.per_node[t]} for t in inst.nodes for i in range(inst.nodes[t])]
-    free = {n["name"]: int(n["num_gpus"]) for n in nodes}  # type: ignore[call-overload]
     jobs, running, rows = [], [], {}
     for j, us in inst.utilities.items():
         cur = inst.current.get(j)
@@ -219,7 +217,7 @@ def optsched_round(inst: Instance) -> dict[str, object]:
         rows[j] = [{"plan": {"dp": c.gpus}, "gpu_type": c.gpu_type, "gpus_per_node": c.shape(inst.per_node[c.gpu_type]),
                     "throughput": u} for c, u in us.items()]
         if cur is not None:
-            placement = _place(free, cur, inst.per_node[cur.gpu_type])
+            placement = {f"{cur.gpu_type}-{i:04d}": {"gpus": cur.gpus // cur.nodes} for i in inst.where[j]}
             running.append({"job": j, "plan": {"dp": cur.gpus}, "placement": placement,
                             **({"since": 3600.0} if j in inst.pinned else {})})
     cluster = {"name": inst.name, "intra_node_gbps": 150.0, "inter_node_gbps": 12.5, "pcie_gbps": 16.0,
@@ -230,38 +228,16 @@ def optsched_round(inst: Instance) -> dict[str, object]:
             "min_hold_s": 1.0}
 
 
-def _place(free: dict[str, int], c: Config, per_node: int) -> dict[str, dict[str, int]]:
-    """Nodes for a running configuration in the order :func:`sia_instance` filled them (first fit)."""
-    names = [n for n in free if n.startswith(f"{c.gpu_type}-")]
-    if c.nodes == 1 and c.gpus <= per_node:
-        n = next(n for n in names if free[n] >= c.gpus)
-        free[n] -= c.gpus
-        return {n: {"gpus": c.gpus}}
-    whole = [n for n in names if free[n] == per_node][:c.nodes]
-    for n in whole:
-        free[n] = 0
-    return {n: {"gpus": per_node} for n in whole}
-
-
 def placeable(inst: Instance, chosen: dict[str, Config]) -> bool:
-    """Whether the configurations ``chosen`` fit the nodes: the non-preemptible jobs where they run (the running
-    jobs placed by first fit in job order, as :func:`sia_instance` and :func:`optsched_round` placed them, the
-    preemptible ones' GPUs then freed), the rest by first fit, largest first, whole nodes for several nodes. False
-    means this packing failed (another might succeed): the aggregated model counts GPUs per type only, so its answer
-    may not fit the nodes, which optsched's per-node model checks."""
+    """Whether the configurations ``chosen`` fit the nodes: the non-preemptible jobs where they run
+    (``Instance.where``), the rest by first fit, largest first, whole nodes for several nodes. False means this
+    packing failed (another might succeed): the aggregated model counts GPUs per type only, so its answer may not fit
+    the nodes, which optsched's per-node model checks."""
     free = {t: [inst.per_node[t]] * inst.nodes[t] for t in inst.nodes}
-    held: dict[str, list[int]] = {}
-    for j in inst.utilities:
-        c = inst.current.get(j)
-        if c is not None:
-            nodes = _fit(free[c.gpu_type], inst.per_node[c.gpu_type], c)
-            assert nodes is not None, f"running job {j} does not fit where it ran"
-            held[j] = nodes
-    for j, nodes in held.items():
-        if j not in inst.pinned:
-            c = inst.current[j]
-            for i in nodes:
-                free[c.gpu_type][i] += c.gpus // len(nodes)
+    for j in inst.pinned:
+        c = inst.current[j]
+        for i in inst.where[j]:
+            free[c.gpu_type][i] -= c.gpus // c.nodes
     rest = sorted(((c, j) for j, c in chosen.items() if j not in inst.pinned), key=lambda cj: (-cj[0].gpus, cj[1]))
     return all(_fit(free[c.gpu_type], inst.per_node[c.gpu_type], c) is not None for c, _ in rest)
 

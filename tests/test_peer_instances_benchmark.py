@@ -48,7 +48,8 @@ def tiny(seed: int) -> pi.Instance:
         utilities[j] = {c: us[c] for c in chosen}
     return pi.Instance(inst.name, inst.nodes, inst.per_node, utilities,
                        {j: c for j, c in inst.current.items() if j in keep},
-                       frozenset(j for j in inst.pinned if j in keep))
+                       frozenset(j for j in inst.pinned if j in keep),
+                       {j: w for j, w in inst.where.items() if j in keep})
 
 
 def test_the_instances_follow_sias_round() -> None:
@@ -92,13 +93,13 @@ def test_a_small_run_writes_the_table(tmp_path: Path, monkeypatch: Any) -> None:
 def test_an_answer_that_counts_gpus_but_cannot_be_packed_is_not_placeable() -> None:
     one_type = pi.Instance("t", {"T4": 2}, {"T4": 4}, {
         "a": {pi.Config("T4", 1, 2): 0.5}, "b": {pi.Config("T4", 1, 2): 0.5}, "c": {pi.Config("T4", 1, 4): 0.5}},
-        {"a": pi.Config("T4", 1, 2), "b": pi.Config("T4", 1, 2)}, frozenset({"a"}))
+        {"a": pi.Config("T4", 1, 2), "b": pi.Config("T4", 1, 2)}, frozenset({"a"}), {"a": (0,), "b": (0,)})
     # a is pinned on node 0 (2 of 4 GPUs), b ran beside it and may move: {a, b, c} fits (b moves to node 0's rest)
     assert pi.placeable(one_type, {"a": pi.Config("T4", 1, 2), "b": pi.Config("T4", 1, 2), "c": pi.Config("T4", 1, 4)})
     four = pi.Config("A100", 1, 4)
     spread = pi.Instance("t", {"A100": 3}, {"A100": 8}, {
         "a": {four: 0.5}, "b": {four: 0.5}, "c": {four: 0.5}, "d": {pi.Config("A100", 2, 16): 0.9}},
-        {"a": four, "b": four, "c": four}, frozenset({"a", "c"}))
+        {"a": four, "b": four, "c": four}, frozenset({"a", "c"}), {"a": (0,), "b": (0,), "c": (1,)})
     # a and b ran on node 0, c on node 1; a and c are pinned: 4 + 4 + 16 = 24 GPUs pass the count per type, but
     # only node 2 is whole, and d needs two whole nodes
     assert not pi.placeable(spread, {"a": four, "c": four, "d": pi.Config("A100", 2, 16)})
