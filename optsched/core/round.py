@@ -222,11 +222,12 @@ class RoundProblem:
         :func:`~optsched.core.units.unit_warnings`, and what the kind adds: :meth:`_warnings`); ``optsched.solve``
         puts them in the decision's message, ``optsched solve`` also on stderr. Found once per round (the round
         is immutable; a scan of every job, 0.02 s at 20,000 jobs, that the command and the solve both ask for)."""
-        memo = self.__dict__.get("_warnings_memo")
-        if memo is None:
-            memo = tuple(self._warnings())
-            object.__setattr__(self, "_warnings_memo", memo)
-        return list(memo)
+        return list(self._warnings_once)
+
+    @cached_property
+    def _warnings_once(self) -> tuple[str, ...]:
+        """:meth:`_warnings`, found on first use (the round is immutable)."""
+        return tuple(self._warnings())
 
     def _warnings(self) -> list[str]:
         """The warnings of :meth:`warnings`, found afresh (kinds add theirs by extending this)."""
