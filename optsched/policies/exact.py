@@ -118,6 +118,16 @@ class Outcome:
     bound: float | None = None
     warm_start: bool = False
 
+    @property
+    def cost_bound(self) -> float | None:
+        """``bound`` as a lower bound on the cost of a kind that minimises one (objective = -cost); None stays None."""
+        return None if self.bound is None else -self.bound
+
+    @property
+    def heuristic_cost(self) -> float | None:
+        """``heuristic_objective`` as that kind's cost; None stays None."""
+        return None if self.heuristic_objective is None else -self.heuristic_objective
+
 
 class ExactKind(ABC, Generic[P, C, A]):
     """What a kind registers for the driver (module docstring). One instance serves one policy (it may

@@ -90,9 +90,9 @@ class ExpertsExact(ExactKind[ExpertsRound, ExpertsRound, ReplicaPlan]):
 
     def assemble(self, ctx: ExpertsRound, warm: WarmStart[ReplicaPlan] | None, answer: ReplicaPlan,
                  outcome: Outcome, method: str) -> Decision:
-        return to_decision(ctx, answer, method=method, status=outcome.status, lower_bound=_negated(outcome.bound),
+        return to_decision(ctx, answer, method=method, status=outcome.status, lower_bound=outcome.cost_bound,
                            solve_seconds=outcome.solve_seconds,
-                           heuristic_makespan=_negated(outcome.heuristic_objective), warm_start=outcome.warm_start,
+                           heuristic_makespan=outcome.heuristic_cost, warm_start=outcome.warm_start,
                            message=outcome.message)
 
     def model_seconds(self, ctx: ExpertsRound) -> float:
@@ -102,11 +102,6 @@ class ExpertsExact(ExactKind[ExpertsRound, ExpertsRound, ReplicaPlan]):
 
     def size(self, problem: ExpertsRound) -> tuple[str, int]:
         return "experts x devices", problem.num_experts * problem.num_devices
-
-
-def _negated(value: float | None) -> float | None:
-    """A cost from a maximised objective (and back); None stays None."""
-    return None if value is None else -value
 
 
 def _contract(o: PolicyOptions) -> ExpertsExact:

@@ -95,9 +95,8 @@ class CommExact(ExactKind[MoECommRound, MoECommRound, Timeline]):
     def assemble(self, ctx: MoECommRound, warm: WarmStart[Timeline] | None, answer: Timeline, outcome: Outcome,
                  method: str) -> Decision:
         return to_decision(ctx, answer, method=method, status=outcome.status,
-                           lower_bound=None if outcome.bound is None else -outcome.bound,
-                           solve_seconds=outcome.solve_seconds,
-                           heuristic_step=None if outcome.heuristic_objective is None else -outcome.heuristic_objective,
+                           lower_bound=outcome.cost_bound, solve_seconds=outcome.solve_seconds,
+                           heuristic_step=outcome.heuristic_cost,
                            warm_start=outcome.warm_start, message=outcome.message)
 
     def size(self, problem: MoECommRound) -> tuple[str, int]:

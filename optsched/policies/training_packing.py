@@ -114,9 +114,8 @@ class PackingExact(ExactKind[TrainingPackingRound, TrainingPackingRound, Packing
     def assemble(self, ctx: TrainingPackingRound, warm: WarmStart[PackingPlan] | None, answer: PackingPlan,
                  outcome: Outcome, method: str) -> Decision:
         return to_decision(ctx, answer, method=method, status=outcome.status,
-                           lower_bound=None if outcome.bound is None else -outcome.bound,
-                           solve_seconds=outcome.solve_seconds,
-                           heuristic_ms=None if outcome.heuristic_objective is None else -outcome.heuristic_objective,
+                           lower_bound=outcome.cost_bound, solve_seconds=outcome.solve_seconds,
+                           heuristic_ms=outcome.heuristic_cost,
                            warm_start=outcome.warm_start, message=outcome.message)
 
     def size(self, problem: TrainingPackingRound) -> tuple[str, int]:
