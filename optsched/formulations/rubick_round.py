@@ -52,8 +52,26 @@ may use a class when it fits the class's roomiest node), the class's GPUs, CPUs 
 summed, and at most ``|C|`` parts larger than half a node's free GPUs go to a class. It
 is a relaxation (every per-node solution maps onto it), so its CP-SAT bound is a valid upper bound on
 the round; its solution is mapped to nodes by best-fit decreasing (:func:`_repair`), which may lose a
-little, and the reported gap is against the relaxation's bound. Size: ``|rows| + sum_k |parts_k| x
-|classes|`` variables.
+little, and the reported gap is against the relaxation's bound. A row's parts of one size that only
+one class can hold need no count: ``y[k]`` stands for ``mult_k(s)`` parts there (no ``z``, no linking
+constraint; most rows of clusters with few GPU types). Size: ``|rows| + sum_k |parts_k| x |classes|``
+variables at most, ``|jobs| + 4 |classes|`` constraints plus one per row whose parts more than one class
+can hold.
+
+The ``pooled`` encoding (the default above :data:`PER_NODE_FIRST_VARS` when no job selects nodes or
+has a topology rule) pools the nodes of a GPU type and state whatever their free GPUs, and replaces the
+per-class GPU totals and the half-node count by one limit per part size ``s`` in use
+(:func:`_pool_limits`): with sizes that divide one another (1, 2, 4, 8 GPUs and whole nodes, as Sia's
+and most schedulers' configurations are), the GPUs of parts of at least ``s`` GPUs are at most
+``sum_n floor(free_n / s) s``; otherwise their count is at most ``sum_n floor(free_n / s)``. Every
+per-node solution satisfies these, so it is a relaxation too; on GPUs it is exact for divisible sizes
+(placing parts largest first, each where it fits, never fails when the limits hold), so with no running
+job kept in place and CPUs and memory to spare its optimum is the per-node optimum and :func:`_repair`
+loses nothing (issue 29: 9,622 variables and 3,095 constraints aggregated against 2,766 and about 330
+pooled on a 1,024-GPU Sia-shaped round; CP-SAT 1.1-1.2 s against 0.4 s). CPUs and memory are pool
+totals, a part may use a pool when it fits the pool's roomiest node. Size: ``|rows|`` variables plus a
+count per part and pool for parts more than one pool can hold; ``|jobs| + |pools| x (2 + part sizes)``
+constraints.
 
 **Node rules** (:mod:`optsched.rounds.rubick.constraints`). A part variable exists only where the job
 may hold that part: a ``ready`` node its ``node_selector`` matches (and that has a domain of the level
@@ -129,6 +147,8 @@ DEFAULT_MAX_NODE_VARS = 60_000
 #: 0.4-1.2 s), then the per-node one, hinted with the aggregated answer and without probing, when the
 #: aggregated answer is not proven optimal and time is left
 PER_NODE_FIRST_VARS = 5_000
+#: the encodings of :func:`build` (module docstring, "Encodings")
+ENCODINGS = ("per-node", "pooled", "aggregated")
 #: the solvers :func:`solve` runs the model on: CP-SAT, or the MILP of the same model through pulp
 #: (:mod:`optsched.formulations.milp`)
 BACKENDS = ("cpsat", *milp.BACKENDS)
@@ -383,9 +403,9 @@ class ModelTooLarge(ValidationError):
 def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission | None = None,
           max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None,
           deadline: Deadline | None = None) -> RubickRoundModel:
-    """Build the CP-SAT model (module docstring). ``encoding`` forces "per-node" or "aggregated";
+    """Build the CP-SAT model (module docstring). ``encoding`` forces one of :data:`ENCODINGS`;
     by default per-node when it needs at most :data:`PER_NODE_FIRST_VARS` part variables (and
-    ``max_node_vars``), else aggregated. Raises :class:`OutOfTime` when ``deadline`` passes during the
+    ``max_node_vars``), else pooled (aggregated when a job selects nodes or has a topology rule). Raises :class:`OutOfTime` when ``deadline`` passes during the
     build and :class:`ModelTooLarge` when the per-node encoding is forced on a round that needs more
     than ``max_node_vars`` part variables (both before a variable is made: the count is taken first,
     and each variable costs about 30 us to make)."""
@@ -427,20 +447,22 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 n_node_vars += n_eligible[need]
             demand[k] = d
     if encoding is None:
-        encoding = "per-node" if n_node_vars <= min(max_node_vars, PER_NODE_FIRST_VARS) else "aggregated"
-    if encoding not in ("per-node", "aggregated"):
-        raise ValidationError(f"unknown encoding {encoding!r}; known: aggregated, per-node")
+        encoding = ("per-node" if n_node_vars <= min(max_node_vars, PER_NODE_FIRST_VARS)
+                    else "aggregated" if rules.active or topo.jobs else "pooled")
+    if encoding not in ENCODINGS:
+        raise ValidationError(f"unknown encoding {encoding!r}; known: {', '.join(ENCODINGS)}")
     if encoding == "per-node" and n_node_vars > max_node_vars:
         raise ModelTooLarge(f"the per-node encoding of this round needs {n_node_vars} part variables, more than "
                             f"max_node_vars={max_node_vars}")
 
+    pooled = encoding == "pooled"
     if encoding == "per-node":
         classes = [[i] for i in range(len(nodes.names))]
-    else:
+    else:  # pooled: one class (pool) per GPU type and node state, whatever its nodes' free GPUs
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i in range(len(nodes.names)):
             sig = rules.signature[i] if rules.active else ()
-            groups[(nodes.types[i], int(nodes.gpus[i]), sig)].append(i)
+            groups[(nodes.types[i], 0 if pooled else int(nodes.gpus[i]), sig)].append(i)
         classes = [groups[key] for key in sorted(groups)]
     cls_type = [nodes.types[c[0]] for c in classes]
     cls_type_arr = np.array(cls_type)
@@ -450,7 +472,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     sub_classes = encoding == "aggregated" and rules.active and bool(rules.selecting)
     sub_parts: dict[tuple[int, int, int, tuple], cp_model.IntVar] = {}
     sub_use: dict[tuple[int, tuple], list[tuple[cp_model.IntVar, int, int, int]]] = defaultdict(list)
-    cls_g = np.array([nodes.gpus[c[0]] for c in classes])
+    cls_g = np.array([nodes.gpus[c].max() for c in classes])
     # a part may go to a class when it fits its roomiest node; capacities are the class totals
     cls_c = np.array([nodes.cpus[c].max() for c in classes])
     cls_m = np.array([nodes.mem[c].max() for c in classes])
@@ -475,6 +497,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     use_c: list[list] = [[] for _ in classes]
     use_m: list[list] = [[] for _ in classes]
     big: list[list] = [[] for _ in classes]
+    #: pooled: (variable, part size, parts per unit of the variable) per class, for :func:`_pool_limits`
+    sized: list[list[tuple[cp_model.IntVar, int, int]]] = [[] for _ in classes]
     for j, rows in rows_of.items():
         if deadline is not None and deadline.expired():
             raise OutOfTime
@@ -507,6 +531,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                     use_m[ci].append((v, _mib_up(share.mem_gib)))
                     if encoding == "aggregated" and share.gpus * 2 > cls_g[ci]:
                         big[ci].append((v, 1))
+                    sized[ci].append((v, share.gpus, 1))
             if k not in demand:  # a row of a required topology rule that fits no domain
                 continue
             v = m.new_bool_var(f"m{k}" if keep else f"y{k}")
@@ -527,6 +552,21 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 ok = np.flatnonzero((cls_g >= s) & (cls_c >= cpus) & (cls_m >= mem)
                                     & (cls_type_arr == table.gpu_type[k])
                                     & (rules.classes_for(j, s) if rules.active and not by_sub else True))
+                if encoding != "per-node" and not by_sub and ok.size == 1:
+                    # one class can hold these parts: their count is mult x v, so v stands for it (no count
+                    # variable, no linking constraint; module docstring, "Encodings")
+                    ci = int(ok[0])
+                    if mult > cls_n[ci]:
+                        m.add(v == 0)  # more parts than the class has nodes
+                        n_cons += 1
+                        continue
+                    use_g[ci].append((v, s * mult))
+                    use_c[ci].append((v, cpus * mult))
+                    use_m[ci].append((v, mem * mult))
+                    if encoding == "aggregated" and s * 2 > cls_g[ci]:
+                        big[ci].append((v, mult))
+                    sized[ci].append((v, s, mult))
+                    continue
                 vs = []
                 for ci in ok:
                     if by_sub:  # a selecting job: the sub-classes it selects
@@ -553,6 +593,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                         use_m[ci].append((p, mem))
                         if encoding == "aggregated" and s * 2 > cls_g[ci]:
                             big[ci].append((p, 1))
+                        sized[ci].append((p, s, 1))
                 m.add(sum(vs) == mult * v) if vs else m.add(v == 0)
                 n_cons += 1
             if encoding == "per-node":
@@ -580,6 +621,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                     use_m[ci].append((v, mem))
                     if encoding == "aggregated" and s * 2 > cls_g[ci]:
                         big[ci].append((v, 1))
+                    sized[ci].append((v, s, 1))
         if name in floors:
             m.add(sum(ys) == 1) if ys else m.add_bool_or([])
             n_cons += 1
@@ -605,8 +647,10 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             m.add_at_most_one(vs)
             n_cons += 1
     for ci in range(len(classes)):
-        for terms, cap in ((use_g[ci], cls_g[ci] * cls_n[ci]), (use_c[ci], tot_c[ci]),
-                           (use_m[ci], tot_m[ci]), (big[ci], cls_n[ci])):
+        gpu_terms = [] if pooled else [(use_g[ci], cls_g[ci] * cls_n[ci])]
+        pool_terms = _pool_limits(sized[ci], nodes.gpus[classes[ci]]) if pooled else []
+        for terms, cap in (*gpu_terms, (use_c[ci], tot_c[ci]), (use_m[ci], tot_m[ci]), (big[ci], cls_n[ci]),
+                           *pool_terms):
             if terms and sum(c for _, c in terms) > cap:
                 m.add(sum(c * v for v, c in terms) <= int(cap))
                 n_cons += 1
@@ -624,6 +668,30 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     m.maximize(sum(c * v for v, c in obj_terms))
     return RubickRoundModel(problem, table, admission, encoding, m, y, parts, trims, classes, nodes, offset, n_cons,
                             rules, sub_parts, frozenset(banned), topo, domains, moves)
+
+
+def _pool_limits(sized: Sequence[tuple[cp_model.IntVar, int, int]], free: np.ndarray
+                 ) -> list[tuple[list[tuple[cp_model.IntVar, int]], int]]:
+    """The GPU limits of one pool (module docstring, "Encodings"), as (terms, capacity) with terms
+    (variable, coefficient): per part size ``s`` in use, the parts of at least ``s`` GPUs fit the pool's
+    nodes, whose free GPUs are ``free``. When the sizes in use form a divisible chain (each divides the
+    next) the GPUs of those parts are at most ``sum_n floor(free_n / s) s``, which is exact for GPUs
+    (a part of size ``s`` fits wherever the condition leaves room, largest first); otherwise their count
+    is at most ``sum_n floor(free_n / s)`` and all GPUs at most ``sum_n free_n``."""
+    sizes = sorted({s for _, s, _ in sized})
+    if not sizes:
+        return []
+    divisible = all(b % a == 0 for a, b in zip(sizes, sizes[1:]))
+    out = []
+    for s in sizes:
+        fit = free // s
+        if divisible:
+            out.append(([(v, size * mult) for v, size, mult in sized if size >= s], int((fit * s).sum())))
+        else:
+            out.append(([(v, mult) for v, size, mult in sized if size >= s], int(fit.sum())))
+    if not divisible:
+        out.append(([(v, size * mult) for v, size, mult in sized], int(free.sum())))
+    return out
 
 
 def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tuple[cp_model.IntVar, int]]:
@@ -871,7 +939,7 @@ def solve(problem: RubickRound, table: CoefficientTable, *, time_limit: float, s
     t0 = time.perf_counter()
     first = _solve_once(problem, table, t0, time_limit, seed, workers, hint, admission, max_node_vars, encoding, {},
                         backend=backend, trace=trace)
-    if (encoding is not None or first.size.encoding != "aggregated" or first.status in ("optimal", "infeasible")
+    if (encoding is not None or first.size.encoding == "per-node" or first.status in ("optimal", "infeasible")
             or time_limit - (time.perf_counter() - t0) < 1.0):
         return first
     refine_hint = first.payload.get("choices") or hint
@@ -985,5 +1053,5 @@ def lp_relaxation_bound(problem: RubickRound, table: CoefficientTable, admission
     return lp / SCALE + built.offset + 0.5 * len(table.jobs) / SCALE
 
 
-__all__ = ["BACKENDS", "DEFAULT_MAX_NODE_VARS", "PER_NODE_FIRST_VARS", "ModelTooLarge", "OutOfTime", "RubickRoundModel",
+__all__ = ["BACKENDS", "DEFAULT_MAX_NODE_VARS", "ENCODINGS", "PER_NODE_FIRST_VARS", "ModelTooLarge", "OutOfTime", "RubickRoundModel",
            "allowed_rows", "build", "in_place_rows", "lp_relaxation_bound", "solve"]

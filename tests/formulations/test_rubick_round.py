@@ -69,9 +69,10 @@ def test_exact_equals_brute_force_on_tiny_rounds(seed: int) -> None:
     assert sol.status == "optimal"
     assert sol.objective == pytest.approx(_brute_force(problem, table), abs=1e-5)
     assert violations(problem, table, sol.payload["choices"]) == []
-    agg = rubick_round.solve(problem, table, time_limit=20, encoding="aggregated")
-    assert agg.bound is not None and agg.bound >= sol.objective - 1e-5  # a relaxation bounds the optimum
-    assert violations(problem, table, agg.payload["choices"]) == []
+    for encoding in ("aggregated", "pooled"):
+        agg = rubick_round.solve(problem, table, time_limit=20, encoding=encoding)
+        assert agg.bound is not None and agg.bound >= sol.objective - 1e-5  # a relaxation bounds the optimum
+        assert violations(problem, table, agg.payload["choices"]) == []
 
 
 
@@ -96,8 +97,8 @@ def _tiny_trims(seed: int) -> RubickRound:
 @pytest.mark.parametrize("seed", range(6))
 def test_exact_equals_brute_force_on_tiny_rounds_with_trims(seed: int) -> None:
     """The per-node model (CP-SAT, and CBC on two seeds) reaches the brute-force optimum (which trims the
-    running job on most of these rounds: next test); the aggregated model's bound is at least the
-    optimum and its answer feasible."""
+    running job on most of these rounds: next test); the aggregated and pooled models' bounds are at least
+    the optimum and their answers feasible."""
     problem = _tiny_trims(seed)
     table = build_round_table(problem, cpus_per_gpu_options=(2, 6))
     best = _brute_force(problem, table)
@@ -105,9 +106,10 @@ def test_exact_equals_brute_force_on_tiny_rounds_with_trims(seed: int) -> None:
     assert sol.status == "optimal" and sol.objective == pytest.approx(best, abs=1e-5)
     choices = sol.payload["choices"]
     assert violations(problem, table, choices) == []
-    agg = rubick_round.solve(problem, table, time_limit=20, encoding="aggregated")
-    assert agg.bound is not None and agg.bound >= best - 1e-5 and agg.objective <= best + 1e-9
-    assert violations(problem, table, agg.payload["choices"]) == []
+    for encoding in ("aggregated", "pooled"):
+        agg = rubick_round.solve(problem, table, time_limit=20, encoding=encoding)
+        assert agg.bound is not None and agg.bound >= best - 1e-5 and agg.objective <= best + 1e-9
+        assert violations(problem, table, agg.payload["choices"]) == []
     if seed < 2:
         cbc = rubick_round.solve(problem, table, time_limit=20, encoding="per-node", backend="cbc")
         assert cbc.objective == pytest.approx(best, abs=1e-5)
@@ -281,7 +283,7 @@ def test_a_forced_per_node_model_over_its_size_limit_is_refused_before_it_is_bui
             rubick_round.build(problem, table, encoding="per-node", max_node_vars=100)
     # the default strategy skips the per-node refinement then, and still answers
     sol = rubick_round.solve(problem, table, time_limit=10, max_node_vars=100)
-    assert sol.size.encoding == "aggregated" and sol.objective is not None
+    assert sol.size.encoding == "pooled" and sol.objective is not None
 
 
 def test_the_model_moves_a_running_job_whose_only_row_is_its_current_one() -> None:
