@@ -19,8 +19,10 @@ to the top-level ones (a Rubick decision has ``"jobs": [...]``), so decision fil
 * A solver method: status ``optimal`` or ``feasible`` with the solver's proven ``bound`` (>=
   ``objective``), or ``heuristic-fallback`` (the heuristic's decision, the solver found nothing
   better; ``bound`` is the solver's when it proved one); ``heuristic_objective`` is the objective of
-  the heuristic decision that warm-started the solver (None when it had none), and ``objective >=
-  heuristic_objective``; ``warm_start`` says whether the solver was given that decision as a hint.
+  the heuristic decision that warm-started the solver or ran after it (None when there was none: also
+  an ``optimal`` answer of a kind whose heuristic runs only after a solve not proven optimal,
+  :mod:`optsched.policies.exact`, step 2), and ``objective >= heuristic_objective``; ``warm_start``
+  says whether the solver was given that decision as a hint.
 * ``gap == relative_gap(bound, objective)`` always; ``optimal`` means a gap of 0 up to the solver's
   tolerance. ``partial`` (a method its time limit cut short) follows the rule of its method otherwise.
 

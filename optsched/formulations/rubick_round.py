@@ -336,11 +336,14 @@ class RubickRoundModel:
     domains: dict[tuple[int, int], cp_model.IntVar]
     #: a running job's current row moved off its current shares (row -> var; module docstring)
     moves: dict[int, cp_model.IntVar] = field(default_factory=dict)
+    #: pooled encoding: (node index, part size s) -> blocks of s GPUs the node keeps for parts of at least s
+    #: beside the parts held in place there (:func:`_pool_limits`)
+    blocks: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)
 
     @property
     def size(self) -> ModelSize:
         return ModelSize(len(self.y) + len(self.parts) + len(self.sub_parts) + len(self.trims) + len(self.domains)
-                         + len(self.moves),
+                         + len(self.moves) + len(self.blocks),
                          self.n_constraints, self.encoding)
 
 
@@ -497,8 +500,11 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     use_c: list[list] = [[] for _ in classes]
     use_m: list[list] = [[] for _ in classes]
     big: list[list] = [[] for _ in classes]
-    #: pooled: (variable, part size, parts per unit of the variable) per class, for :func:`_pool_limits`
+    #: pooled: (variable, part size, parts per unit of the variable) per class, and per node the parts held in
+    #: place there (variable, GPUs), for :func:`_pool_limits`
     sized: list[list[tuple[cp_model.IntVar, int, int]]] = [[] for _ in classes]
+    held_at: dict[int, list[tuple[cp_model.IntVar, int]]] = defaultdict(list)
+    blocks: dict[tuple[int, int], cp_model.IntVar] = {}
     for j, rows in rows_of.items():
         if deadline is not None and deadline.expired():
             raise OutOfTime
@@ -525,13 +531,13 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 alloc = problem.current(name)
                 assert alloc is not None
                 for node, share in alloc.placement.shares:
-                    ci = class_of[nodes.names.index(node)]
+                    ci = class_of[node_index[node]]
                     use_g[ci].append((v, share.gpus))
                     use_c[ci].append((v, share.cpus))
                     use_m[ci].append((v, _mib_up(share.mem_gib)))
                     if encoding == "aggregated" and share.gpus * 2 > cls_g[ci]:
                         big[ci].append((v, 1))
-                    sized[ci].append((v, share.gpus, 1))
+                    held_at[node_index[node]].append((v, share.gpus))
             if k not in demand:  # a row of a required topology rule that fits no domain
                 continue
             v = m.new_bool_var(f"m{k}" if keep else f"y{k}")
@@ -621,7 +627,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                     use_m[ci].append((v, mem))
                     if encoding == "aggregated" and s * 2 > cls_g[ci]:
                         big[ci].append((v, 1))
-                    sized[ci].append((v, s, 1))
+                    held_at[i].append((v, s))
         if name in floors:
             m.add(sum(ys) == 1) if ys else m.add_bool_or([])
             n_cons += 1
@@ -648,10 +654,10 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             n_cons += 1
     for ci in range(len(classes)):
         gpu_terms = [] if pooled else [(use_g[ci], cls_g[ci] * cls_n[ci])]
-        pool_terms = _pool_limits(sized[ci], nodes.gpus[classes[ci]]) if pooled else []
+        pool_terms = _pool_limits(m, sized[ci], classes[ci], nodes.gpus, held_at, blocks) if pooled else []
         for terms, cap in (*gpu_terms, (use_c[ci], tot_c[ci]), (use_m[ci], tot_m[ci]), (big[ci], cls_n[ci]),
                            *pool_terms):
-            if terms and sum(c for _, c in terms) > cap:
+            if terms and sum(c for _, c in terms if c > 0) > cap:  # else it always holds (blocks count >= 0)
                 m.add(sum(c * v for v, c in terms) <= int(cap))
                 n_cons += 1
     for (ci, lab), terms in sub_use.items():  # what the selecting jobs hold of a sub-class fits it
@@ -666,31 +672,51 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             m.add(sum(large) <= len(members))
             n_cons += 1
     m.maximize(sum(c * v for v, c in obj_terms))
+    n_cons += len(blocks)
     return RubickRoundModel(problem, table, admission, encoding, m, y, parts, trims, classes, nodes, offset, n_cons,
-                            rules, sub_parts, frozenset(banned), topo, domains, moves)
+                            rules, sub_parts, frozenset(banned), topo, domains, moves, blocks)
 
 
-def _pool_limits(sized: Sequence[tuple[cp_model.IntVar, int, int]], free: np.ndarray
-                 ) -> list[tuple[list[tuple[cp_model.IntVar, int]], int]]:
+def _pool_limits(m: cp_model.CpModel, sized: Sequence[tuple[cp_model.IntVar, int, int]], members: Sequence[int],
+                 free: np.ndarray, held_at: Mapping[int, Sequence[tuple[cp_model.IntVar, int]]],
+                 blocks: dict[tuple[int, int], cp_model.IntVar]) -> list[tuple[list[tuple[cp_model.IntVar, int]], int]]:
     """The GPU limits of one pool (module docstring, "Encodings"), as (terms, capacity) with terms
-    (variable, coefficient): per part size ``s`` in use, the parts of at least ``s`` GPUs fit the pool's
-    nodes, whose free GPUs are ``free``. When the sizes in use form a divisible chain (each divides the
-    next) the GPUs of those parts are at most ``sum_n floor(free_n / s) s``, which is exact for GPUs
-    (a part of size ``s`` fits wherever the condition leaves room, largest first); otherwise their count
-    is at most ``sum_n floor(free_n / s)`` and all GPUs at most ``sum_n free_n``."""
+    (variable, coefficient): per part size ``s`` in use (``sized``: variable, part size, parts per unit),
+    the parts of at least ``s`` GPUs fit the pool's nodes ``members`` (``free``: free GPUs per node). A node
+    where parts are held in place (``held_at``: node -> (variable, GPUs) of kept rows and rows in place)
+    offers ``b[n, s]`` blocks of ``s`` GPUs (``s b[n, s] + held GPUs <= free_n``, added to the model and to
+    ``blocks``), an empty one ``floor(free_n / s)``. When the sizes in use form a divisible chain (each
+    divides the next) the GPUs of parts of at least ``s`` GPUs are at most ``s`` times the blocks, which
+    is exact for GPUs (a part of size ``s`` fits wherever the condition leaves room, largest first);
+    otherwise their count is at most the blocks, and all their GPUs at most what is free."""
+    held = [i for i in members if i in held_at]
     sizes = sorted({s for _, s, _ in sized})
-    if not sizes:
-        return []
+    if not sizes:  # only parts held in place: each node holds its own
+        return [(list(held_at[i]), int(free[i])) for i in held]
     divisible = all(b % a == 0 for a, b in zip(sizes, sizes[1:]))
+    empty = np.array([free[i] for i in members if i not in held_at], dtype=np.int64)
     out = []
     for s in sizes:
-        fit = free // s
-        if divisible:
-            out.append(([(v, size * mult) for v, size, mult in sized if size >= s], int((fit * s).sum())))
-        else:
-            out.append(([(v, mult) for v, size, mult in sized if size >= s], int(fit.sum())))
+        terms = [(v, (size if divisible else 1) * mult) for v, size, mult in sized if size >= s]
+        cap = int((empty // s).sum())
+        for i in held:
+            if divisible and int(free[i]) % s == 0 and all(g % s == 0 for _, g in held_at[i]):
+                # what is held there is whole blocks of s: the node's blocks are free / s less the held ones
+                terms += [(v, g) for v, g in held_at[i]]
+                cap += int(free[i]) // s
+                continue
+            top = int(free[i]) // s
+            b = blocks[(i, s)] = m.new_int_var(0, top, f"b{i}_{s}") if top > 1 else m.new_bool_var(f"b{i}_{s}")
+            m.add(s * b + sum(g * v for v, g in held_at[i]) <= int(free[i]))
+            if top == 1:  # one block at most: any held part that leaves less than s free excludes it (tighter)
+                for v, g in held_at[i]:
+                    if g > int(free[i]) - s:
+                        m.add(b + v <= 1)
+            terms.append((b, -(s if divisible else 1)))
+        out.append((terms, cap * (s if divisible else 1)))
     if not divisible:
-        out.append(([(v, size * mult) for v, size, mult in sized], int(free.sum())))
+        out.append(([(v, size * mult) for v, size, mult in sized]
+                    + [(v, g) for i in held for v, g in held_at[i]], int(sum(int(free[i]) for i in members))))
     return out
 
 
@@ -731,6 +757,17 @@ def _hint_values(built: RubickRoundModel, hint: Mapping[str, Choice]) -> list[tu
     out.extend((v, 1 if k in trimmed else 0) for k, v in built.trims.items())
     out.extend((v, 1 if key in used else 0) for key, v in built.domains.items())
     out.extend((v, 1 if k in moved else 0) for k, v in built.moves.items())
+    if built.blocks:  # pooled: the blocks each node keeps beside what the hint holds in place there
+        held: Counter = Counter()
+        for name, ch in hint.items():
+            j = built.table.job_position.get(name)
+            in_place = ch.row in trimmed or (j is not None and ch.row == int(built.table.current_row[j])
+                                             and j not in built.banned
+                                             and sorted(ch.parts) == sorted(_current_parts(built, name)))
+            if in_place:
+                for node, g in ch.parts:
+                    held[index[node]] += g
+        out.extend((v, max(0, (int(built.nodes.gpus[i]) - held[i]) // s)) for (i, s), v in built.blocks.items())
     return out
 
 

@@ -6,7 +6,13 @@ What the driver does, for every kind, within one time limit counted from ``clock
 1. ``prepare``: the kind's round context (coefficient table, admission, index structures);
 2. ``warm_start``: the kind's heuristic (:class:`WarmStart`: its answer, objective, the solver's hint,
    whether it finished, the notes it carries). A heuristic that raises ``InfeasibleError`` leaves the
-   solver without a warm start (and the driver without a fallback);
+   solver without a warm start (and the driver without a fallback). A kind whose warm start does not pay
+   on a round (:meth:`ExactKind.warm_start_first` False: it sets no rule of the model, and the model
+   proves such rounds optimal as fast without its hint) has its heuristic run *after* the solver, and
+   only when the solver's answer is not proven optimal: the solver gets the limit less
+   :meth:`ExactKind.warm_start_seconds` (kept for the heuristic), and an optimal answer is returned
+   without running the heuristic (an optimum is never worse than a warm start the model covers); when
+   too little time is left for both, the heuristic runs first as above;
 3. when the warm start was cut short (``complete=False``) its answer is returned with status
    ``partial``; when less than :data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS` is left, with
    status ``heuristic-fallback`` and the note ``no time left for the solver within T s``;
@@ -214,6 +220,17 @@ class ExactKind(ABC, Generic[P, C, A]):
         since ``solve`` without deferral calls such a round infeasible."""
         return ()
 
+    def warm_start_first(self, ctx: C) -> bool:
+        """Whether the heuristic runs before the solver (its answer the hint and the fallback), or only after a
+        solve that is not proven optimal (module docstring, step 2). Default True; a kind returns False only
+        where its warm start sets no rule of the model and the model's space holds every heuristic answer."""
+        return True
+
+    def warm_start_seconds(self, ctx: C) -> float:
+        """About how long the heuristic takes on ``ctx``, kept from the solver's share when the heuristic runs
+        after it (default 0)."""
+        return 0.0
+
     def model_seconds(self, ctx: C) -> float:
         """About how long building the model of ``ctx``, hinting it and handing it to the solver take, in
         seconds (default 0: cheap next to the table and the heuristic). The driver starts no model it cannot
@@ -262,11 +279,21 @@ class ExactPolicy:
             ctx = c.prepare(problem, deadline)
         warm: WarmStart[Any] | None = None
         heuristic_error: InfeasibleError | None = None
-        try:
-            with phase("warm_start"):
-                warm = c.warm_start(ctx, deadline)
-        except InfeasibleError as e:
-            heuristic_error = e
+        # the heuristic after the solver (module docstring, step 2) when the kind says so and time allows both
+        reserve = 0.0 if c.warm_start_first(ctx) else c.warm_start_seconds(ctx)
+        later = not c.warm_start_first(ctx) and not deadline.expired(
+            reserve=2 * MIN_SOLVER_SECONDS + reserve + c.model_seconds(ctx))
+
+        def run_warm_start() -> None:
+            nonlocal warm, heuristic_error
+            try:
+                with phase("warm_start"):
+                    warm = c.warm_start(ctx, deadline)
+            except InfeasibleError as e:
+                heuristic_error = e
+
+        if not later:
+            run_warm_start()
 
         def decision(answer: Any, status: str, message: str, **fields: Any) -> Decision:
             outcome = Outcome(status, time.perf_counter() - t0, None if warm is None else warm.objective, message,
@@ -286,9 +313,16 @@ class ExactPolicy:
         with phase("import"):
             importlib.import_module(c.formulation)
         with phase("model"):
-            sol = c.solve(ctx, warm, time_limit=max(deadline.remaining(), MIN_SOLVER_SECONDS), seed=self.seed,
+            sol = c.solve(ctx, warm, time_limit=max(deadline.remaining() - (reserve if later else 0.0),
+                                                    MIN_SOLVER_SECONDS), seed=self.seed,
                           workers=self.workers, backend=self.backend)
         note = c.describe(sol)
+        if later:
+            if sol.status == "optimal" and sol.objective is not None and c.answer(sol) is not None:
+                return decision(c.answer(sol), "optimal", join_notes(note, "no warm start: the solver proved its "
+                                                                         "answer optimal without one"),
+                                bound=sol.bound, warm_start=False)
+            run_warm_start()
         broken = [] if warm is None else c.violations(ctx, warm)
         if sol.status == "infeasible":
             error = c.infeasible(ctx, warm)
@@ -311,8 +345,9 @@ class ExactPolicy:
         if broken:  # never a decision that breaks the round's rules
             raise InfeasibleError(f"{self.name}: {why} within {limit:g} s, and the heuristic's decision breaks the "
                                   f"round's rules: {'; '.join(broken[:5])}")
-        return decision(warm.answer, "heuristic-fallback", join_notes(f"{note}; {why} within {limit:g} s", carried),
-                        bound=sol.bound, warm_start=sol.warm_start)
+        return decision(warm.answer, "heuristic-fallback" if warm.complete else "partial",
+                        join_notes(f"{note}; {why} within {limit:g} s", carried), bound=sol.bound,
+                        warm_start=sol.warm_start)
 
 
 ContractFactory = Callable[[PolicyOptions], ExactKind[Any, Any, Any]]

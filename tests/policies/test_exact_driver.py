@@ -184,3 +184,57 @@ def test_a_bound_below_the_decision_is_no_bound() -> None:
     assert "the solver's bound (9.5) is below this decision's objective (10)" in d.message
     d = run(Scripted(heuristic_error=InfeasibleError("none"), solution=solution(10.0, bound=9.0, status="optimal")))
     assert d.status == "feasible" and d.bound is None and "outside the model's space" in d.message
+
+
+# -- a kind whose heuristic runs after the solver (module docstring, step 2) ----------------------------
+@dataclass
+class Later(Scripted):
+    """:class:`Scripted` whose heuristic runs after a solve not proven optimal, with ``reserve`` seconds kept for
+    it; records the order of the calls and the solver's time limit."""
+
+    reserve: float = 0.0
+    calls: list[str] = field(default_factory=list)
+    limits: list[float] = field(default_factory=list)
+
+    def warm_start_first(self, ctx: str) -> bool:
+        return False
+
+    def warm_start_seconds(self, ctx: str) -> float:
+        return self.reserve
+
+    def warm_start(self, ctx: str, deadline: Deadline) -> WarmStart[str]:
+        self.calls.append("heuristic")
+        return super().warm_start(ctx, deadline)
+
+    def solve(self, ctx: str, warm: WarmStart[str] | None, *, time_limit: float, seed: int, workers: int,
+              backend: str, cold: bool = False, trace: list[tuple[float, float, float]] | None = None) -> Solution:
+        self.calls.append("solver")
+        self.limits.append(time_limit)
+        return super().solve(ctx, warm, time_limit=time_limit, seed=seed, workers=workers, backend=backend)
+
+
+def test_an_optimal_solve_needs_no_heuristic_when_it_runs_after() -> None:
+    c = Later(warm=WarmStart("heur", 9.0), solution=solution(10.0, 10.0, "optimal"), reserve=2.0)
+    d = run(c, time_limit=10.0)
+    assert c.calls == ["solver"] and c.hints == [None]
+    assert c.limits[0] <= 10.0 - 2.0  # the heuristic's share is kept
+    assert (d.status, d.objective, d.heuristic_objective, d.warm_start) == ("optimal", 10.0, None, False)
+    assert "no warm start" in d.message
+
+
+@pytest.mark.parametrize("objective, status, answer", [(10.5, "feasible", "sol=10.5"), (8.0, "feasible", "heur"),
+                                                        (None, "unknown", "heur")])
+def test_a_solve_not_proven_optimal_is_compared_with_the_heuristic_run_after_it(objective: float | None, status: str,
+                                                                                 answer: str) -> None:
+    c = Later(warm=WarmStart("heur", 9.0), solution=solution(objective, 12.0, status))
+    d = run(c, time_limit=10.0)
+    assert c.calls == ["solver", "heuristic"]
+    assert d.heuristic_objective == 9.0 and d.message.startswith(answer)
+    assert d.status == ("feasible" if answer.startswith("sol") else "heuristic-fallback")
+
+
+def test_too_little_time_for_both_runs_the_heuristic_first() -> None:
+    c = Later(warm=WarmStart("heur", 9.0), solution=solution(10.0, 10.0, "optimal"), reserve=50.0)
+    d = run(c, time_limit=10.0)
+    assert c.calls == ["heuristic", "solver"] and c.hints == ["heur"]
+    assert d.heuristic_objective == 9.0 and d.warm_start
