@@ -104,3 +104,16 @@ def test_an_answer_that_counts_gpus_but_cannot_be_packed_is_not_placeable() -> N
     # only node 2 is whole, and d needs two whole nodes
     assert not pi.placeable(spread, {"a": four, "c": four, "d": pi.Config("A100", 2, 16)})
     assert pi.placeable(spread, {"a": four, "b": four, "c": four})
+
+
+def test_hard_instances_tie_their_queued_jobs_utilities() -> None:
+    """``hard``: jobs of 6 models, so queued jobs of one model and GPU cap have the same utilities (at most 6 models x
+    7 caps distinct rows of utilities), where ``easy`` jobs each draw their own (a tie after rounding is rare)."""
+    for shape, most in (("hard", 6 * 7), ("easy", None)):
+        inst = pi.sia_instance(256, shape, 0)
+        queued = [j for j in inst.utilities if j not in inst.current]
+        distinct = {frozenset(inst.utilities[j].items()) for j in queued}
+        if most is None:
+            assert len(distinct) >= 0.9 * len(queued)
+        else:
+            assert len(queued) >= 2 * most and len(distinct) <= most

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping
 
 from optsched.core.checks import json_int, require_int, require_keys, require_name, require_number
 from optsched.core.errors import UnknownNameError, ValidationError
-from optsched.core.hardware import Cluster
+from optsched.core.hardware import Cluster, Node
 from optsched.core.job import Job
 from optsched.core.plan import ExecutionPlan
 from optsched.core.skip import job_errors
@@ -87,6 +87,10 @@ class CoefficientRow:
 
     @classmethod
     def from_dict(cls, data: Any) -> "CoefficientRow":
+        if type(data) is dict:  # a round holds tens of thousands of rows: a plain one is checked inline
+            row = _plain_row(cls, data)
+            if row is not None:
+                return row
         require_keys("coefficient row", data, *ROW_KEYS)
         if not isinstance(data["gpus_per_node"], list):
             raise ValidationError("coefficient row: gpus_per_node must be a JSON array of GPU counts")
@@ -98,8 +102,50 @@ class CoefficientRow:
 Coefficients = tuple[tuple[str, tuple[CoefficientRow, ...]], ...]
 
 
+def _plain_row(cls: type[CoefficientRow], data: dict[str, Any]) -> CoefficientRow | None:
+    """The row of a plain JSON object (the four required members with a string GPU type, a list of positive
+    ``int`` GPU counts, a positive finite ``float`` throughput, optional ``int`` CPUs and ``float`` GiB, a plan of
+    the row's GPUs), built without the constructor's checks it has just made: the object the constructor makes.
+    None for anything else, which the constructor then checks (and names what is wrong)."""
+    shape, thr, gpu_type = data.get("gpus_per_node"), data.get("throughput"), data.get("gpu_type")
+    cpus, mem = data.get("cpus", 0), data.get("mem_gib", 0.0)
+    if not (len(data) == 4 + ("cpus" in data) + ("mem_gib" in data) and "plan" in data
+            and type(gpu_type) is str and gpu_type.strip() and type(shape) is list and shape
+            and all(type(g) is int and g >= 1 for g in shape) and type(thr) is float and 0.0 < thr < math.inf
+            and type(cpus) is int and cpus >= 0 and type(mem) is float and 0.0 <= mem < math.inf):
+        return None
+    plan = ExecutionPlan.from_dict(data["plan"])
+    if plan.num_gpus != sum(shape):
+        return None
+    row = object.__new__(cls)
+    row.__dict__.update(plan=plan, gpu_type=gpu_type, gpus_per_node=tuple(sorted(shape, reverse=True)),
+                        throughput=thr, cpus=cpus, mem_gib=mem)
+    return row
+
+
 def _where(job: str, i: int) -> str:
     return f"coefficients[{job!r}][{i}]"
+
+
+def _gpu_nodes(cluster: Cluster, gpu_type: str) -> tuple[Node, ...]:
+    """The nodes of ``gpu_type`` with GPUs, most GPUs first (once per cluster and type)."""
+    key = ("gpu_nodes", gpu_type)
+    found = cluster.memo.get(key)
+    if found is None:
+        found = cluster.memo[key] = tuple(sorted((n for n in cluster.nodes_of_type(gpu_type) if n.num_gpus > 0),
+                                                 key=lambda n: -n.num_gpus))
+    return found
+
+
+def _part_fits(cluster: Cluster, gpu_type: str, gpus: int, cpus: int, mem: float) -> bool:
+    """Whether a part of ``gpus`` GPUs, ``cpus`` CPUs and ``mem`` GiB fits some node of ``gpu_type`` alone (once
+    per cluster and part: a round's rows repeat few parts)."""
+    key = ("part_fits", gpu_type, gpus, cpus, mem)
+    found = cluster.memo.get(key)
+    if found is None:
+        found = cluster.memo[key] = any(n.num_gpus >= gpus and n.num_cpus >= cpus and n.memory_gib >= mem - 1e-9
+                                        for n in _gpu_nodes(cluster, gpu_type))
+    return found
 
 
 def check_job_rows(job: Job, rows: Iterable[CoefficientRow], cluster: Cluster) -> None:
@@ -115,18 +161,18 @@ def check_job_rows(job: Job, rows: Iterable[CoefficientRow], cluster: Cluster) -
             raise ValidationError(f"{where}: {e}") from None
         if job.gpu_type is not None and row.gpu_type != job.gpu_type:
             raise ValidationError(f"{where}: GPU type {row.gpu_type} but the job is pinned to {job.gpu_type}")
-        nodes = [n for n in cluster.nodes_of_type(row.gpu_type) if n.num_gpus > 0]
+        nodes = _gpu_nodes(cluster, row.gpu_type)
         if len(row.gpus_per_node) > len(nodes):
             raise ValidationError(f"{where}: {len(row.gpus_per_node)} parts {list(row.gpus_per_node)} but cluster "
                                   f"{cluster.name!r} has {len(nodes)} node(s) with {row.gpu_type} GPUs")
-        biggest = max(n.num_gpus for n in nodes)
+        biggest = nodes[0].num_gpus
         top = row.gpus_per_node[0]
         if top > biggest:
             raise ValidationError(f"{where}: a part of {top} GPUs, but no {row.gpu_type} node of cluster "
                                   f"{cluster.name!r} has more than {biggest}")
         cpus = math.ceil(row.cpus * top / row.gpus - 1e-9)
         mem = row.mem_gib * top / row.gpus
-        if not any(n.num_gpus >= top and n.num_cpus >= cpus and n.memory_gib >= mem - 1e-9 for n in nodes):
+        if not _part_fits(cluster, row.gpu_type, top, cpus, mem):
             raise ValidationError(f"{where}: its largest part ({top} GPUs, {cpus} CPUs, {mem:g} GiB) fits no "
                                   f"{row.gpu_type} node of cluster {cluster.name!r}, so it could never be placed")
         key = row.config_key()
@@ -139,7 +185,8 @@ def check_job_rows(job: Job, rows: Iterable[CoefficientRow], cluster: Cluster) -
 
 def check_coefficients(coefficients: Coefficients, jobs: Mapping[str, Job], cluster: Cluster) -> None:
     """Every job named has at least one row and is a job of the round; each job's rows pass
-    :func:`check_job_rows`."""
+    :func:`check_job_rows` (once per job and rows objects on a cluster: a round derived from another, e.g. without
+    its held jobs, does not check them again)."""
     for name, rows in coefficients:
         with job_errors(name):  # each a rule of one job (optsched.core.skip)
             if name not in jobs:
@@ -147,7 +194,12 @@ def check_coefficients(coefficients: Coefficients, jobs: Mapping[str, Job], clus
             if not rows:
                 raise ValidationError(f"coefficients[{name!r}]: needs at least one row (omit the job to let the "
                                       "performance model predict it)")
-            check_job_rows(jobs[name], rows, cluster)
+            job = jobs[name]
+            key = ("rows_checked", id(job), id(rows))  # the same job and rows on this cluster: checked already
+            hit = cluster.memo.get(key)
+            if hit is None or hit[0] is not job or hit[1] is not rows:
+                check_job_rows(job, rows, cluster)
+                cluster.memo[key] = (job, rows)  # kept alive with the key, so the ids are not reused
 
 
 def normalise_coefficients(value: Any) -> Coefficients:

@@ -244,7 +244,12 @@ class Cluster:
         return sum(n.num_gpus for n in self.nodes)
 
     def nodes_of_type(self, gpu_type: str) -> tuple[Node, ...]:
-        return tuple(n for n in self.nodes if n.gpu_type == gpu_type)
+        """The nodes of ``gpu_type`` in cluster order (found once per type: rounds ask per row)."""
+        key = ("nodes_of_type", gpu_type)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = tuple(n for n in self.nodes if n.gpu_type == gpu_type)
+        return found
 
     @property
     def max_gpus_per_node(self) -> int:

@@ -106,3 +106,22 @@ def test_the_unbound_field_check_refuses_each_field_alone() -> None:
             job["requested_plan"] = {"dp": job["requested_gpus"]}
         with pytest.raises(ValidationError, match=f"sets {name}, which"):
             kind.from_dict({**data, "jobs": [job, *data["jobs"][1:]]})
+
+
+def test_plain_coefficient_rows_read_as_the_constructor_makes_them_and_bad_ones_are_named() -> None:
+    from optsched.core.coefficient_rows import CoefficientRow
+    from optsched.core.plan import ExecutionPlan
+
+    plain = {"plan": {"dp": 4}, "gpu_type": "A100", "gpus_per_node": [2, 2], "throughput": 3.5}
+    full = {**plain, "cpus": 8, "mem_gib": 64.0}
+    for data in (plain, full, {**plain, "gpus_per_node": [1, 3]}, {**plain, "plan": {"dp": 2, "tp": 2}}):
+        row = CoefficientRow.from_dict(data)
+        made = CoefficientRow(ExecutionPlan.from_dict(data["plan"]), data["gpu_type"], tuple(data["gpus_per_node"]),
+                              data["throughput"], data.get("cpus", 0), data.get("mem_gib", 0.0))
+        assert row == made and list(row.__dict__) == list(made.__dict__)
+    assert CoefficientRow.from_dict({**plain, "throughput": 3}).throughput == 3.0  # an int: the constructor's path
+    for bad, says in (({**plain, "gpus_per_node": [4, 1]}, "plan dp"), ({**plain, "throughput": 0.0}, "throughput"),
+                      ({**plain, "gpus_per_node": [2, 0]}, "gpus_per_node"), ({**plain, "gpu_type": " "}, "name"),
+                      ({**plain, "cpus": -1}, "cpus"), ({**plain, "extra": 1}, "extra")):
+        with pytest.raises(ValidationError, match=says):
+            CoefficientRow.from_dict(bad)

@@ -460,6 +460,8 @@ def _own_block(problem: RubickRound, job: Job, fixed_plan: bool, fixed_resources
     for i, r in enumerate(rows):
         groups.setdefault((r.gpu_type, r.gpus_per_node), []).append(i)
     for idx_list in groups.values():
+        if len(idx_list) == 1:  # a row alone in its group has nothing to be dominated by
+            continue
         idx = np.array(idx_list)
         keep = None if cur_index is None or cur_index not in idx_list else idx_list.index(cur_index)
         drop[idx] = _dominated(np.array([rows[i].gpus for i in idx]), np.array([rows[i].cpus for i in idx]),
