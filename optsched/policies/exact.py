@@ -12,7 +12,8 @@ What the driver does, for every kind, within one time limit counted from ``clock
    only when the solver's answer is not proven optimal: the solver gets the limit less
    :meth:`ExactKind.warm_start_seconds` (kept for the heuristic), and an optimal answer is returned
    without running the heuristic (an optimum is never worse than a warm start the model covers); when
-   too little time is left for both, the heuristic runs first as above;
+   too little time is left for both, the solver gets it all and the heuristic runs after it only when
+   the solver found no answer (also when :meth:`ExactKind.warm_start_after` says it would not help);
 3. when the warm start was cut short (``complete=False``) its answer is returned with status
    ``partial``; when less than :data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS` is left, with
    status ``heuristic-fallback`` and the note ``no time left for the solver within T s``;
@@ -226,6 +227,11 @@ class ExactKind(ABC, Generic[P, C, A]):
         where its warm start sets no rule of the model and the model's space holds every heuristic answer."""
         return True
 
+    def warm_start_after(self, ctx: C, sol: Solution) -> bool:
+        """Whether the heuristic runs after the solver's answer ``sol`` (not proven optimal) when time was kept for
+        it (default True; a kind may say its heuristic cannot improve on such an answer)."""
+        return True
+
     def warm_start_seconds(self, ctx: C) -> float:
         """About how long the heuristic takes on ``ctx``, kept from the solver's share when the heuristic runs
         after it (default 0)."""
@@ -279,10 +285,11 @@ class ExactPolicy:
             ctx = c.prepare(problem, deadline)
         warm: WarmStart[Any] | None = None
         heuristic_error: InfeasibleError | None = None
-        # the heuristic after the solver (module docstring, step 2) when the kind says so and time allows both
-        reserve = 0.0 if c.warm_start_first(ctx) else c.warm_start_seconds(ctx)
-        later = not c.warm_start_first(ctx) and not deadline.expired(
-            reserve=2 * MIN_SOLVER_SECONDS + reserve + c.model_seconds(ctx))
+        # the heuristic after the solver (module docstring, step 2), with its share of the limit kept when both fit
+        later = not c.warm_start_first(ctx)
+        reserve = c.warm_start_seconds(ctx) if later else 0.0
+        if deadline.expired(reserve=2 * MIN_SOLVER_SECONDS + reserve + c.model_seconds(ctx)):
+            reserve = 0.0
 
         def run_warm_start() -> None:
             nonlocal warm, heuristic_error
@@ -313,8 +320,7 @@ class ExactPolicy:
         with phase("import"):
             importlib.import_module(c.formulation)
         with phase("model"):
-            sol = c.solve(ctx, warm, time_limit=max(deadline.remaining() - (reserve if later else 0.0),
-                                                    MIN_SOLVER_SECONDS), seed=self.seed,
+            sol = c.solve(ctx, warm, time_limit=max(deadline.remaining() - reserve, MIN_SOLVER_SECONDS), seed=self.seed,
                           workers=self.workers, backend=self.backend)
         note = c.describe(sol)
         if later:
@@ -322,7 +328,8 @@ class ExactPolicy:
                 return decision(c.answer(sol), "optimal", join_notes(note, "no warm start: the solver proved its "
                                                                          "answer optimal without one"),
                                 bound=sol.bound, warm_start=False)
-            run_warm_start()
+            if sol.objective is None or c.answer(sol) is None or (reserve > 0.0 and c.warm_start_after(ctx, sol)):
+                run_warm_start()  # else no time was kept for it, or it would not help: the solver's answer stands
         broken = [] if warm is None else c.violations(ctx, warm)
         if sol.status == "infeasible":
             error = c.infeasible(ctx, warm)

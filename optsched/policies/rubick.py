@@ -138,6 +138,10 @@ PRIORITY_S_PER_JOB = 1e-3
 #: seconds per job of the round kept for Algorithm 1 when it runs after the solver (:meth:`RubickExact.warm_start_first`;
 #: measured on Sia-shaped rounds of 80-1,012 jobs and generated Rubick rounds of 40-800 jobs: 0.13-1.2 ms a job)
 WARM_START_S_PER_JOB = 1.5e-3
+#: seconds per table row the exact model takes to build and prove optimal, for :meth:`RubickExact.uses_prices`
+#: (measured on Sia-shaped rounds, issue 29: 2,918 rows pooled in 0.3-0.4 s, about 16,000 in 2.3-2.5 s, and 48,640
+#: rows at 16,384 GPUs built in 2.7 s with no solution after 8.5 s more; kept with a margin for the growth)
+MODEL_S_PER_ROW = 2.5e-4
 
 
 def _deadline(time_limit: float, clock_start: float | None, problem: RoundProblem) -> Deadline:
@@ -288,6 +292,20 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
     def warm_start_seconds(self, ctx: RubickContext) -> float:
         return WARM_START_S_PER_JOB * len(ctx.table.jobs)
 
+    def warm_start_after(self, ctx: RubickContext, sol: Solution) -> bool:
+        """Not after the price path: it answers rounds too large for the model, where Algorithm 1 does not finish
+        either (measured: 5,120 jobs on 16,384 GPUs, cut short after 16.5 s, below the price-guided greedy)."""
+        return sol.size.encoding != "prices"
+
+    def uses_prices(self, ctx: RubickContext, time_limit: float) -> bool:
+        """Whether the round is answered by the price bound and greedy (:mod:`optsched.formulations.rubick_prices`)
+        instead of the exact model: a round it applies to whose rows would take the model more than half the time
+        left (``MODEL_S_PER_ROW``)."""
+        from optsched.formulations import rubick_prices
+
+        return (MODEL_S_PER_ROW * len(ctx.table.throughput) > 0.5 * time_limit
+                and rubick_prices.applies(ctx.problem))
+
     def round_of(self, problem: RoundProblem, method: str) -> RubickRound:
         rubick = super().round_of(problem, method)
         return valid_round(rubick, _lookup(self.perf, rubick), cache=self.cache)
@@ -319,11 +337,15 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
     def solve(self, ctx: RubickContext, warm: WarmStart[Mapping[str, Choice]] | None, *, time_limit: float,
               seed: int, workers: int, backend: str, cold: bool = False,
               trace: list[tuple[float, float, float]] | None = None) -> Solution:
-        from optsched.formulations import rubick_round  # OR-Tools on use: a heuristic solve does not load it
+        from optsched.formulations import rubick_prices, rubick_round  # OR-Tools on use, not for a heuristic
 
-        sol = rubick_round.solve(ctx.problem, ctx.table, time_limit=time_limit, seed=seed, workers=workers,
-                                 hint=hint_of(warm, cold), admission=self._admission(ctx, warm), backend=backend,
-                                 trace=trace)
+        admission = self._admission(ctx, warm)
+        if self.uses_prices(ctx, time_limit):
+            sol = rubick_prices.price_solve(ctx.problem, ctx.table, admission,
+                                            rubick_round.allowed_rows(ctx.table, admission), time_limit=time_limit)
+        else:
+            sol = rubick_round.solve(ctx.problem, ctx.table, time_limit=time_limit, seed=seed, workers=workers,
+                                     hint=hint_of(warm, cold), admission=admission, backend=backend, trace=trace)
         choices = sol.payload.get("choices")
         if not choices or not prioritised(ctx.problem):
             return sol

@@ -226,15 +226,19 @@ def test_an_optimal_solve_needs_no_heuristic_when_it_runs_after() -> None:
                                                         (None, "unknown", "heur")])
 def test_a_solve_not_proven_optimal_is_compared_with_the_heuristic_run_after_it(objective: float | None, status: str,
                                                                                  answer: str) -> None:
-    c = Later(warm=WarmStart("heur", 9.0), solution=solution(objective, 12.0, status))
+    c = Later(warm=WarmStart("heur", 9.0), solution=solution(objective, 12.0, status), reserve=1.0)
     d = run(c, time_limit=10.0)
-    assert c.calls == ["solver", "heuristic"]
+    assert c.calls == ["solver", "heuristic"] and c.limits[0] <= 9.0
     assert d.heuristic_objective == 9.0 and d.message.startswith(answer)
     assert d.status == ("feasible" if answer.startswith("sol") else "heuristic-fallback")
 
 
-def test_too_little_time_for_both_runs_the_heuristic_first() -> None:
-    c = Later(warm=WarmStart("heur", 9.0), solution=solution(10.0, 10.0, "optimal"), reserve=50.0)
+def test_too_little_time_for_both_gives_the_solver_all_and_the_heuristic_only_without_an_answer() -> None:
+    c = Later(warm=WarmStart("heur", 9.0), solution=solution(10.5, 12.0, "feasible"), reserve=50.0)
     d = run(c, time_limit=10.0)
-    assert c.calls == ["heuristic", "solver"] and c.hints == ["heur"]
-    assert d.heuristic_objective == 9.0 and d.warm_start
+    assert c.calls == ["solver"] and c.limits[0] > 9.0
+    assert (d.status, d.objective, d.heuristic_objective) == ("feasible", 10.5, None)
+    c = Later(warm=WarmStart("heur", 9.0), solution=solution(None, 12.0, "unknown"), reserve=50.0)
+    d = run(c, time_limit=10.0)
+    assert c.calls == ["solver", "heuristic"]
+    assert (d.status, d.objective, d.heuristic_objective) == ("heuristic-fallback", 9.0, 9.0)
