@@ -14,9 +14,10 @@ of these is at least the round's, so the relaxation's optimum bounds the round.
 **The bound.** For prices ``lambda >= 0`` on the pool constraints, ``L(lambda) = offset + lambda . capacity +
 sum_j max(0, max_k (value_k - lambda . use_k))`` (``max_k`` alone for a job that must run) bounds the
 relaxation for every ``lambda`` (weak duality), and its least value is the LP relaxation's optimum (the jobs'
-choices are integral per job). It is minimised by projected subgradient steps (Polyak steps towards the best
-decision found, ``ITERATIONS`` at most, within the deadline); the least value met is the bound. Cost: one
-pass over the rows per step, vectorised (rows x constraints, a few dozen constraints).
+choices are integral per job). Up to ``LP_ROWS`` rows the LP itself is solved (HiGHS through SciPy), its
+optimum is the bound and its duals the prices; above, ``L`` is minimised by Kelley's cutting planes in a box
+(``ITERATIONS`` at most, within the deadline); the least value met is the bound. Cost: one pass over the rows
+per step, vectorised (rows x constraints, a few dozen constraints), and an LP of one variable per constraint.
 
 **The incumbent** (:func:`price_guided`): at the prices of the best bound and of the last step, each job ranks
 its rows by ``value - lambda . use``; the running jobs whose best row is their current one keep it where it
@@ -57,6 +58,9 @@ log = logging.getLogger(__name__)
 ITERATIONS = 300
 #: share of the time left the bound's steps may take; the greedy and the checks get the rest
 BOUND_SHARE = 0.35
+#: most rows whose LP is solved (HiGHS through SciPy: 44,956 rows in 1.5 s, 281,674 not in 30 s); above, the
+#: price bound by cutting planes
+LP_ROWS = 100_000
 
 
 def applies(problem: RubickRound) -> bool:
@@ -116,32 +120,38 @@ def _relaxation(problem: RubickRound, table: CoefficientTable, admission: Admiss
         cols.append((t, "mem", 0))
         caps.append(float(nodes.mem[nodes.type_mask[t]].sum()) / 1024.0)
     col_of = {c: i for i, c in enumerate(cols)}
-    gpu_cols = {t: [(size, c) for (tt, kind, size), c in col_of.items() if tt == t and kind == "gpu" and size]
-                for t in types}
-    use = np.zeros((len(rows_list), len(cols)))
-    value = np.empty(len(rows_list))
-    offset = 0.0
-    ref = table.reference_throughput
-    for i, (k, j) in enumerate(zip(rows_list, job_list)):
-        t = table.gpu_type[k]
-        for s in table.gpus_per_node[k]:
-            for size, c in gpu_cols[t]:
-                if s >= size:
-                    use[i, c] += s if divisible[t] else 1
+    # each row's use of the pool constraints, once per distinct (GPU type, shape): rounds repeat a few shapes
+    shape_id: dict[tuple[str, tuple[int, ...]], int] = {}
+    shape_of = np.empty(len(rows_list), dtype=np.int64)
+    for i, k in enumerate(rows_list):
+        key = (table.gpu_type[k], table.gpus_per_node[k])
+        shape_of[i] = shape_id.setdefault(key, len(shape_id))
+    shape_use = np.zeros((len(shape_id), len(cols)))
+    for (t, shape), sid in shape_id.items():
+        for part in shape:
+            for (tt, kind, size), c in col_of.items():
+                if tt == t and kind == "gpu" and size and part >= size:
+                    shape_use[sid, c] += part if divisible[t] else 1
             if not divisible[t]:
-                use[i, col_of[(t, "gpu", 0)]] += s
-        use[i, col_of[(t, "cpu", 0)]] = float(table.cpus[k])
-        use[i, col_of[(t, "mem", 0)]] = float(table.mem_gib[k])
-        name = table.jobs[j]
-        v = problem.weight(name) * float(table.throughput[k] / ref[j])
-        if table.current_row[j] >= 0:
-            pen = problem.penalties(name)
-            v += pen.preempt - (0.0 if k == int(table.current_row[j]) else min(pen.trim, pen.reconfig))
-        value[i] = v
-    for j in range(len(table.jobs)):
-        if table.current_row[j] >= 0:
-            offset -= problem.penalties(table.jobs[j]).preempt
-    return _Relaxation(rows_a, np.array(job_list, dtype=np.int64), np.array(starts, dtype=np.int64),
+                shape_use[sid, col_of[(t, "gpu", 0)]] += part
+    use = shape_use[shape_of]
+    job_a = np.array(job_list, dtype=np.int64)
+    type_col = {t: (col_of[(t, "cpu", 0)], col_of[(t, "mem", 0)]) for t in types}
+    row_type = np.array([table.gpu_type[k] for k in rows_list]) if rows_list else np.array([], dtype=str)
+    for t, (c_cpu, c_mem) in type_col.items():
+        on = row_type == t
+        use[on, c_cpu] = table.cpus[rows_a[on]]
+        use[on, c_mem] = table.mem_gib[rows_a[on]]
+    weight = np.array([problem.weight(name) for name in table.jobs])
+    running = table.current_row >= 0
+    penalties = [problem.penalties(table.jobs[j]) if running[j] else None for j in range(len(table.jobs))]
+    preempt = np.array([p.preempt if p is not None else 0.0 for p in penalties])
+    least = np.array([min(p.trim, p.reconfig) if p is not None else 0.0 for p in penalties])
+    value = weight[job_a] * table.throughput[rows_a] / table.reference_throughput[job_a]
+    on_current = rows_a == table.current_row[job_a]
+    value = value + np.where(running[job_a], preempt[job_a] - np.where(on_current, 0.0, least[job_a]), 0.0)
+    offset = -float(preempt.sum())
+    return _Relaxation(rows_a, job_a, np.array(starts, dtype=np.int64),
                        np.array(jobs, dtype=np.int64), np.array(must, dtype=bool), value, use, np.array(caps), offset)
 
 
@@ -160,10 +170,15 @@ def _dual(rel: _Relaxation, prices: np.ndarray) -> tuple[float, np.ndarray, np.n
     return float(rel.offset + prices @ rel.capacity + take.sum()), reduced, rel.capacity - used
 
 
-def _lp(rel: _Relaxation, time_limit: float) -> tuple[float, np.ndarray, np.ndarray] | None:
+def _lp(rel: _Relaxation, time_limit: float, deadline: Deadline | None = None
+        ) -> tuple[float, np.ndarray, np.ndarray] | None:
     """The relaxation's LP (every row a variable in [0, 1]) solved by HiGHS through SciPy within ``time_limit``:
     (its optimum plus the offset, the row values, the prices of the pool constraints), or None when it is not
-    solved in time. Size: rows variables, jobs + pool constraints."""
+    solved in time. Size: rows variables, jobs + pool constraints. HiGHS runs on a thread of its own (it releases
+    the GIL) while this one watches ``deadline``: when that passes (or the call is cancelled) the LP is left to
+    stop at its own ``time_limit`` and None is returned at once."""
+    import threading
+
     from scipy import sparse
     from scipy.optimize import linprog
 
@@ -175,12 +190,60 @@ def _lp(rel: _Relaxation, time_limit: float) -> tuple[float, np.ndarray, np.ndar
     b_ub = np.concatenate([np.ones(len(free_jobs)), rel.capacity])
     must = np.flatnonzero(rel.must)
     kw = {"A_eq": incidence[must], "b_eq": np.ones(len(must))} if len(must) else {}
-    res = linprog(-rel.value, A_ub=a_ub, b_ub=b_ub, bounds=(0.0, 1.0), method="highs",
-                  options={"time_limit": max(time_limit, 0.01), "presolve": True}, **kw)
-    if res.status != 0 or res.x is None:
+    out: dict[str, object] = {}
+
+    def run() -> None:
+        out["res"] = linprog(-rel.value, A_ub=a_ub, b_ub=b_ub, bounds=(0.0, 1.0), method="highs",
+                             options={"time_limit": max(time_limit, 0.01), "presolve": True}, **kw)
+
+    worker = threading.Thread(target=run, name="optsched-price-lp", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+        if deadline is not None and deadline.expired():
+            return None
+    res = out.get("res")
+    if res is None or res.status != 0 or res.x is None:
         return None
     prices = -np.asarray(res.ineqlin.marginals)[len(free_jobs):]
     return float(-res.fun) + rel.offset, np.asarray(res.x), np.maximum(prices, 0.0)
+
+
+def _cutting_planes(rel: _Relaxation, until: float, deadline: Deadline) -> tuple[float, np.ndarray]:
+    """The least ``L(lambda)`` (module docstring, "The bound") found by Kelley's cutting planes in a box around the
+    best prices (the box doubles while the model's prediction hits its side, halves after a step that does not
+    improve): (the bound, its prices), by ``until`` (a ``time.perf_counter()`` reading) or the deadline. Each step
+    is one pass over the rows and an LP of ``constraints + 1`` variables and one row per step so far."""
+    from scipy.optimize import linprog
+
+    m = len(rel.capacity)
+    prices = np.zeros(m)
+    bound, _, grad = _dual(rel, prices)
+    best = prices
+    cuts_a: list[np.ndarray] = [np.append(grad, -1.0)]       # g . lambda - theta <= g . lambda_i - L_i
+    cuts_b: list[float] = [float(grad @ prices) - bound]
+    radius = max(1.0, float(np.abs(rel.value).max()))
+    for _ in range(ITERATIONS):
+        if time.perf_counter() >= until or deadline.expired():
+            break
+        lo = np.maximum(best - radius, 0.0)
+        res = linprog(np.append(np.zeros(m), 1.0), A_ub=np.array(cuts_a), b_ub=np.array(cuts_b),
+                      bounds=[*zip(lo, best + radius), (None, None)], method="highs")
+        if res.status != 0:
+            break
+        trial, predicted = res.x[:m], float(res.x[m])
+        value, _, g = _dual(rel, trial)
+        cuts_a.append(np.append(g, -1.0))
+        cuts_b.append(float(g @ trial) - value)
+        if value < bound - 1e-12 * max(1.0, abs(bound)):
+            bound, best = value, trial
+            if np.any(np.isclose(np.abs(trial - best), radius)):
+                radius *= 2.0
+        else:
+            radius = max(radius / 2.0, 1e-9)
+        if bound - predicted <= 1e-7 * max(1.0, abs(bound)):
+            break
+    return bound, best
 
 
 def price_guided(problem: RubickRound, table: CoefficientTable, rel: _Relaxation, reduced: np.ndarray,
@@ -287,7 +350,7 @@ def price_solve(problem: RubickRound, table: CoefficientTable, admission: Admiss
     if not len(rel.rows):
         return Solution("unknown", None, None, time.perf_counter() - t0, False, size, {"reason": "no row to choose"})
     candidates: list[tuple[np.ndarray, np.ndarray | None]] = []
-    lp = _lp(rel, BOUND_SHARE * time_limit)
+    lp = _lp(rel, BOUND_SHARE * time_limit, deadline) if len(rel.rows) <= LP_ROWS else None
     ends = np.append(rel.starts[1:], len(rel.rows))
     if lp is not None:
         bound, x, prices = lp
@@ -296,20 +359,12 @@ def price_solve(problem: RubickRound, table: CoefficientTable, admission: Admiss
         arg = np.array([int(np.argmax(x[a:b])) for a, b in zip(rel.starts, ends)])
         first = np.where(best_x > 1e-6, arg, -1)
         candidates.append((rel.value - rel.use @ prices, first))
-    else:  # the price bound by subgradient steps (module docstring) in what is left of the bound's share
-        prices = np.zeros(len(rel.capacity))
-        bound, reduced, grad = _dual(rel, prices)
-        best_reduced = reduced
-        for step in range(ITERATIONS):
-            norm = float(grad @ grad)
-            if time.perf_counter() - t0 >= BOUND_SHARE * time_limit or norm <= 1e-12:
-                break
-            prices = np.maximum(0.0, prices - (0.05 * max(1.0, abs(bound)) / (step + 1) / norm ** 0.5) * grad
-                                / norm ** 0.5)
-            value, reduced, grad = _dual(rel, prices)
-            if value < bound:
-                bound, best_reduced = value, reduced
-        candidates.append((best_reduced, None))
+    else:  # the price bound by cutting planes (too many rows for the LP, or it was not solved in its share)
+        bound, prices = _cutting_planes(rel, t0 + BOUND_SHARE * time_limit, deadline)
+        reduced = rel.value - rel.use @ prices
+        top = np.maximum.reduceat(reduced, rel.starts)
+        arg = np.array([int(np.argmax(reduced[a:b])) for a, b in zip(rel.starts, ends)])
+        candidates.append((reduced, np.where(rel.must | (top > 0), arg, -1)))
     best: dict[str, Choice] | None = None
     best_obj = -np.inf
     for red, first in candidates:
@@ -331,4 +386,4 @@ def price_solve(problem: RubickRound, table: CoefficientTable, admission: Admiss
     return Solution(status, best_obj, bound, wall, False, size, {"choices": best})
 
 
-__all__ = ["BOUND_SHARE", "ITERATIONS", "applies", "price_guided", "price_solve"]
+__all__ = ["BOUND_SHARE", "ITERATIONS", "LP_ROWS", "applies", "price_guided", "price_solve"]

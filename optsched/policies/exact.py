@@ -286,7 +286,8 @@ class ExactPolicy:
         warm: WarmStart[Any] | None = None
         heuristic_error: InfeasibleError | None = None
         # the heuristic after the solver (module docstring, step 2), with its share of the limit kept when both fit
-        later = not c.warm_start_first(ctx)
+        # (no time for a solver at all, e.g. a cancelled call: the heuristic first, as for any kind)
+        later = not c.warm_start_first(ctx) and not deadline.expired(reserve=MIN_SOLVER_SECONDS + c.model_seconds(ctx))
         reserve = c.warm_start_seconds(ctx) if later else 0.0
         if deadline.expired(reserve=2 * MIN_SOLVER_SECONDS + reserve + c.model_seconds(ctx)):
             reserve = 0.0

@@ -59,3 +59,18 @@ def test_the_exact_method_answers_by_prices_when_the_model_would_not_fit_its_lim
 def test_rounds_with_node_rules_are_left_to_the_model() -> None:
     assert rubick_prices.applies(generate_rubick_round(4, 8, 10, 0))
     assert not rubick_prices.applies(generate_rubick_round(4, 8, 10, 0, constrained=0.5))
+
+
+def test_the_cutting_plane_bound_meets_the_lp_bound(monkeypatch) -> None:
+    """Above ``LP_ROWS`` the bound comes from cutting planes on the prices: on a generated round it is the LP's
+    optimum up to the method's tolerance, and the decision at its prices keeps every rule."""
+    problem = generate_rubick_round(16, 8, 60, 0)
+    kind = RubickExact()
+    ctx = kind.prepare(kind.round_of(problem, "exact"), Deadline(30.0))
+    allowed = rubick_round.allowed_rows(ctx.table, ctx.admission)
+    lp = rubick_prices.price_solve(ctx.problem, ctx.table, ctx.admission, allowed, time_limit=10.0)
+    monkeypatch.setattr(rubick_prices, "LP_ROWS", 0)
+    cut = rubick_prices.price_solve(ctx.problem, ctx.table, ctx.admission, allowed, time_limit=10.0)
+    assert cut.bound == pytest.approx(lp.bound, rel=1e-4) and cut.bound >= lp.bound - 1e-6
+    assert violations(ctx.problem, ctx.table, cut.payload["choices"], ctx.admission) == []
+    assert cut.objective <= cut.bound
