@@ -43,8 +43,11 @@ utilities of the configurations a decision runs. Columns: gpus, shape, jobs, ``s
 optsched and its back end), each phase, the evaluated objective, the reference's, ``ratio`` = total / the
 reference's total (issue 29's target: <= 1.0 from 256 to 2,048 GPUs on easy instances), status, ``placed``
 (``yes``: optsched's decision places every job, checked by the round; for the reference, which counts GPUs per
-type only, ``ffd`` when :func:`placeable`'s first fit places its answer on the nodes, ``no`` when it does not).
-Each row is the median of ``--repeat`` runs (by total). A warm-up solve of the smallest instance runs first
+type only, ``ffd`` when :func:`placeable`'s first fit places its answer on the nodes, ``no`` when it does not),
+and for optsched the decision's ``bound`` (an upper bound on the round objective; the objective column adds the
+held jobs' utilities, as the bound does), ``gap`` = (bound - objective) / bound, and the ``encoding`` its message
+names (``pooled``, ``per-node``, ``prices``: :mod:`optsched.formulations.rubick_prices` above the size the model
+fits the limit). Above ``--reference-max-gpus`` (16,384) the reference is not run (``-``). Each row is the median of ``--repeat`` runs (by total). A warm-up solve of the smallest instance runs first
 (imports are not counted). Writes ``benchmarks/out/peer_instances.csv``.
 """
 
@@ -273,7 +276,8 @@ def chosen_of(decision: optsched.Decision, inst: Instance, node_type: dict[str, 
 
 def optsched_solve(inst: Instance, data: dict[str, object], backend: str, limit: float
                    ) -> tuple[dict[str, Config], dict[str, float], str]:
-    """``optsched.solve`` of the round ``data`` (read from its JSON text): (configurations, phases, status)."""
+    """``optsched.solve`` of the round ``data`` (read from its JSON text): (configurations, phases, status); the
+    phases hold the decision's ``bound`` (NaN without one) and the encoding it names (``encoding``)."""
     text = json.dumps(data)
     t0 = time.perf_counter()
     problem = RoundProblem.from_dict(json.loads(text))
@@ -285,6 +289,9 @@ def optsched_solve(inst: Instance, data: dict[str, object], backend: str, limit:
     phases = {"read": t1 - t0, "table": ph.get("prepare", 0.0), "warm": ph.get("warm_start", 0.0),
               "build": ph.get("build", 0.0), "solver": ph.get("solver", 0.0), "total": t2 - t0}
     phases["other"] = max(0.0, t2 - t1 - sum(phases[k] for k in ("table", "warm", "build", "solver")))
+    phases["bound"] = math.nan if decision.bound is None else float(decision.bound)
+    phases["encoding"] = next((w.split("=")[1] for w in decision.message.replace(";", " ").split()
+                               if w.startswith("encoding=")), "")  # type: ignore[assignment]
     return chosen_of(decision, inst, node_type), phases, decision.status
 
 
@@ -299,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=60.0, help="time limit of every solve, seconds")
     ap.add_argument("--repeat", type=int, default=3, help="runs per solve; the median by total is reported")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--reference-max-gpus", type=int, default=16_384,
+                    help="no reference solve above this many GPUs (pulp builds one variable at a time)")
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error(f"--repeat must be at least 1, got {args.repeat}")
@@ -315,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         for shape in shapes:
             inst = sia_instance(gpus, shape, args.seed)
             data = optsched_round(inst)
-            runs = [("reference/cbc", lambda: reference_solve(inst, args.limit))]
+            runs = [("reference/cbc", lambda: reference_solve(inst, args.limit))] \
+                if gpus <= args.reference_max_gpus else []
             runs += [(f"optsched/{b}", lambda b=b: optsched_solve(inst, data, b, args.limit))
                      for b in args.backends.split(",")]
             ref_total = ref_obj = None
@@ -323,18 +333,23 @@ def main(argv: list[str] | None = None) -> int:
                 tries = sorted((run() for _ in range(args.repeat)), key=lambda r: r[1]["total"])
                 chosen, phases, status = tries[(len(tries) - 1) // 2]
                 obj = evaluate(inst, chosen)
-                if ref_total is None:
+                if label == "reference/cbc":
                     ref_total, ref_obj = phases["total"], obj
+                bound = phases.get("bound", math.nan)
                 rows.append((gpus, shape, len(inst.utilities), label, *(f"{phases.get(k, 0.0):.3f}" for k in PHASES),
-                             f"{obj:.2f}", f"{ref_obj:.2f}", f"{phases['total'] / ref_total:.2f}", status,
-                             "yes" if label != "reference/cbc" else "ffd" if placeable(inst, chosen) else "no"))
+                             f"{obj:.2f}", "-" if ref_obj is None else f"{ref_obj:.2f}",
+                             "-" if ref_total is None else f"{phases['total'] / ref_total:.2f}", status,
+                             "yes" if label != "reference/cbc" else "ffd" if placeable(inst, chosen) else "no",
+                             "-" if math.isnan(bound) else f"{bound:.2f}",
+                             "-" if math.isnan(bound) else f"{(bound - obj) / max(abs(bound), 1e-9):.4f}",
+                             phases.get("encoding", "") or "-"))
                 sys.stdout.write(f"{gpus} GPUs {shape} {label}: {phases['total']:.3f} s, objective {obj:.2f} "
-                                 f"(reference {ref_obj:.2f}), {status}\n")
+                                 f"(reference {ref_obj if ref_obj is None else round(ref_obj, 2)}), {status}\n")
                 sys.stdout.flush()
     emit(("gpus", "shape", "jobs", "solved_by", *PHASES, "objective", "reference_objective", "ratio", "status",
-          "placed"), rows,
+          "placed", "bound", "gap", "encoding"), rows,
          "peer_instances.csv")
-    ratios = [float(r[-3]) for r in rows if r[3] != "reference/cbc"]
+    ratios = [float(r[-6]) for r in rows if r[3] != "reference/cbc" and r[-6] != "-"]
     if ratios:
         sys.stdout.write(f"optsched total / reference total: median {statistics.median(ratios):.2f} over "
                          f"{len(ratios)} solves\n")
