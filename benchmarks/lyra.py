@@ -34,6 +34,13 @@ pool, and a simulation with capacity loaning (issue "Lyra", Must show).
    ours and ours/thesis; the reductions over the Baseline ("Duration of a scheme compared / Duration of
    Lyra", Sec. 3.7.1, here Baseline / scheme) beside the thesis'; writes ``lyra_thesis_runs.csv``,
    ``lyra_table_3_5.csv`` and ``lyra_table_3_9.csv``. ``--processes 2`` runs two simulations at once.
+   Also (issue 25 item 3, the part left open): Lyra in the Advanced scenario (row 3, ``--scenario advanced``:
+   10% of the jobs heterogeneous at 70% of the ideal rate on inference GPUs) and the Pollux-like baseline with
+   no loaning (row 12, policy ``pollux``), and Table 3.8's percentiles (50, 75, 95, 99) of queuing time and JCT
+   for the Baseline, Pollux and Lyra scaling only, with the text's Pollux / Lyra ratios
+   (``lyra_table_3_8.csv``; the table's Pollux and AFS labels are swapped, see ``TABLE_3_8``); Lyra in the
+   Heterogeneous scenario (row 4). ``--parts pollux-sweep --noise-ratios 1,4,16``: Pollux at other values of
+   its efficiency model's ratio (ours), ``lyra_pollux_sweep.csv``.
 
 Prints the tables and writes ``benchmarks/out/lyra_mckp.csv``, ``lyra_reclaim.csv``, ``lyra_sim.csv``.
 The default run takes about 6 minutes on one core.
@@ -171,22 +178,43 @@ TABLE_3_5 = {
     "lyra": (2, "Lyra, Basic", (2010, 26, 3358), (11236, 568, 56477), 0.1224),
     "loaning": (9, "Lyra, capacity loaning only", (2212, 23, 3427), (12947, 662, 57987), 0.1494),
     "scaling": (13, "Lyra, elastic scaling only", (2275, 47, 3475), (12048, 602, 57597), None),
+    "advanced": (3, "Lyra, Advanced", (1835, 24, 3238), (10434, 525, 56553), 0.0735),
+    "heterogeneous": (4, "Lyra, Heterogeneous", (1944, 27, 3574), (12113, 604, 57392), 0.1123),
+    "pollux": (12, "Pollux, elastic scaling (Basic)", (2791, 58, 5883), (14534, 721, 72123), None),
 }
+#: Table 3.8 (Sec. 3.7.4, "obtained without capacity loaning in Basic scenario"): 50/75/95/99th percentiles of
+#: queuing time and JCT (s) of the rows we run. Pollux's is the row the table labels AFS: the table's AFS and
+#: Pollux labels are swapped against Table 3.5 (rows 11, 12: Pollux 58/5883 s queuing, 721/72123 s JCT) and the
+#: text ("Lyra outperforms Pollux by 1.23x and 1.69x in median and 95%ile queuing time" = 58/47 and 5883/3475;
+#: "1.20x and 1.25x improvements in median and 95%ile JCT" = 721/602 and 72123/57597)
+TABLE_3_8 = {
+    "baseline": ("Baseline", (55, 1892, 8357, 14323), (791, 29163, 82933, 376513)),
+    "pollux": ("Pollux (row labelled AFS)", (58, 1297, 5883, 11124), (721, 12304, 72123, 323513)),
+    "scaling": ("Lyra", (47, 697, 3475, 8731), (602, 12072, 57597, 223815)),
+}
+PERCENTILES = (50, 75, 95, 99)
 #: Table 3.9 (Sec. 3.7.4): share of wrong predictions -> (queuing time reduction, JCT reduction) over the Baseline
 TABLE_3_9 = {0.2: (2.21, 1.52), 0.4: (2.17, 1.49), 0.6: (1.76, 1.38)}
 
 
-def _thesis_run(job: tuple[str, str, bool, float, float]) -> dict[str, object]:
-    """One simulation of the thesis mode: (key, method, loaning, wrong share, window days) -> its numbers."""
+def _thesis_run(job: tuple) -> dict[str, object]:  # type: ignore[type-arg]
+    """One simulation of the thesis mode: (key, method, loaning, wrong share, window days, scenario[, Pollux's
+    noise ratio]) -> its numbers."""
+    from optsched.policies.lyra import LyraSimPolicy, PolluxAllocator
     from optsched.rounds.lyra.prediction import PREDICTOR_OPTION, runtime_predictor
     from optsched.sim.presets import get_preset
-    key, method, lend, wrong, days = job
+    key, method, lend, wrong, days, scenario = job[:6]
+    noise = job[6] if len(job) > 6 else None
     preset = get_preset("lyra-thesis")
     opts = {k: v for k, v in preset.request.items() if k != "no_loaning"}
     opts["window_days"] = days
+    opts["scenario"] = scenario
     setup = lyra_simulation(PHILLY_FULL, seed=0, **opts)
     pred = runtime_predictor(setup.jobs, wrong, seed=0)
     policy = make_policy(method, PolicyOptions(time_limit=10.0, extras={PREDICTOR_OPTION: pred}), kind="lyra")
+    if noise is not None:   # Pollux with another gradient-noise ratio (ours, optsched/heuristics/lyra_pollux.py)
+        policy = LyraSimPolicy("pollux", PolluxAllocator(time_limit=10.0, predictor=pred, noise_ratio=noise),
+                               lyra_placement=False)
     t0 = time.perf_counter()
     res = Simulator(setup.cluster, setup.jobs, policy, setup.truth, preset.config(), trace_name="philly",
                     **setup.events(method, loaning=lend)).run()
@@ -196,9 +224,11 @@ def _thesis_run(job: tuple[str, str, bool, float, float]) -> dict[str, object]:
     return {"key": key, "method": method, "loaning": lend, "wrong": wrong, "jobs": len(res.jobs),
             "unfinished": s["unfinished"], "queue": (q.mean(), float(np.median(q)), float(np.percentile(q, 95))),
             "jct": (jct.mean(), float(np.median(jct)), float(np.percentile(jct, 95))),
+            "queue_pct": tuple(float(np.percentile(q, k)) for k in PERCENTILES),
+            "jct_pct": tuple(float(np.percentile(jct, k)) for k in PERCENTILES),
             "preemptions": s["preemptions"], "preemption_ratio": s["preemption_ratio"],
             "gpu_util": s["gpu_utilisation"], "wall_s": time.perf_counter() - t0,
-            "setting": f"{setup.window}; {setup.sizing}; {setup.mix().describe()}"}
+            "setting": f"{setup.window}; {setup.sizing}; {setup.mix().describe()}; {setup.describe_scenario()}"}
 
 
 def thesis_tables(days: float, errors: list[float], processes: int) -> None:
@@ -206,12 +236,17 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
     if not PHILLY_FULL.exists():
         print(f"({PHILLY_FULL} not found: the thesis mode needs the Philly trace)")
         return
-    jobs = [("baseline", "fifo", False, 0.0, days), ("lyra", "lyra", True, 0.0, days),
-            ("loaning", "lyra-loan", True, 0.0, days), ("scaling", "lyra", False, 0.0, days)]
-    jobs += [(f"scaling-err{e:g}", "lyra", False, e, days) for e in errors]
+    jobs = [("baseline", "fifo", False, 0.0, days, "basic"), ("lyra", "lyra", True, 0.0, days, "basic"),
+            ("loaning", "lyra-loan", True, 0.0, days, "basic"), ("scaling", "lyra", False, 0.0, days, "basic"),
+            ("advanced", "lyra", True, 0.0, days, "advanced"),
+            ("heterogeneous", "lyra", True, 0.0, days, "heterogeneous"),
+            ("pollux", "pollux", False, 0.0, days, "basic")]
+    jobs += [(f"scaling-err{e:g}", "lyra", False, e, days, "basic") for e in errors]
     with ProcessPoolExecutor(max_workers=max(1, processes)) as pool:
         runs = {r["key"]: r for r in pool.map(_thesis_run, jobs)}
     print(f"\nthe thesis' setting (preset lyra-thesis, --window-days {days:g}): {runs['baseline']['setting']}")
+    print(f"Advanced (row 3): {runs['advanced']['setting']}")
+    print(f"Heterogeneous (row 4): {runs['heterogeneous']['setting']}")
     emit(("run", "method", "loaning", "wrong_predictions", "jobs", "unfinished", "queue_mean_s", "queue_median_s",
           "queue_p95_s", "jct_mean_s", "jct_median_s", "jct_p95_s", "preemptions", "preemption_ratio", "gpu_util",
           "wall_s"),
@@ -242,6 +277,21 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
                              round(tb / tt, 2), round(ours, 2), round(ours / (tb / tt), 2)))
     emit(("row", "scheme", "metric", "thesis", "ours", "ours/thesis"), rows, "lyra_table_3_5.csv")
     rows = []
+    for key, (label, tq, tj) in TABLE_3_8.items():
+        r = runs[key]
+        for metric, thesis, ours in (("queuing time", tq, r["queue_pct"]), ("JCT", tj, r["jct_pct"])):
+            for k, t, o in zip(PERCENTILES, thesis, ours):
+                rows.append((label, f"{metric} p{k} s", t, round(o), round(o / t, 2)))
+    # Sec. 3.7.4: Lyra's improvement over Pollux in median and 95%ile (Pollux / Lyra: 1.23x, 1.69x queuing;
+    # 1.20x, 1.25x JCT)
+    for k, i in (("50", 0), ("95", 2)):
+        for metric, part, col in (("queuing time", "queue_pct", 1), ("JCT", "jct_pct", 2)):
+            thesis = TABLE_3_8["pollux"][col][i] / TABLE_3_8["scaling"][col][i]
+            ours = runs["pollux"][part][i] / runs["scaling"][part][i]
+            rows.append(("Pollux / Lyra", f"{metric} p{k} ratio", round(thesis, 2), round(ours, 2),
+                         round(ours / thesis, 2)))
+    emit(("scheme", "metric", "thesis", "ours", "ours/thesis"), rows, "lyra_table_3_8.csv")
+    rows = []
     for e in [0.0, *errors]:
         r = runs["scaling" if e == 0.0 else f"scaling-err{e:g}"]
         q_red, j_red = base["queue"][0] / r["queue"][0], base["jct"][0] / r["jct"][0]
@@ -250,6 +300,21 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
                      tj if tj else "-", round(j_red, 2), round(j_red / tj, 2) if tj else "-"))
     emit(("wrong_predictions", "thesis_queue_reduction", "ours_queue_reduction", "ours/thesis",
           "thesis_jct_reduction", "ours_jct_reduction", "ours/thesis"), rows, "lyra_table_3_9.csv")
+
+
+def pollux_sweep(days: float, ratios: list[float]) -> None:
+    """Pollux (no loaning, Basic) at each gradient-noise ratio ``r`` (phi / M0, ours: the thesis' per-model goodput
+    is not in our traces): queuing time and JCT (mean, p50, p95, s)."""
+    if not PHILLY_FULL.exists():
+        print(f"({PHILLY_FULL} not found: the thesis mode needs the Philly trace)")
+        return
+    rows = []
+    for r in ratios:
+        run = _thesis_run(("pollux", "pollux", False, 0.0, days, "basic", r))
+        rows.append((r, *(round(v) for v in run["queue"]), *(round(v) for v in run["jct"]), run["unfinished"],
+                     round(run["wall_s"], 1)))
+    emit(("noise_ratio", "queue_mean_s", "queue_median_s", "queue_p95_s", "jct_mean_s", "jct_median_s", "jct_p95_s",
+          "unfinished", "wall_s"), rows, "lyra_pollux_sweep.csv")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window-days", type=float, default=15.0, help="thesis mode: days of the Philly trace (15)")
     ap.add_argument("--errors", default="0.2,0.4,0.6", help="thesis mode: shares of wrong predictions (Table 3.9)")
     ap.add_argument("--processes", type=int, default=1, help="thesis mode: simulations run at once (1)")
+    ap.add_argument("--noise-ratios", default="1,4,16", help="pollux-sweep: Pollux's gradient-noise ratios r = phi / "
+                    "M0 (ours; default 1,4,16)")
     args = ap.parse_args(argv)
     parts = set(args.parts.split(","))
     if "mckp" in parts:
@@ -275,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         sim_table(600 if args.quick and args.jobs is None else args.jobs, args.training, args.inference, args.full)
     if "thesis" in parts:
         thesis_tables(args.window_days, [float(e) for e in args.errors.split(",") if e], args.processes)
+    if "pollux-sweep" in parts:
+        pollux_sweep(args.window_days, [float(r) for r in args.noise_ratios.split(",") if r])
     return 0
 
 

@@ -69,6 +69,7 @@ from optsched.core.round import RoundProblem
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, Solution
 from optsched.heuristics.lyra_placement import best_fit_decreasing, placement_within
 from optsched.heuristics.lyra_allocate import PhaseOne, gandiva_scale, mckp_dp, mckp_greedy, phase_one, running_base
+from optsched.heuristics.lyra_pollux import GENERATIONS, NOISE_RATIO, pollux_allocate
 from optsched.heuristics.lyra_reclaim import lyra_reclaim, lyra_reclaim_within, random_reclaim, scf_reclaim
 from optsched.policies.checks import round_of
 from optsched.policies.notes import join_notes
@@ -321,6 +322,50 @@ class Allocator:
                 status = "partial"
         return AllocationPlan(first, extra, total, status, bound, dp_total if exact else total, "; ".join(notes),
                               dp_extra if exact else None)
+
+
+@dataclass(frozen=True)
+class PolluxAllocator:
+    """The Pollux-like allocation (thesis Sec. 3.7.1, 3.7.4; :mod:`optsched.heuristics.lyra_pollux`): the genetic
+    algorithm's workers and pools as an :class:`AllocationPlan` (base workers: a queued job's base demand, a
+    running job's start, :func:`~optsched.heuristics.lyra_allocate.running_base`; the rest flexible), for
+    :class:`LyraSimPolicy` to place. ``generations`` (250, the thesis'), ``noise_ratio`` (ours), seeded by
+    ``seed``, within ``time_limit``: generations stop when the deadline expires (status ``partial``, said in
+    the note). The plan's objective is the kind's, the JCT reduction of the flexible workers
+    (:func:`~optsched.rounds.lyra_allocate.items.placed_value`, on ``predictor``'s running times when given);
+    the GA's fitness is in the note. Pollux reads no running time, so ``predictor`` changes only that value."""
+
+    time_limit: float = DEFAULT_TIME_LIMIT
+    seed: int = 0
+    workers: int = 1
+    predictor: RuntimePredictor | None = None
+    generations: int = GENERATIONS
+    noise_ratio: float = NOISE_RATIO
+    #: what :class:`LyraSimPolicy` asks of an allocator (no solver: never ``exact``)
+    scaler: ClassVar[str] = "pollux"
+
+    def plan(self, problem: LyraRound, deadline: Deadline | None = None) -> AllocationPlan:
+        deadline = deadline or Deadline(self.time_limit)
+        res = pollux_allocate(problem, seed=self.seed, generations=self.generations, noise_ratio=self.noise_ratio,
+                              deadline=deadline)
+        first = PhaseOne()
+        extra: dict[str, int] = {}
+        for j in problem.jobs:
+            w = res.workers.get(j.name, 0)
+            if w <= 0:
+                first.waiting.append(j.name)
+                continue
+            start = running_base(problem, j) if problem.current(j.name) is not None else base_workers(j)
+            first.base[j.name], first.pool[j.name] = min(start, w), res.pool[j.name]
+            extra[j.name] = w - first.base[j.name]
+        value = placed_value(problem, {j: first.base[j] for j, k in extra.items() if k > 0},
+                             {j: first.base[j] + k for j, k in extra.items()}, self.predictor)
+        note = (f"pollux GA: {res.generations} of {self.generations} generations, fitness {res.fitness:.6g} "
+                f"(initial population's best {res.initial_fitness:.6g})")
+        if res.cut:
+            note = (f"partial: the time limit of {self.time_limit:g} s stopped the genetic algorithm after "
+                    f"{res.generations} of {self.generations} generations; " + note)
+        return AllocationPlan(first, extra, value, "partial" if res.cut else "heuristic", message=note)
 
 
 #: seconds per job an allocation keeps for what follows its knapsacks (worker counts, the decision):
@@ -708,6 +753,11 @@ for _name, _build, _summary in (
         ("bfd", _sim("bfd", lyra_placement=False), "Lyra with naive best-fit decreasing placement (Table 3.6)"),
         ("opportunistic", _sim("opportunistic", scaler="none"),
          "no loaning: fungible jobs on idle inference GPUs at lower priority (baseline; run with opportunistic=True)"),
+        ("pollux", lambda o: LyraSimPolicy("pollux", PolluxAllocator(  # type: ignore[arg-type]
+            time_limit=o.time_limit, seed=o.seed, workers=o.workers, predictor=_predictor(o)),
+            lyra_placement=False, seed=o.seed, clock_start=o.clock_start),
+         "Pollux-like: goodput-driven genetic algorithm (250 generations) over workers per job, naive placement "
+         "(baseline, Sec. 3.7.1)"),
         ("fifo", _sim("fifo", lyra_placement=False, order="fifo", whole_request=True, scaler="none"),
          "the Baseline: FIFO (skipping jobs that do not fit), requested GPUs, no scaling"),
         ("fifo-strict", _sim("fifo-strict", lyra_placement=False, order="fifo", blocking=True, whole_request=True,
@@ -715,5 +765,5 @@ for _name, _build, _summary in (
     register_method("lyra", _name, _build, _summary, (PREDICTOR_OPTION,))
 
 
-__all__ = ["AllocatePolicy", "LyraSimPolicy", "AllocationPlan", "Allocator", "PlacementExact", "ReclaimContext",
-           "ReclaimExact", "ReclaimHeuristicPolicy", "PlacementPolicy", "SCALERS"]
+__all__ = ["AllocatePolicy", "LyraSimPolicy", "AllocationPlan", "Allocator", "PlacementExact", "PolluxAllocator",
+           "ReclaimContext", "ReclaimExact", "ReclaimHeuristicPolicy", "PlacementPolicy", "SCALERS"]

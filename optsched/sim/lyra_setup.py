@@ -10,6 +10,14 @@ fields (``inference_nodes``; ``opportunistic``) and either pool targets (loaning
 targets; no loaning: every inference server held by inference from time 0) or, for the
 ``opportunistic`` baseline, the capacity changes of inference's usage (no server lent; fungible jobs
 use idle inference GPUs at lower priority and are evicted when inference grows).
+
+The scenario (``scenario``, Sec. 3.7.1: ``basic``, ``advanced``, ``heterogeneous``;
+:func:`~optsched.sim.traces.lyra.scenario_jobs`) marks the heterogeneous jobs: they may run on inference
+servers, where the ground truth runs them at ``heterogeneous_efficiency`` (0.7) of the ideal rate
+(:class:`~optsched.sim.lyra_truth.LyraGroundTruth`). The schedulers are not told which jobs these are (a
+round has no such field): they plan them as fungible jobs at the ideal rate, and the thesis' rule "Lyra's job
+scheduler considers these jobs with the lowest priority on the remaining servers after all other jobs are
+scheduled" (Sec. 3.6) is not modelled.
 """
 
 from __future__ import annotations
@@ -25,8 +33,9 @@ from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.rounds.lyra.cluster import INFERENCE_GPU, inference_name, two_pool_cluster
 from optsched.sim.loaning import UsageSeries, load_usage_csv, loan_targets, opportunistic_changes, synthetic_usage
-from optsched.sim.lyra_truth import LyraGroundTruth
-from optsched.sim.traces.lyra import JobMix, job_mix, lyra_jobs, philly_rows, philly_window, synthetic_rows
+from optsched.sim.lyra_truth import HETEROGENEOUS_EFFICIENCY, LyraGroundTruth
+from optsched.sim.traces.lyra import (JobMix, job_mix, lyra_jobs, philly_rows, philly_window, scenario_jobs,
+                                      synthetic_rows)
 
 #: training and inference GPUs of the thesis' clusters (Sec. 3.1: "a 15-day job trace collected from 3,544
 #: training GPUs and 4,160 inference GPUs"): inference servers per training server when sized by load
@@ -55,6 +64,19 @@ class LyraSimulation:
     window: str | None = None
     #: how the cluster was sized ("" when --training/--inference were given)
     sizing: str = ""
+    #: the scenario of Sec. 3.7.1 (:data:`~optsched.sim.traces.lyra.SCENARIOS`)
+    scenario: str = "basic"
+
+    def describe_scenario(self) -> str:
+        """The scenario and its heterogeneous jobs: their share of jobs and of GPU time, and their efficiency."""
+        het = self.truth.heterogeneous
+        if not het:
+            return f"scenario {self.scenario}: no heterogeneous job"
+        total = float(sum(j.total_iterations for j in self.jobs)) or 1.0
+        load = sum(j.total_iterations for j in self.jobs if j.name in het) / total
+        return (f"scenario {self.scenario}: {len(het)} heterogeneous jobs ({100 * len(het) / len(self.jobs):.1f}% of "
+                f"jobs, {100 * load:.1f}% of GPU time) at {self.truth.heterogeneous_efficiency:g} of the ideal rate "
+                "on inference servers")
 
     def cluster_sizes(self) -> tuple[int, int]:
         """Training and inference servers of the cluster."""
@@ -106,7 +128,8 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
                     start_hour: float = 0.0, seed: int = 0, window_days: float | None = None,
                     window_start: str = "busiest", fungible_load: float | None = None,
                     elastic_load: float | None = None, elastic_count: float = 0.05,
-                    offered_load: float | None = None) -> LyraSimulation:
+                    offered_load: float | None = None, scenario: str = "basic",
+                    heterogeneous_efficiency: float = HETEROGENEOUS_EFFICIENCY) -> LyraSimulation:
     """The inputs of a Lyra simulation (module docstring). ``trace``: ``"synthetic"`` (``jobs`` jobs over
     12 hours, :func:`~optsched.sim.traces.lyra.synthetic_rows`) or a Philly CSV (its first ``max_jobs``
     rows); rows asking for more GPUs than the training servers hold are dropped (counted in ``dropped``,
@@ -121,7 +144,9 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     series over the window (plus two days for the jobs still running) from the window's wall-clock hour; the
     job mix by load (``fungible_load``, ``elastic_load``, ``elastic_count``:
     :func:`~optsched.sim.traces.lyra.lyra_jobs`); with ``offered_load``, ``training`` and ``inference``
-    are replaced by the cluster :func:`size_by_load` gives for the jobs."""
+    are replaced by the cluster :func:`size_by_load` gives for the jobs. ``scenario`` and
+    ``heterogeneous_efficiency``: the heterogeneous jobs (module docstring; drawn after the cluster is sized, so
+    a scenario runs the Basic jobs on the Basic cluster)."""
     for name, v in (("training", training), ("inference", inference)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValidationError(f"lyra simulation: {name} servers must be an integer >= 0, got {v!r}")
@@ -163,12 +188,15 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     else:
         series = load_usage_csv(usage)
     max_gpus = 8 * training
-    jobs = tuple(lyra_jobs(rows, seed=seed, max_gpus=max_gpus, **mix))  # type: ignore[arg-type]
+    basic = lyra_jobs(rows, seed=seed, max_gpus=max_gpus, **mix)  # type: ignore[arg-type]
+    made, het = scenario_jobs(basic, scenario, seed)
+    jobs = tuple(made)
     return LyraSimulation(cluster, jobs,
-                          LyraGroundTruth(frozenset({INFERENCE_GPU})),
+                          LyraGroundTruth(frozenset({INFERENCE_GPU}), heterogeneous=het,
+                                          heterogeneous_efficiency=heterogeneous_efficiency),
                           tuple(inference_name(i) for i in range(inference)), series, name,
                           dropped=sum(1 for r in rows if r[2] > max_gpus), max_gpus=max_gpus, window=window,
-                          sizing=sizing)
+                          sizing=sizing, scenario=scenario)
 
 
 __all__ = ["LyraSimulation", "OPPORTUNISTIC", "lyra_simulation"]

@@ -13,6 +13,8 @@ from typing import Any
 from optsched.core.errors import ValidationError
 from optsched.rounds.lyra.prediction import PREDICTOR_OPTION, TABLE_3_9_MARGIN, runtime_predictor
 from optsched.sim.lyra_setup import lyra_simulation
+from optsched.sim.lyra_truth import HETEROGENEOUS_EFFICIENCY
+from optsched.sim.traces.lyra import SCENARIOS
 from optsched.sim.setup import (SimulationInputs, SimulationOption, SimulationRequest, SimulationSetup,
                                 register_simulation)
 from optsched.sim.traces import detect_format
@@ -45,7 +47,14 @@ OPTIONS = (
                      "(replaces --training/--inference)", "LOAD"),
     SimulationOption("no_loaning", str, "", "comma-separated policies that run with no server lent (Sec. 3.7.1's "
                      "Baseline: 'A FIFO cluster scheduler with no capacity loaning or elastic scaling'); the others "
-                     "get the loans (default: every policy gets them)", "POLICY,..."))
+                     "get the loans (default: every policy gets them)", "POLICY,..."),
+    SimulationOption("scenario", str, "basic", "the scenario of thesis Sec. 3.7.1: basic (no heterogeneous job), "
+                     "advanced ('On top of Basic, 10%% of jobs can use heterogeneous GPUs with non-ideal performance') "
+                     "or heterogeneous (no fungible job, the same 10%% heterogeneous) (default basic)",
+                     "|".join(SCENARIOS)),
+    SimulationOption("hetero_efficiency", float, HETEROGENEOUS_EFFICIENCY, "share of the ideal rate a heterogeneous "
+                     "job achieves on inference GPUs (Sec. 3.7.1: 'at most 70%% of the ideal results'; default 0.7)",
+                     "SHARE"))
 
 
 def build(request: SimulationRequest) -> SimulationInputs:
@@ -62,6 +71,8 @@ def build(request: SimulationRequest) -> SimulationInputs:
                                   "the cluster)")
     sim = lyra_simulation(request.trace, training=training, inference=inference, jobs=request.jobs,
                           max_jobs=request.max_jobs, usage=usage, seed=request.seed,
+                          scenario=SETUP.option(request, "scenario"),
+                          heterogeneous_efficiency=SETUP.option(request, "hetero_efficiency"),
                           **{n: SETUP.option(request, n) for n in ("window_days", "window_start", "fungible_load",
                                                                    "elastic_load", "elastic_count", "offered_load")})
     training, inference = sim.cluster_sizes()
@@ -80,11 +91,15 @@ def build(request: SimulationRequest) -> SimulationInputs:
                             f"trace {sim.trace_name}: {len(sim.jobs)} jobs on {sim.cluster.name} ({training} training "
                             f"+ {inference} inference servers), usage {usage}" + (f" ({dropped})" if dropped else ""),
                             notes=tuple(n for n in (sim.window and f"window: {sim.window}", sim.sizing,
-                                                    "job mix: " + sim.mix().describe(), predictor.describe()) if n),
+                                                    "job mix: " + sim.mix().describe(), sim.describe_scenario(),
+                                                    predictor.describe()) if n),
                             named_policies={"no_loaning": unlent},
                             runs={"policy_extras": {PREDICTOR_OPTION: predictor}}, per_method=events,
                             summary={"window": sim.window, "sizing": sim.sizing or None,
                                      "job_mix": dataclasses.asdict(sim.mix()),
+                                     "scenario": {"name": sim.scenario,
+                                                  "heterogeneous_jobs": len(sim.truth.heterogeneous),
+                                                  "efficiency": sim.truth.heterogeneous_efficiency},
                                      "prediction": {"wrong_share": predictor.wrong_share,
                                                     "margin": predictor.margin,
                                                     "mispredicted_jobs": len(predictor.factors)}})

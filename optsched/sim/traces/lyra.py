@@ -34,6 +34,7 @@ jobs has.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -235,4 +236,47 @@ def lyra_jobs(rows: Sequence[RawRow], *, seed: int = 0, elastic_count: float = 0
     return out
 
 
-__all__ = ["JobMix", "RawRow", "TraceWindow", "job_mix", "lyra_jobs", "philly_rows", "philly_window", "synthetic_rows"]
+
+#: the scenarios of Sec. 3.7.1 a simulation offers: name -> (share of jobs that are heterogeneous, whether the
+#: fungible jobs keep their fungibility), each with the text it comes from (:func:`scenario_jobs`)
+SCENARIOS: dict[str, tuple[float, bool]] = {
+    # "Basic: ... No heterogeneous training. This corresponds to the status quo ... and is the default scenario"
+    "basic": (0.0, True),
+    # "Advanced: On top of Basic, 10% of jobs can use heterogeneous GPUs with non-ideal performance"
+    "advanced": (0.10, True),
+    # "Heterogeneous: Different from the Advanced scenario, we disable the 21% fungible training load and consider
+    # the 10% heterogeneous training non-ideal performance solely"
+    "heterogeneous": (0.10, False),
+}
+
+
+def scenario_jobs(jobs: Sequence[Job], scenario: str, seed: int) -> tuple[list[Job], frozenset[str]]:
+    """``jobs`` (a Basic mix, :func:`lyra_jobs`) in ``scenario`` (:data:`SCENARIOS`) and the names of its
+    heterogeneous jobs. ``advanced``: ``round(0.1 x jobs)`` jobs drawn uniformly at random without replacement
+    among the jobs that are not fungible ("The jobs are randomly selected and distributed evenly across 15 days":
+    a uniform draw over the trace's jobs spreads them over its days as the jobs are) become heterogeneous: they may
+    run on inference servers (``fungible`` set) at the efficiency the ground truth gives them there
+    (:class:`~optsched.sim.lyra_truth.LyraGroundTruth`, 70%). A fungible job is not drawn: it already runs on
+    inference servers at the ideal rate (Basic), and our jobs run on one pool at a time, so being heterogeneous
+    would add nothing to it. ``heterogeneous``: no job is fungible ("we disable the 21% fungible training load"),
+    then the same draw among all jobs. ``basic``: the jobs as they are. The draw has its own stream
+    (``numpy.random.default_rng([seed, 3])``), so the jobs of a scenario are those of Basic with the heterogeneous
+    ones marked."""
+    if scenario not in SCENARIOS:
+        raise ValidationError(f"lyra trace: unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    require_seed("scenario_jobs", seed)
+    share, keep_fungible = SCENARIOS[scenario]
+    out = list(jobs) if keep_fungible else [dataclasses.replace(j, fungible=False) if j.fungible else j for j in jobs]
+    if share <= 0.0:
+        return out, frozenset()
+    candidates = [i for i, j in enumerate(out) if not j.fungible]
+    want = min(int(round(share * len(out))), len(candidates))
+    rng = np.random.default_rng([seed, 3])
+    picked = sorted(int(candidates[k]) for k in rng.choice(len(candidates), size=want, replace=False)) if want else []
+    for i in picked:
+        out[i] = dataclasses.replace(out[i], fungible=True)
+    return out, frozenset(out[i].name for i in picked)
+
+
+__all__ = ["JobMix", "RawRow", "SCENARIOS", "TraceWindow", "job_mix", "lyra_jobs", "philly_rows", "philly_window",
+           "scenario_jobs", "synthetic_rows"]
