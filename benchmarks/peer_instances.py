@@ -47,8 +47,9 @@ type only, ``ffd`` when :func:`placeable`'s first fit places its answer on the n
 and for optsched the decision's ``bound`` (an upper bound on the round objective; the objective column adds the
 held jobs' utilities, as the bound does), ``gap`` = (bound - objective) / bound, and the ``encoding`` its message
 names (``pooled``, ``per-node``, ``prices``: :mod:`optsched.formulations.rubick_prices` above the size the model
-fits the limit). Above ``--reference-max-gpus`` (16,384) the reference is not run (``-``). Each row is the median of ``--repeat`` runs (by total). A warm-up solve of the smallest instance runs first
-(imports are not counted). Writes ``benchmarks/out/peer_instances.csv``.
+fits the limit). Above ``--reference-max-gpus`` (16,384) the reference is not run (``-``). Each row is the
+median of ``--repeat`` runs (by total). A warm-up solve of the smallest instance runs first (imports are not
+counted). Writes ``benchmarks/out/peer_instances.csv``.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from optsched.core.deadline import Deadline
 from optsched.formulations.solution import ModelSize, Solution
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
-from optsched.rounds.rubick.choice import Choice, part_share
+from optsched.rounds.rubick.choice import Choice
 from optsched.rounds.rubick.constraints import must_leave, node_constrained
 from optsched.rounds.rubick.deadlines import privileged
 from optsched.rounds.rubick.feasibility import violations
@@ -252,7 +252,7 @@ def price_guided(problem: RubickRound, table: CoefficientTable, rel: _Relaxation
     the position of the row to try first, -1 for none; e.g. the LP's choice) puts those jobs before the others,
     largest part first, which packs rows whose sizes divide one another whenever the pool limits hold. None
     when a job that must run fits nowhere (or the deadline passes first)."""
-    from optsched.formulations.rubick_round import _nodes
+    from optsched.formulations.rubick_round import _nodes, best_fit_parts
 
     nodes = _nodes(problem)
     free_g, free_c, free_m = nodes.gpus.astype(np.int64), nodes.cpus.astype(np.int64), nodes.mem.astype(np.int64)
@@ -262,26 +262,11 @@ def price_guided(problem: RubickRound, table: CoefficientTable, rel: _Relaxation
 
     def place(k: int) -> tuple[tuple[str, int], ...] | None:
         mask = nodes.type_mask[table.gpu_type[k]]
-        used: list[tuple[int, int, int, int]] = []
-        for s in table.gpus_per_node[k]:
-            cpus, mem = part_share(table, k, s)
-            mem_mib = int(np.ceil(mem * 1024.0 - 1e-6))
-            ok = mask & (free_g >= s) & (free_c >= cpus) & (free_m >= mem_mib)
-            for i, *_ in used:
-                ok[i] = False
-            cand = np.flatnonzero(ok)
-            if not cand.size:
-                for i, g, c, m in used:
-                    free_g[i] += g
-                    free_c[i] += c
-                    free_m[i] += m
-                return None
-            i = int(cand[np.argmin(free_g[cand])])
-            free_g[i] -= s
-            free_c[i] -= cpus
-            free_m[i] -= mem_mib
-            used.append((i, s, cpus, mem_mib))
-        return tuple(sorted((nodes.names[i], g) for i, g, _, _ in used))
+
+        def allowed(s: int, cpus: int, mem: int) -> np.ndarray:
+            return mask & (free_g >= s) & (free_c >= cpus) & (free_m >= mem)
+        used = best_fit_parts(table, k, free_g, free_c, free_m, allowed)
+        return None if used is None else tuple(sorted((nodes.names[i], g) for i, g in used))
 
     order = []
     for pos, j in enumerate(rel.jobs):

@@ -115,7 +115,7 @@ import math
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -408,7 +408,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
           deadline: Deadline | None = None) -> RubickRoundModel:
     """Build the CP-SAT model (module docstring). ``encoding`` forces one of :data:`ENCODINGS`;
     by default per-node when it needs at most :data:`PER_NODE_FIRST_VARS` part variables (and
-    ``max_node_vars``), else pooled (aggregated when a job selects nodes or has a topology rule). Raises :class:`OutOfTime` when ``deadline`` passes during the
+    ``max_node_vars``), else pooled (aggregated when a job selects nodes or has a topology
+    rule). Raises :class:`OutOfTime` when ``deadline`` passes during the
     build and :class:`ModelTooLarge` when the per-node encoding is forced on a round that needs more
     than ``max_node_vars`` part variables (both before a variable is made: the count is taken first,
     and each variable costs about 30 us to make)."""
@@ -827,6 +828,39 @@ def _choices_per_node(built: RubickRoundModel, values: Sequence[int]) -> dict[st
     return out
 
 
+def best_fit_parts(table: CoefficientTable, k: int, free_g: np.ndarray, free_c: np.ndarray, free_m: np.ndarray,
+                   allowed: Callable[[int, int, int], np.ndarray], prefer: np.ndarray | None = None
+                   ) -> list[tuple[int, int]] | None:
+    """Row ``k``'s parts, largest first, each on a node ``allowed(gpus, cpus, MiB)`` marks (given what is free)
+    with the fewest free GPUs (lowest index on ties), parts of the row on distinct nodes; with ``prefer`` (a
+    domain id per node), nodes of the domains already used first. Takes them from the free GPUs, CPUs and MiB
+    per node and returns (node index, GPUs) per part; None (nothing taken) when a part fits nowhere. The one
+    best-fit placement of :func:`_repair` and of the price path (:mod:`optsched.formulations.rubick_prices`)."""
+    used: list[tuple[int, int, int, int]] = []
+    for s in table.gpus_per_node[k]:
+        cpus, mem = part_share(table, k, s)
+        mem_mib = _mib_up(mem)
+        ok = allowed(s, cpus, mem_mib)
+        for i, *_ in used:
+            ok[i] = False
+        cand = np.flatnonzero(ok)
+        if not cand.size:
+            for i, g, c, m in used:
+                free_g[i] += g
+                free_c[i] += c
+                free_m[i] += m
+            return None
+        score = free_g[cand] - s
+        if prefer is not None and used:
+            score = score + (~np.isin(prefer[cand], prefer[[u[0] for u in used]])) * (int(free_g.max()) + 1)
+        i = int(cand[np.argmin(score)])
+        free_g[i] -= s
+        free_c[i] -= cpus
+        free_m[i] -= mem_mib
+        used.append((i, s, cpus, mem_mib))
+    return [(i, g) for i, g, _, _ in used]
+
+
 def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]], moved: frozenset[str] = frozenset()
             ) -> dict[str, Choice] | None:
     """Map an aggregated solution (job -> (row, whether it is in place); ``moved``: the jobs whose current
@@ -893,34 +927,13 @@ def _repair(built: RubickRoundModel, chosen: Mapping[str, tuple[int, bool]], mov
         return ok
 
     def place(k: int, j: int, within: np.ndarray | None = None, prefer: np.ndarray | None = None) -> Choice | None:
-        """Row ``k``'s parts, largest first, each on the fitting node with the fewest free GPUs (lowest
-        index on ties) among ``within``; with ``prefer`` (a domain id per node), nodes of the domains
-        already used first. None (nothing taken) when a part fits nowhere."""
-        used: list[tuple[int, int, int, int]] = []
-        for s in t.gpus_per_node[k]:
-            cpus, mem = part_share(t, k, s)
-            mem = _mib_up(mem)
+        """Row ``k``'s parts by :func:`best_fit_parts` among ``within`` (and, with ``prefer``, the domains
+        already used first). None (nothing taken) when a part fits nowhere."""
+        def allowed(s: int, cpus: int, mem: int) -> np.ndarray:
             ok = fits(k, j, s)
-            if within is not None:
-                ok &= within
-            for i, _, _, _ in used:
-                ok[i] = False
-            cand = np.flatnonzero(ok)
-            if not cand.size:
-                for i, s2, c2, m2 in used:
-                    free_g[i] += s2
-                    free_c[i] += c2
-                    free_m[i] += m2
-                return None
-            score = free_g[cand] - s
-            if prefer is not None and used:
-                score = score + (~np.isin(prefer[cand], prefer[[u[0] for u in used]])) * (int(free_g.max()) + 1)
-            i = int(cand[np.argmin(score)])  # best fit in GPUs, lowest index on ties
-            free_g[i] -= s
-            free_c[i] -= cpus
-            free_m[i] -= mem
-            used.append((i, s, cpus, mem))
-        return Choice(k, tuple(sorted((nodes.names[i], s) for i, s, _, _ in used)))
+            return ok if within is None else ok & within
+        used = best_fit_parts(t, k, free_g, free_c, free_m, allowed, prefer)
+        return None if used is None else Choice(k, tuple(sorted((nodes.names[i], g) for i, g in used)))
 
     def fallback(j: int) -> Choice | None:
         rows = sorted((int(k) for k in rows_of[j]), key=lambda k: (-t.throughput[k], t.gpus[k], k))
@@ -1095,5 +1108,6 @@ def lp_relaxation_bound(problem: RubickRound, table: CoefficientTable, admission
     return lp / SCALE + built.offset + 0.5 * len(table.jobs) / SCALE
 
 
-__all__ = ["BACKENDS", "DEFAULT_MAX_NODE_VARS", "ENCODINGS", "PER_NODE_FIRST_VARS", "ModelTooLarge", "OutOfTime", "RubickRoundModel",
+__all__ = ["BACKENDS", "DEFAULT_MAX_NODE_VARS", "ENCODINGS", "best_fit_parts",
+           "PER_NODE_FIRST_VARS", "ModelTooLarge", "OutOfTime", "RubickRoundModel",
            "allowed_rows", "build", "in_place_rows", "lp_relaxation_bound", "solve"]
