@@ -136,7 +136,8 @@ FINISH_S_PER_JOB = 3e-5
 #: cores; kept with a margin)
 PRIORITY_S_PER_JOB = 1e-3
 #: seconds per job of the round kept for Algorithm 1 when it runs after the solver
-#: (:meth:`RubickExact.warm_start_first`; measured on Sia-shaped rounds of 80-1,012 jobs and generated Rubick rounds of 40-800 jobs: 0.13-1.2 ms a job)
+#: (:meth:`RubickExact.warm_start_first`; measured on Sia-shaped rounds of 80-1,012 jobs and generated Rubick
+#: rounds of 40-800 jobs: 0.13-1.2 ms a job)
 WARM_START_S_PER_JOB = 1.5e-3
 #: seconds per table row the exact model takes to build and prove optimal, for :meth:`RubickExact.uses_prices`
 #: (measured on Sia-shaped rounds, issue 29: 2,918 rows pooled in 0.3-0.4 s, about 16,000 in 2.3-2.5 s, and 48,640
