@@ -139,10 +139,10 @@ PRIORITY_S_PER_JOB = 1e-3
 #: (:meth:`RubickExact.warm_start_first`; measured on Sia-shaped rounds of 80-1,012 jobs and generated Rubick
 #: rounds of 40-800 jobs: 0.13-1.2 ms a job)
 WARM_START_S_PER_JOB = 1.5e-3
-#: seconds per table row the exact model takes to build and prove optimal, for :meth:`RubickExact.uses_prices`
-#: (measured on Sia-shaped rounds, issue 29: 2,918 rows pooled in 0.3-0.4 s, about 16,000 in 2.3-2.5 s, and 48,640
-#: rows at 16,384 GPUs built in 2.7 s with no solution after 8.5 s more; kept with a margin for the growth)
-MODEL_S_PER_ROW = 2.5e-4
+#: seconds the exact model takes to build and prove optimal, per squared table row, for
+#: :meth:`RubickExact.uses_prices` (measured on Sia-shaped rounds, issue 29, pooled, CP-SAT: 11,303 rows in 3.0 s,
+#: 22,685 in 20.2 s, 31,846 in 14.9 s, 44,956 with no solution after 50 s: about 4e-8 x rows^2)
+MODEL_S_PER_ROW2 = 4e-8
 
 
 def _deadline(time_limit: float, clock_start: float | None, problem: RoundProblem) -> Deadline:
@@ -301,10 +301,10 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
     def uses_prices(self, ctx: RubickContext, time_limit: float) -> bool:
         """Whether the round is answered by the price bound and greedy (:mod:`optsched.formulations.rubick_prices`)
         instead of the exact model: a round it applies to whose rows would take the model more than half the time
-        left (``MODEL_S_PER_ROW``)."""
+        left (``MODEL_S_PER_ROW2``: the model's time grows with the square of its rows)."""
         from optsched.formulations import rubick_prices
 
-        return (MODEL_S_PER_ROW * len(ctx.table.throughput) > 0.5 * time_limit
+        return (MODEL_S_PER_ROW2 * len(ctx.table.throughput) ** 2 > 0.5 * time_limit
                 and rubick_prices.applies(ctx.problem))
 
     def round_of(self, problem: RoundProblem, method: str) -> RubickRound:

@@ -48,7 +48,7 @@ def test_on_generated_rounds_the_price_answer_is_feasible_close_to_the_optimum_a
 
 def test_the_exact_method_answers_by_prices_when_the_model_would_not_fit_its_limit(monkeypatch) -> None:
     data = _round(1, running=True)
-    monkeypatch.setattr(rubick_policy, "MODEL_S_PER_ROW", 10.0)  # every row "too slow" for the model
+    monkeypatch.setattr(rubick_policy, "MODEL_S_PER_ROW2", 10.0)  # every round "too slow" for the model
     decision = ExactPolicy(RubickExact(), time_limit=10.0).decide(RoundProblem.from_dict(data))
     assert "encoding=prices" in decision.message
     assert decision.status in ("optimal", "feasible") and decision.bound >= decision.objective
