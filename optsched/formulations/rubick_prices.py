@@ -24,8 +24,9 @@ its rows by ``value - lambda . use``; the running jobs whose best row is their c
 runs, then the jobs that must run, then the others by their best reduced value, largest first, each taking the
 first of its rows (reduced value > 0, or any row for a job that must run) whose parts fit the nodes, placed
 best-fit (the fitting node with the fewest free GPUs, largest part first, parts of a row on distinct nodes).
-Last, each job left without a row takes its most valuable row that still fits. The better decision by the
-round objective is returned.
+The jobs with a chosen row are admitted by their row's value per GPU while their rows stay within the pool limits
+(at tied prices the chosen rows together may exceed them); the others come after. Last, each job left without a
+row takes its most valuable row that still fits. The better decision by the round objective is returned.
 
 Not for rounds whose jobs select nodes or have topology rules, or with cordoned or draining nodes
 (:func:`applies`): the exact model handles those (its aggregated encoding).
@@ -280,6 +281,7 @@ def price_guided(problem: RubickRound, table: CoefficientTable, rel: _Relaxation
         size = max(table.gpus_per_node[int(rel.rows[seg][pick])])
         rank = 0 if keep else 1 if rel.must[pos] else 2 if has_first else 3
         order.append((rank, -size if rank < 3 else 0, -float(reduced[seg][top]), pos, keep, pick))
+    order = _admitted(table, rel, order)
     order.sort()
     for n_done, (rank, _, _, pos, keep, pick) in enumerate(order):
         if deadline is not None and n_done % 256 == 0 and deadline.expired():
@@ -321,6 +323,30 @@ def price_guided(problem: RubickRound, table: CoefficientTable, rel: _Relaxation
             if parts is not None:
                 out[table.jobs[j]] = Choice(int(rel.rows[seg][r]), parts)
                 break
+    return out
+
+
+def _admitted(table: CoefficientTable, rel: _Relaxation, order: list[tuple]) -> list[tuple]:
+    """``order`` with the jobs whose first row (rank 2) does not fit the pool limits moved to the jobs without one
+    (rank 3): the jobs kept in place and those that must run count first, then the others by their first row's
+    value per GPU, highest first, each admitted while what the admitted rows use stays within every pool limit
+    (at the prices' ties many jobs' first rows together exceed them; placed largest part first, admitted rows
+    whose sizes divide one another fit)."""
+    used = np.zeros(len(rel.capacity))
+    for rank, _, _, pos, _, pick in order:
+        if rank < 2:
+            used += rel.use[int(rel.starts[pos]) + pick]
+    ranked = sorted((o for o in order if o[0] == 2),
+                    key=lambda o: (-rel.value[int(rel.starts[o[3]]) + o[5]]
+                                   / float(table.gpus[int(rel.rows[int(rel.starts[o[3]]) + o[5]])]), o[3]))
+    out = [o for o in order if o[0] != 2]
+    for o in ranked:
+        need = rel.use[int(rel.starts[o[3]]) + o[5]]
+        if np.all(used + need <= rel.capacity + 1e-9):
+            used += need
+            out.append(o)
+        else:
+            out.append((3, 0, o[2], o[3], o[4], o[5]))
     return out
 
 
