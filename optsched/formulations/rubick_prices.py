@@ -15,8 +15,9 @@ of these is at least the round's, so the relaxation's optimum bounds the round.
 sum_j max(0, max_k (value_k - lambda . use_k))`` (``max_k`` alone for a job that must run) bounds the
 relaxation for every ``lambda`` (weak duality), and its least value is the LP relaxation's optimum (the jobs'
 choices are integral per job). Up to ``LP_ROWS`` rows the LP itself is solved (HiGHS through SciPy), its
-optimum is the bound and its duals the prices; above, ``L`` is minimised by Kelley's cutting planes in a box
-(``ITERATIONS`` at most, within the deadline); the least value met is the bound. Cost: one pass over the rows
+optimum is the bound and its duals the prices; before it (and alone above ``LP_ROWS``, or when the LP is not
+solved in its share) ``L`` is minimised by Kelley's cutting planes in a box (``ITERATIONS`` at most, within
+``CUT_SHARE`` of the limit); the least value met is the bound. Cost: one pass over the rows
 per step, vectorised (rows x constraints, a few dozen constraints), and an LP of one variable per constraint.
 
 **The incumbent** (:func:`price_guided`): at the prices of the best bound and of the last step, each job ranks
@@ -57,8 +58,10 @@ log = logging.getLogger(__name__)
 
 #: most subgradient steps of the price bound (module docstring)
 ITERATIONS = 300
-#: share of the time left the bound's steps may take; the greedy and the checks get the rest
+#: share of the time left the bound may take (cutting planes, then the LP); the greedy and the checks get the rest
 BOUND_SHARE = 0.35
+#: of which the cutting planes at most
+CUT_SHARE = 0.15
 #: most rows whose LP is solved (HiGHS through SciPy: 44,956 rows in 1.5 s, 281,674 not in 30 s); above, the
 #: price bound by cutting planes
 LP_ROWS = 100_000
@@ -361,21 +364,23 @@ def price_solve(problem: RubickRound, table: CoefficientTable, admission: Admiss
     if not len(rel.rows):
         return Solution("unknown", None, None, time.perf_counter() - t0, False, size, {"reason": "no row to choose"})
     candidates: list[tuple[np.ndarray, np.ndarray | None]] = []
-    lp = _lp(rel, BOUND_SHARE * time_limit, deadline) if len(rel.rows) <= LP_ROWS else None
     ends = np.append(rel.starts[1:], len(rel.rows))
+    # the price bound by cutting planes first (anytime, each step a bound), then the LP when it is small enough
+    # and time is left (its duals and its choice of rows guide the greedy best)
+    bound, prices = _cutting_planes(rel, t0 + CUT_SHARE * time_limit, deadline)
+    reduced = rel.value - rel.use @ prices
+    top = np.maximum.reduceat(reduced, rel.starts)
+    arg = np.array([int(np.argmax(reduced[a:b])) for a, b in zip(rel.starts, ends)])
+    candidates.append((reduced, np.where(rel.must | (top > 0), arg, -1)))
+    left = t0 + BOUND_SHARE * time_limit - time.perf_counter()
+    lp = _lp(rel, left, deadline) if len(rel.rows) <= LP_ROWS and left > 0 else None
     if lp is not None:
-        bound, x, prices = lp
+        bound = min(bound, lp[0])
+        x, prices = lp[1], lp[2]
         # each job's row of largest LP value first (-1: the LP runs it nowhere), at the LP's prices
         best_x = np.maximum.reduceat(x, rel.starts)
         arg = np.array([int(np.argmax(x[a:b])) for a, b in zip(rel.starts, ends)])
-        first = np.where(best_x > 1e-6, arg, -1)
-        candidates.append((rel.value - rel.use @ prices, first))
-    else:  # the price bound by cutting planes (too many rows for the LP, or it was not solved in its share)
-        bound, prices = _cutting_planes(rel, t0 + BOUND_SHARE * time_limit, deadline)
-        reduced = rel.value - rel.use @ prices
-        top = np.maximum.reduceat(reduced, rel.starts)
-        arg = np.array([int(np.argmax(reduced[a:b])) for a, b in zip(rel.starts, ends)])
-        candidates.append((reduced, np.where(rel.must | (top > 0), arg, -1)))
+        candidates.insert(0, (rel.value - rel.use @ prices, np.where(best_x > 1e-6, arg, -1)))
     best: dict[str, Choice] | None = None
     best_obj = -np.inf
     for red, first in candidates:
@@ -397,4 +402,4 @@ def price_solve(problem: RubickRound, table: CoefficientTable, admission: Admiss
     return Solution(status, best_obj, bound, wall, False, size, {"choices": best})
 
 
-__all__ = ["BOUND_SHARE", "ITERATIONS", "LP_ROWS", "applies", "price_guided", "price_solve"]
+__all__ = ["BOUND_SHARE", "CUT_SHARE", "ITERATIONS", "LP_ROWS", "applies", "price_guided", "price_solve"]

@@ -232,9 +232,9 @@ class ExactKind(ABC, Generic[P, C, A]):
         it (default True; a kind may say its heuristic cannot improve on such an answer)."""
         return True
 
-    def warm_start_seconds(self, ctx: C) -> float:
-        """About how long the heuristic takes on ``ctx``, kept from the solver's share when the heuristic runs
-        after it (default 0)."""
+    def warm_start_seconds(self, ctx: C, time_left: float) -> float:
+        """About how long the heuristic takes on ``ctx``, kept from the solver's share (of ``time_left`` seconds)
+        when the heuristic runs after it (default 0)."""
         return 0.0
 
     def model_seconds(self, ctx: C) -> float:
@@ -288,7 +288,7 @@ class ExactPolicy:
         # the heuristic after the solver (module docstring, step 2), with its share of the limit kept when both fit
         # (no time for a solver at all, e.g. a cancelled call: the heuristic first, as for any kind)
         later = not c.warm_start_first(ctx) and not deadline.expired(reserve=MIN_SOLVER_SECONDS + c.model_seconds(ctx))
-        reserve = c.warm_start_seconds(ctx) if later else 0.0
+        reserve = c.warm_start_seconds(ctx, deadline.remaining()) if later else 0.0
         if deadline.expired(reserve=2 * MIN_SOLVER_SECONDS + reserve + c.model_seconds(ctx)):
             reserve = 0.0
 

@@ -290,8 +290,9 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
         optimality sooner, while Algorithm 1 took 0.005-1.2 s, up to half the cold solve."""
         return self.eager_warm_start or self.defer_unreachable_guarantees
 
-    def warm_start_seconds(self, ctx: RubickContext) -> float:
-        return WARM_START_S_PER_JOB * len(ctx.table.jobs)
+    def warm_start_seconds(self, ctx: RubickContext, time_left: float) -> float:
+        """``WARM_START_S_PER_JOB`` a job; none when the price path answers (Algorithm 1 does not run after it)."""
+        return 0.0 if self.uses_prices(ctx, time_left) else WARM_START_S_PER_JOB * len(ctx.table.jobs)
 
     def warm_start_after(self, ctx: RubickContext, sol: Solution) -> bool:
         """Not after the price path: it answers rounds too large for the model, where Algorithm 1 does not finish

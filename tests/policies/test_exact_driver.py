@@ -199,7 +199,7 @@ class Later(Scripted):
     def warm_start_first(self, ctx: str) -> bool:
         return False
 
-    def warm_start_seconds(self, ctx: str) -> float:
+    def warm_start_seconds(self, ctx: str, time_left: float) -> float:
         return self.reserve
 
     def warm_start(self, ctx: str, deadline: Deadline) -> WarmStart[str]:
