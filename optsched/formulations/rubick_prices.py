@@ -17,7 +17,7 @@ relaxation for every ``lambda`` (weak duality), and its least value is the LP re
 choices are integral per job). Up to ``LP_ROWS`` rows the LP itself is solved (HiGHS through SciPy), its
 optimum is the bound and its duals the prices; before it (and alone above ``LP_ROWS``, or when the LP is not
 solved in its share) ``L`` is minimised by Kelley's cutting planes in a box (``ITERATIONS`` at most, within
-``CUT_SHARE`` of the limit); the least value met is the bound. Cost: one pass over the rows
+``CUT_SHARE`` of the limit, ``BOUND_SHARE`` above ``LP_ROWS``); the least value met is the bound. Cost: one pass over the rows
 per step, vectorised (rows x constraints, a few dozen constraints), and an LP of one variable per constraint.
 
 **The incumbent** (:func:`price_guided`): at the prices of the best bound and of the last step, each job ranks
@@ -367,7 +367,8 @@ def price_solve(problem: RubickRound, table: CoefficientTable, admission: Admiss
     ends = np.append(rel.starts[1:], len(rel.rows))
     # the price bound by cutting planes first (anytime, each step a bound), then the LP when it is small enough
     # and time is left (its duals and its choice of rows guide the greedy best)
-    bound, prices = _cutting_planes(rel, t0 + CUT_SHARE * time_limit, deadline)
+    share = CUT_SHARE if len(rel.rows) <= LP_ROWS else BOUND_SHARE  # no LP after them: the bound's whole share
+    bound, prices = _cutting_planes(rel, t0 + share * time_limit, deadline)
     reduced = rel.value - rel.use @ prices
     top = np.maximum.reduceat(reduced, rel.starts)
     arg = np.array([int(np.argmax(reduced[a:b])) for a, b in zip(rel.starts, ends)])
