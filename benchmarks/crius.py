@@ -318,14 +318,31 @@ def _request(args: argparse.Namespace, deadlines: bool = False, depth: int | Non
     return preset, SimulationRequest(jobs=jobs, load=args.fig17_load or 1.0, seed=args.seed, options=options)
 
 
-def _paper_setting(args: argparse.Namespace, deadlines: bool):  # noqa: ANN202
-    """Results of the fig17 (or deadline) policies in the ``--preset`` setting (module docstring, sections 6, 7)."""
+#: (request, policy) -> (inputs, result) of this process's runs: a section reuses a run another already did
+#: (the ablation's ``crius`` is the depth sweep's depth 3 and fig17's ``crius``; simulations are deterministic)
+_RUNS: dict = {}
+
+
+def _runs(args: argparse.Namespace, policies: tuple[str, ...], deadlines: bool = False,
+          depth: int | None = None):  # noqa: ANN202
+    """(inputs, results) of ``policies`` in the fig17 setting (:func:`_request`), each policy simulated once per
+    process (:data:`_RUNS`)."""
     from optsched.experiments.compare import simulate_kind
 
-    preset, request = _request(args, deadlines)
-    config = preset.config(SimConfig(seed=args.seed))
-    policies = DEADLINE_POLICIES if deadlines else FIG17_POLICIES
-    inputs, results = simulate_kind("crius", request, policies, config, time_limit=60.0)
+    preset, request = _request(args, deadlines, depth)
+    key = repr((preset.name, request))
+    missing = tuple(p for p in policies if (key, p) not in _RUNS)
+    if missing:
+        inputs, results = simulate_kind("crius", request, missing, preset.config(SimConfig(seed=args.seed)),
+                                        time_limit=60.0)
+        for p in missing:
+            _RUNS[key, p] = (inputs, results[p])
+    return _RUNS[key, policies[0]][0], {p: _RUNS[key, p][1] for p in policies}
+
+
+def _paper_setting(args: argparse.Namespace, deadlines: bool):  # noqa: ANN202
+    """Results of the fig17 (or deadline) policies in the ``--preset`` setting (module docstring, sections 6, 7)."""
+    inputs, results = _runs(args, DEADLINE_POLICIES if deadlines else FIG17_POLICIES, deadlines)
     print(f"\n{inputs.heading}")
     return results
 
@@ -372,12 +389,7 @@ def deadline_sim(args: argparse.Namespace) -> None:
 
 def _setting_runs(args: argparse.Namespace, policies: tuple[str, ...], depth: int | None = None):  # noqa: ANN202
     """Results of ``policies`` in the fig17 setting (search depth ``depth``, default the preset's 3)."""
-    from optsched.experiments.compare import simulate_kind
-
-    preset, request = _request(args, depth=depth)
-    inputs, results = simulate_kind("crius", request, policies, preset.config(SimConfig(seed=args.seed)),
-                                    time_limit=60.0)
-    return inputs, results
+    return _runs(args, policies, depth=depth)
 
 
 def depth_sweep(args: argparse.Namespace) -> None:
