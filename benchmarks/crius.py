@@ -404,6 +404,8 @@ def depth_sweep(args: argparse.Namespace) -> None:
         rows.append((d, s["finished"], f"{s['avg_jct_s'] / 3600:.3f}", f"{s['avg_throughput']:.3f}",
                      f"{s['policy_seconds'] / max(1, s['rounds']):.3f}", f"{s['policy_seconds'] / max(1, started):.3f}",
                      f"{restarts:.2f}"))
+        sys.stdout.write("  ".join(map(str, rows[-1])) + "\n")
+        sys.stdout.flush()
         first = first or s
         last = s
     print(f"\n{inputs.heading}")
@@ -440,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sections", nargs="+", default=["estimate", "round", "sim"],
                     choices=("estimate", "tuning", "round", "constants", "sim", "fig17", "deadline", "depth",
                              "ablation"),
-                    help="what to run (estimate and tuning are one section)")
+                    help="what to run, in this order (estimate and tuning are one section, run first)")
     ap.add_argument("--time-limit", type=float, default=60.0, help="limit of each exact round (60)")
     ap.add_argument("--sim-jobs", type=int, default=1500, help="jobs of the simulated trace (1500)")
     ap.add_argument("--sim-load", type=float, default=1.5, help="offered load of the simulated trace (1.5)")
@@ -460,10 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if "estimate" in args.sections or "tuning" in args.sections:
         estimate_and_tuning(args)
-    for section, run in (("round", rounds), ("constants", constants), ("sim", sim), ("fig17", fig17),
-                         ("deadline", deadline_sim), ("depth", depth_sweep), ("ablation", ablation)):
-        if section in args.sections:
-            run(args)
+    runs = {"round": rounds, "constants": constants, "sim": sim, "fig17": fig17, "deadline": deadline_sim,
+            "depth": depth_sweep, "ablation": ablation}
+    for section in dict.fromkeys(args.sections):  # in the order given (each once)
+        if section in runs:
+            runs[section](args)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     return 0
 
