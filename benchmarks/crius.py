@@ -39,10 +39,12 @@ simulation against the baselines of Crius Sec. 8.1.
    throughput ratio against each baseline.
 
 6. **fig17** (Crius Sec. 8.4, Fig. 17(a): Crius's average JCT lower than FCFS / ElasticFlow-LS / Gandiva /
-   Gavel's by 81.3 / 75.8 / 80.1 / 66.4%): the ``crius-paper`` preset's setting (``optsched simulate --kind
-   crius --preset crius-paper``: the Sec. 8.1 arrival rate, 13,000 jobs / 336 h, five-minute rounds, depth
-   3), the first ``--fig17-jobs`` jobs; or, with ``--fig17-load L``, arrivals rescaled to offered load ``L``
-   (ours, not the paper's: to see the baselines queue). Per baseline: ours ``1 - JCT_crius / JCT_baseline``
+   Gavel's by 81.3 / 75.8 / 80.1 / 66.4%): the ``--preset`` setting, by default ``crius-paper`` (``optsched
+   simulate --kind crius --preset crius-paper``: Fig. 16's "one-week Philly trace with heavy workloads", 14,185 jobs
+   at the public Philly trace's busiest-week rate, 84.43 jobs/h, durations clipped at 168 h, five-minute rounds,
+   depth 3; ``crius-paper-rate``: the uncontended Sec. 8.1 rate for a day), the first ``--fig17-jobs`` jobs
+   (default all); or, with ``--fig17-load L``, arrivals rescaled to offered load ``L`` (ours, not the paper's).
+   Per baseline: ours ``1 - JCT_crius / JCT_baseline``
    (mean JCT of the finished jobs) beside the paper's and their ratio; also each policy's finished jobs,
    queueing and GPU use. FCFS is ``fcfs`` (no backfilling; ``fcfs-backfill`` printed beside).
 7. **deadline** (Crius Sec. 8.5: Crius-DDL's deadline satisfactory ratio 1.69x ElasticFlow's, JCT 33.1%
@@ -54,7 +56,8 @@ simulation against the baselines of Crius Sec. 8.1.
 
 8. **depth** (Crius Sec. 8.7, Fig. 21: as the search depth grows, 0.88 -> 5.98 s of scheduling overhead per job,
    14.6% lower average JCT, 1.03% higher average throughput): Crius with each depth of ``--depths`` on the
-   fig17 setting (the paper "increase[s] the density of job submissions"; use ``--fig17-load``): per depth the
+   fig17 setting (the paper "increase[s] the density of job submissions"; ``crius-paper`` is already its heavy
+   week, ``--fig17-load`` rescales further): per depth the
    average JCT, the time-averaged normalised throughput (ours; the paper's is raw samples/s), the policy's
    seconds per round and per job, and the first-to-last change beside the paper's.
 9. **ablation** (Crius Sec. 8.6, Fig. 20: Crius-NA 2.54x the average JCT, 8.69% fewer finished jobs, 13.6% lower
@@ -298,22 +301,48 @@ DEADLINE_POLICIES = ("crius", "elasticflow-ddl", "elasticflow", "gavel", "gandiv
 DDL_PAPER_RATIO = 1.69
 
 
-def _paper_setting(args: argparse.Namespace, deadlines: bool):  # noqa: ANN202
-    """(config, results) of the crius-paper setting (module docstring, sections 6 and 7)."""
-    from optsched.experiments.compare import simulate_kind
+def _request(args: argparse.Namespace, deadlines: bool = False, depth: int | None = None):  # noqa: ANN202
+    """(preset, request) of the fig17 setting: ``--preset``'s workload (module docstring, sections 6-9), the first
+    ``--fig17-jobs`` of its jobs (default: all), deadlines (section 7), search depth ``depth``."""
     from optsched.sim.presets import get_preset
     from optsched.sim.setup import SimulationRequest
 
-    preset = get_preset("crius-paper")
-    options = {"search_depth": preset.request["search_depth"]}
+    preset = get_preset(args.preset)
+    options = {"search_depth": preset.request["search_depth"] if depth is None else depth,
+               "max_duration": preset.request["max_duration"]}
     if args.fig17_load is None:
         options["arrival_rate"] = preset.request["arrival_rate"]
     if deadlines:
         options["deadline_range"] = args.deadline_range
-    request = SimulationRequest(jobs=args.fig17_jobs, load=args.fig17_load or 1.0, seed=args.seed, options=options)
-    config = preset.config(SimConfig(seed=args.seed))
-    policies = DEADLINE_POLICIES if deadlines else FIG17_POLICIES
-    inputs, results = simulate_kind("crius", request, policies, config, time_limit=60.0)
+    jobs = preset.request["jobs"] if args.fig17_jobs is None else args.fig17_jobs
+    return preset, SimulationRequest(jobs=jobs, load=args.fig17_load or 1.0, seed=args.seed, options=options)
+
+
+#: (request, policy) -> (inputs, result) of this process's runs: a section reuses a run another already did
+#: (the ablation's ``crius`` is the depth sweep's depth 3 and fig17's ``crius``; simulations are deterministic)
+_RUNS: dict = {}
+
+
+def _runs(args: argparse.Namespace, policies: tuple[str, ...], deadlines: bool = False,
+          depth: int | None = None):  # noqa: ANN202
+    """(inputs, results) of ``policies`` in the fig17 setting (:func:`_request`), each policy simulated once per
+    process (:data:`_RUNS`)."""
+    from optsched.experiments.compare import simulate_kind
+
+    preset, request = _request(args, deadlines, depth)
+    key = repr((preset.name, request))
+    missing = tuple(p for p in policies if (key, p) not in _RUNS)
+    if missing:
+        inputs, results = simulate_kind("crius", request, missing, preset.config(SimConfig(seed=args.seed)),
+                                        time_limit=60.0)
+        for p in missing:
+            _RUNS[key, p] = (inputs, results[p])
+    return _RUNS[key, policies[0]][0], {p: _RUNS[key, p][1] for p in policies}
+
+
+def _paper_setting(args: argparse.Namespace, deadlines: bool):  # noqa: ANN202
+    """Results of the fig17 (or deadline) policies in the ``--preset`` setting (module docstring, sections 6, 7)."""
+    inputs, results = _runs(args, DEADLINE_POLICIES if deadlines else FIG17_POLICIES, deadlines)
     print(f"\n{inputs.heading}")
     return results
 
@@ -360,18 +389,7 @@ def deadline_sim(args: argparse.Namespace) -> None:
 
 def _setting_runs(args: argparse.Namespace, policies: tuple[str, ...], depth: int | None = None):  # noqa: ANN202
     """Results of ``policies`` in the fig17 setting (search depth ``depth``, default the preset's 3)."""
-    from optsched.experiments.compare import simulate_kind
-    from optsched.sim.presets import get_preset
-    from optsched.sim.setup import SimulationRequest
-
-    preset = get_preset("crius-paper")
-    options = {"search_depth": preset.request["search_depth"] if depth is None else depth}
-    if args.fig17_load is None:
-        options["arrival_rate"] = preset.request["arrival_rate"]
-    request = SimulationRequest(jobs=args.fig17_jobs, load=args.fig17_load or 1.0, seed=args.seed, options=options)
-    inputs, results = simulate_kind("crius", request, policies, preset.config(SimConfig(seed=args.seed)),
-                                    time_limit=60.0)
-    return inputs, results
+    return _runs(args, policies, depth=depth)
 
 
 def depth_sweep(args: argparse.Namespace) -> None:
@@ -386,6 +404,8 @@ def depth_sweep(args: argparse.Namespace) -> None:
         rows.append((d, s["finished"], f"{s['avg_jct_s'] / 3600:.3f}", f"{s['avg_throughput']:.3f}",
                      f"{s['policy_seconds'] / max(1, s['rounds']):.3f}", f"{s['policy_seconds'] / max(1, started):.3f}",
                      f"{restarts:.2f}"))
+        sys.stdout.write("  ".join(map(str, rows[-1])) + "\n")
+        sys.stdout.flush()
         first = first or s
         last = s
     print(f"\n{inputs.heading}")
@@ -422,13 +442,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sections", nargs="+", default=["estimate", "round", "sim"],
                     choices=("estimate", "tuning", "round", "constants", "sim", "fig17", "deadline", "depth",
                              "ablation"),
-                    help="what to run (estimate and tuning are one section)")
+                    help="what to run, in this order (estimate and tuning are one section, run first)")
     ap.add_argument("--time-limit", type=float, default=60.0, help="limit of each exact round (60)")
     ap.add_argument("--sim-jobs", type=int, default=1500, help="jobs of the simulated trace (1500)")
     ap.add_argument("--sim-load", type=float, default=1.5, help="offered load of the simulated trace (1.5)")
     ap.add_argument("--sim-exact-limit", type=float, default=2.0, help="seconds a round of the exact policy (2)")
-    ap.add_argument("--fig17-jobs", type=int, default=400,
-                    help="jobs of the fig17 and deadline sections (400; the preset's day is 929)")
+    ap.add_argument("--preset", default="crius-paper", choices=("crius-paper", "crius-paper-rate"),
+                    help="fig17/deadline/depth/ablation: the setting (crius-paper: Fig. 16's one-week heavy trace; "
+                         "crius-paper-rate: the uncontended Sec. 8.1 rate for a day)")
+    ap.add_argument("--fig17-jobs", type=int, default=None,
+                    help="jobs of the fig17/deadline/depth/ablation sections (default: the preset's, 14,185 / 929)")
     ap.add_argument("--fig17-load", type=float, default=None,
                     help="fig17/deadline: rescale arrivals to this offered load (ours) instead of the paper's rate")
     ap.add_argument("--deadline-range", default="0.5,1.5", help="deadline section: lambda range LO,HI (0.5,1.5)")
@@ -439,10 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if "estimate" in args.sections or "tuning" in args.sections:
         estimate_and_tuning(args)
-    for section, run in (("round", rounds), ("constants", constants), ("sim", sim), ("fig17", fig17),
-                         ("deadline", deadline_sim), ("depth", depth_sweep), ("ablation", ablation)):
-        if section in args.sections:
-            run(args)
+    runs = {"round": rounds, "constants": constants, "sim": sim, "fig17": fig17, "deadline": deadline_sim,
+            "depth": depth_sweep, "ablation": ablation}
+    for section in dict.fromkeys(args.sections):  # in the order given (each once)
+        if section in runs:
+            runs[section](args)
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     return 0
 

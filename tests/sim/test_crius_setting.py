@@ -14,7 +14,10 @@ from optsched.core import ValidationError, get_cluster
 from optsched.rounds.crius import CriusRound
 from optsched.sim.crius_truth import CriusGroundTruth
 from optsched.sim.metrics import JobRecord
-from optsched.sim.presets import CRIUS_ARRIVALS_PER_HOUR, CRIUS_DAY_JOBS, get_preset
+from optsched.sim.presets import (CRIUS_ARRIVALS_PER_HOUR, CRIUS_DAY_JOBS, CRIUS_WEEK_ARRIVALS_PER_HOUR,
+                                  CRIUS_WEEK_JOBS, get_preset)
+from optsched.sim.setups.crius import SETUP, max_duration_s
+from optsched.sim.setup import SimulationRequest
 from optsched.sim.traces.crius import DEFAULT_MAX_DURATION_S, DEFAULT_MIN_DURATION_S, crius_synthetic_trace
 
 
@@ -23,12 +26,57 @@ def cluster():
     return get_cluster("crius-testbed-64")
 
 
-def test_the_preset_takes_the_papers_numbers() -> None:
-    p = get_preset("crius-paper")
+def test_the_presets_take_the_papers_numbers() -> None:
+    week, rate = get_preset("crius-paper"), get_preset("crius-paper-rate")
+    # Fig. 16's one-week trace: the busiest 7 days of the public Philly trace, 14,185 jobs in 168 h
+    assert CRIUS_WEEK_ARRIVALS_PER_HOUR == pytest.approx(14_185 / 168, abs=0.01) and CRIUS_WEEK_JOBS == 14_185
+    assert dict(week.request) == {"trace": "synthetic", "jobs": 14_185, "arrival_rate": CRIUS_WEEK_ARRIVALS_PER_HOUR,
+                                  "max_duration": 168.0, "search_depth": 3}
+    # Sec. 8.1's two weeks of 13,000 jobs, one day of them, durations clipped at our default day
     assert CRIUS_ARRIVALS_PER_HOUR == pytest.approx(13_000 / 336, abs=0.01) and CRIUS_DAY_JOBS == 929
-    assert (p.kind, p.settings["round_interval_s"], p.settings["rounds_on_events"]) == ("crius", 300.0, False)
-    assert dict(p.request) == {"trace": "synthetic", "jobs": 929, "arrival_rate": CRIUS_ARRIVALS_PER_HOUR,
-                               "search_depth": 3}
+    assert dict(rate.request) == {"trace": "synthetic", "jobs": 929, "arrival_rate": CRIUS_ARRIVALS_PER_HOUR,
+                                  "max_duration": 24.0, "search_depth": 3}
+    for p in (week, rate):
+        assert (p.kind, p.settings["round_interval_s"], p.settings["rounds_on_events"]) == ("crius", 300.0, False)
+
+
+def _offered(source: str) -> float:
+    return float(source.split("offered load ")[1].split(",")[0].rstrip(")"))
+
+
+def test_the_week_preset_is_contended_and_the_day_preset_is_not() -> None:
+    """The trace of crius-paper offers most of the 1,280 GPUs' time over its week (0.98 at seed 0); the clip is
+    what makes it: the same arrivals clipped at a day offer about half of that. crius-paper-rate offers 0.25."""
+    cluster = get_cluster("crius-sim-1280")
+    truth = CriusGroundTruth(cluster)
+    loads = {}
+    for name, clip in (("crius-paper", None), ("crius-paper", 24.0), ("crius-paper-rate", None)):
+        req = get_preset(name).request
+        t = crius_synthetic_trace(cluster, truth, num_jobs=req["jobs"], seed=0, load=None,
+                                  arrival_rate=req["arrival_rate"] / 3600,
+                                  max_duration=3600 * (clip or req["max_duration"]))
+        loads[name, clip] = _offered(t.source)
+    assert loads["crius-paper", None] > 0.8
+    assert loads["crius-paper", 24.0] < 0.6 and loads["crius-paper-rate", None] < 0.3
+
+
+def test_max_duration_clips_the_trace_and_refuses_bad_values(cluster) -> None:
+    # lambda = 1: each deadline is submission + the row's duration clipped to [600 s, max_duration]
+    def spans(hours: float) -> list[float]:
+        req = SimulationRequest(jobs=60, seed=1, cluster="crius-testbed-64",
+                                options={"arrival_rate": 30.0, "deadline_range": "1,1", "max_duration": hours})
+        inputs = SETUP.build(req)
+        assert f"durations clipped at {hours:g} h" in inputs.heading
+        return [j.deadline - j.submit_time for j in inputs.jobs]
+    day, hour = spans(24.0), spans(1.0)
+    assert max(hour) == pytest.approx(3600.0) and min(hour) == pytest.approx(DEFAULT_MIN_DURATION_S)
+    assert max(day) > 3600.0 and [min(d, 3600.0) for d in day] == pytest.approx(hour)
+    assert SETUP.option(SimulationRequest(), "max_duration") * 3600 == DEFAULT_MAX_DURATION_S  # default unchanged
+    for bad in (0.1, 0, -5, float("nan"), True, "2"):
+        with pytest.raises(ValidationError, match="--max-duration must be a number of hours >= 0.166667"):
+            max_duration_s(bad)
+    with pytest.raises(ValidationError, match="--max-duration"):
+        SETUP.build(SimulationRequest(jobs=5, cluster="crius-testbed-64", options={"max_duration": 0.0}))
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
@@ -39,7 +87,11 @@ def _args(argv: list[str]) -> argparse.Namespace:
 
 def test_the_preset_fills_what_the_command_line_leaves_and_binds_its_kind() -> None:
     req = sim_cli._request(_args(["--kind", "crius", "--preset", "crius-paper"]))
-    assert req.jobs == 929 and dict(req.options) == {"arrival_rate": CRIUS_ARRIVALS_PER_HOUR, "search_depth": 3}
+    assert req.jobs == 14_185 and dict(req.options) == {"arrival_rate": CRIUS_WEEK_ARRIVALS_PER_HOUR,
+                                                        "max_duration": 168.0, "search_depth": 3}
+    req = sim_cli._request(_args(["--kind", "crius", "--preset", "crius-paper-rate", "--max-duration", "48"]))
+    assert req.jobs == 929 and dict(req.options) == {"arrival_rate": CRIUS_ARRIVALS_PER_HOUR, "max_duration": 48.0,
+                                                     "search_depth": 3}
     req = sim_cli._request(_args(["--kind", "crius", "--preset", "crius-paper", "--jobs", "50",
                                   "--search-depth", "1"]))
     assert req.jobs == 50 and req.options["search_depth"] == 1           # given flags win

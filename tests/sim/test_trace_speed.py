@@ -123,8 +123,8 @@ def test_first_start_and_restart_costs_are_separate() -> None:
 def _documented_presets() -> dict[str, dict[str, object]]:
     """The preset table of docs/simulation.md, as SimConfig values."""
     text = (REPO_ROOT / "docs" / "simulation.md").read_text()
-    rows = re.findall(r"^\| ((?:rubick|crius)-[a-z]+|lyra-thesis) \| (\d+) \| (yes|no) \| (\d+) \| (\d+) \| (\d+) \|$", text,
-                      re.M)
+    rows = re.findall(r"^\| ((?:rubick|crius)-[a-z-]+|lyra-thesis) \| (\d+) \| (yes|no) \| (\d+) \| (\d+) \| (\d+) \|$",
+                      text, re.M)
     return {name: {"round_interval_s": float(tick), "rounds_on_events": events == "yes",
                    "start_overhead_s": float(start), "reconfig_overhead_s": float(reconf),
                    "preempt_restart_s": float(restart)}
@@ -133,7 +133,8 @@ def _documented_presets() -> dict[str, dict[str, object]]:
 
 def test_presets_set_exactly_the_documented_values() -> None:
     documented = _documented_presets()
-    assert set(documented) == set(PRESETS) == {"rubick-paper", "rubick-artifact", "crius-paper", "lyra-thesis"}
+    assert set(documented) == set(PRESETS) == {"rubick-paper", "rubick-artifact", "crius-paper", "crius-paper-rate",
+                                                    "lyra-thesis"}
     for name, values in documented.items():
         config = get_preset(name).config()
         assert {k: getattr(config, k) for k in values} == values, name
@@ -148,7 +149,8 @@ def test_presets_set_exactly_the_documented_values() -> None:
     assert paper == SimConfig()  # our defaults are the paper's settings
     assert get_preset("rubick-artifact").config(reconfig_overhead_s=10.0, round_interval_s=None).reconfig_overhead_s == 10.0
     with pytest.raises(UnknownNameError,
-                       match="known simulation presets: crius-paper, lyra-thesis, rubick-artifact, rubick-paper"):
+                       match="known simulation presets: crius-paper, crius-paper-rate, lyra-thesis, rubick-artifact, "
+                             "rubick-paper"):
         get_preset("slurm")
 
 

@@ -12,6 +12,10 @@ Options of the kind (``optsched simulate --kind crius``):
   rounds take the paper's deadline objective (``objective: deadline``, Crius-DDL of Sec. 8.5); summary.json
   then gives each policy's ``deadline_satisfactory_ratio`` (Sec. 8.5, ElasticFlow's metric).
 * ``--search-depth D``: the rounds' search depth (default 3, Sec. 8.4: "we set the search depth to 3").
+* ``--max-duration H`` (hours): trace durations are clipped at ``H`` hours (default 24, our
+  :data:`~optsched.sim.traces.crius.DEFAULT_MAX_DURATION_S`; the paper clips none: its "one-week Philly trace"
+  of Fig. 16 keeps every duration). The ``crius-paper`` preset clips at its one-week window (168 h). ``H`` must be
+  at least the ten-minute floor (:data:`~optsched.sim.traces.crius.DEFAULT_MIN_DURATION_S`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from optsched.sim.crius_truth import CriusGroundTruth
 from optsched.sim.setup import (SimulationInputs, SimulationOption, SimulationRequest, SimulationSetup,
                                 register_simulation)
 from optsched.sim.traces import detect_format
-from optsched.sim.traces.crius import crius_philly_trace, crius_synthetic_trace
+from optsched.sim.traces.crius import DEFAULT_MAX_DURATION_S, DEFAULT_MIN_DURATION_S, crius_philly_trace, \
+    crius_synthetic_trace
 
 DEFAULT_CLUSTER = "crius-sim-1280"
 DEFAULT_POLICIES = ("crius", "fcfs", "fcfs-backfill", "gandiva", "gavel", "elasticflow")
@@ -42,6 +47,16 @@ def parse_range(text: str) -> tuple[float, float]:
     return lo, hi
 
 
+def max_duration_s(hours: object) -> float:
+    """``--max-duration`` (hours) in seconds; ``ValidationError`` naming the option unless it is a number of
+    hours at least the ten-minute floor of the durations (:data:`DEFAULT_MIN_DURATION_S`)."""
+    floor_h = DEFAULT_MIN_DURATION_S / 3600.0
+    if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not hours >= floor_h:
+        raise ValidationError(f"--max-duration must be a number of hours >= {floor_h:g} (the ten-minute floor of "
+                              f"the trace's durations), got {hours!r}")
+    return float(hours) * 3600.0
+
+
 def build(request: SimulationRequest) -> SimulationInputs:
     """The inputs of a Crius simulation (module docstring)."""
     cluster = resolve_cluster(request.cluster or DEFAULT_CLUSTER)
@@ -50,6 +65,7 @@ def build(request: SimulationRequest) -> SimulationInputs:
     ddl_text = SETUP.option(request, "deadline_range")
     depth = SETUP.option(request, "search_depth")
     ddl = None if ddl_text is None else parse_range(ddl_text)
+    clip = max_duration_s(SETUP.option(request, "max_duration"))
     if request.trace == "synthetic":
         if rate is not None and "load" in request.given():
             raise ValidationError("--kind crius: --arrival-rate and --load exclude each other (the rate sets the load)")
@@ -57,11 +73,13 @@ def build(request: SimulationRequest) -> SimulationInputs:
             raise ValidationError(f"--arrival-rate must be > 0 jobs per hour, got {rate!r}")
         trace = crius_synthetic_trace(cluster, truth, num_jobs=request.jobs, seed=request.seed,
                                       load=None if rate is not None else request.load,
-                                      arrival_rate=None if rate is None else rate / 3600.0, deadline_range=ddl)
+                                      arrival_rate=None if rate is None else rate / 3600.0, deadline_range=ddl,
+                                      max_duration=clip)
     elif detect_format(request.trace) == "philly":
         if rate is not None or ddl is not None:
             raise ValidationError("--kind crius: --arrival-rate and --deadline-range apply to the synthetic trace only")
-        trace = crius_philly_trace(request.trace, cluster, truth, seed=request.seed, max_jobs=request.max_jobs)
+        trace = crius_philly_trace(request.trace, cluster, truth, seed=request.seed, max_jobs=request.max_jobs,
+                                   max_duration=clip)
     else:
         raise ValidationError(f"--kind crius: trace {request.trace!r} is not in the Philly format (or use 'synthetic')")
     fields: dict[str, object] = {}
@@ -72,7 +90,8 @@ def build(request: SimulationRequest) -> SimulationInputs:
         fields["search_depth"] = int(depth)
     name = trace.source or trace.name
     return SimulationInputs(cluster, tuple(trace.jobs), truth, name,
-                            f"trace {name}: {len(trace)} jobs on {cluster.name} ({cluster.total_gpus} GPUs), "
+                            f"trace {name}: {len(trace)} jobs (durations clipped at {clip / 3600:g} h) on "
+                            f"{cluster.name} ({cluster.total_gpus} GPUs), "
                             f"ground truth {truth.describe()}"
                             + (f", rounds {', '.join(f'{k}={v}' for k, v in fields.items())}" if fields else ""),
                             runs={"round_fields": fields} if fields else {})
@@ -88,6 +107,10 @@ SETUP = register_simulation(SimulationSetup(
                               "lambda uniform in [LO,HI]; rounds use the deadline objective (Crius Sec. 8.5)",
                               "LO,HI"),
              SimulationOption("search_depth", int, None, f"search depth D of the rounds (default "
-                              f"{DEFAULT_SEARCH_DEPTH}, Crius Sec. 8.4)", "D"))))
+                              f"{DEFAULT_SEARCH_DEPTH}, Crius Sec. 8.4)", "D"),
+             SimulationOption("max_duration", float, DEFAULT_MAX_DURATION_S / 3600.0,
+                              "trace durations clipped at H hours (default 24, ours; the paper clips none; the "
+                              "crius-paper preset: 168, its one-week window)", "H"))))
 
-__all__ = ["DEADLINE_POLICIES", "DEFAULT_CLUSTER", "DEFAULT_POLICIES", "SETUP", "build", "parse_range"]
+__all__ = ["DEADLINE_POLICIES", "DEFAULT_CLUSTER", "DEFAULT_POLICIES", "SETUP", "build", "max_duration_s",
+           "parse_range"]

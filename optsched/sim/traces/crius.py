@@ -20,7 +20,9 @@ global batch size.").
   when it does not run there (the job then counts 1 while it runs).
 
 Durations are clipped to ``[min_duration, max_duration]`` (default ten minutes to one day, so that a
-simulation of a few hundred jobs spans a day or two, not the weeks of Philly's longest jobs).
+simulation of a few hundred jobs spans a day or two, not the weeks of Philly's longest jobs). The clip is ours:
+the paper clips none. ``optsched simulate --kind crius --max-duration H`` sets the upper clip (hours); the
+``crius-paper`` preset clips at its one-week window (168 h).
 
 :func:`crius_philly_trace` reads a Philly CSV (:func:`~optsched.sim.traces.philly.philly_rows`, e.g.
 ``../shared/data/traces/philly/philly_busiest12h.csv``); :func:`crius_synthetic_trace` draws
