@@ -282,6 +282,9 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
     #: run Algorithm 1 before the solver on every round (False: only after a solve not proven optimal,
     #: :meth:`warm_start_first`)
     eager_warm_start: bool = False
+    #: the back end the policy asked for: the price path (:meth:`uses_prices`) serves only the default, CP-SAT; a
+    #: MILP back end asked for by name solves the model
+    backend: str = "cpsat"
 
     def warm_start_first(self, ctx: RubickContext) -> bool:
         """Algorithm 1 runs first only when it sets a rule of the model (deferring unreachable guarantees) or
@@ -302,10 +305,11 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
     def uses_prices(self, ctx: RubickContext, time_limit: float) -> bool:
         """Whether the round is answered by the price bound and greedy (:mod:`optsched.formulations.rubick_prices`)
         instead of the exact model: a round it applies to whose rows would take the model more than half the time
-        left (``MODEL_S_PER_ROW2``: the model's time grows with the square of its rows)."""
+        left (``MODEL_S_PER_ROW2``: the model's time grows with the square of its rows), when the back end is the
+        default (a MILP back end named by the caller solves the model)."""
         from optsched.formulations import rubick_prices
 
-        return (MODEL_S_PER_ROW2 * len(ctx.table.throughput) ** 2 > 0.5 * time_limit
+        return (self.backend == "cpsat" and MODEL_S_PER_ROW2 * len(ctx.table.throughput) ** 2 > 0.5 * time_limit
                 and rubick_prices.applies(ctx.problem))
 
     def round_of(self, problem: RoundProblem, method: str) -> RubickRound:
@@ -501,7 +505,7 @@ def _defer(options: PolicyOptions) -> bool:
 
 
 def _contract(o: PolicyOptions) -> RubickExact:
-    return RubickExact(o.perf_source(), defer_unreachable_guarantees=_defer(o))
+    return RubickExact(o.perf_source(), defer_unreachable_guarantees=_defer(o), backend=o.backend)
 
 
 register_exact("rubick", _contract)

@@ -74,3 +74,12 @@ def test_the_cutting_plane_bound_meets_the_lp_bound(monkeypatch) -> None:
     assert cut.bound == pytest.approx(lp.bound, rel=1e-4) and cut.bound >= lp.bound - 1e-6
     assert violations(ctx.problem, ctx.table, cut.payload["choices"], ctx.admission) == []
     assert cut.objective <= cut.bound
+
+
+def test_a_milp_back_end_asked_for_solves_the_model_not_the_price_path(monkeypatch) -> None:
+    """The price path serves the default back end only: a caller who names CBC gets the model solved by CBC."""
+    data = _round(1, running=True)
+    monkeypatch.setattr(rubick_policy, "MODEL_S_PER_ROW2", 10.0)
+    decision = ExactPolicy(RubickExact(backend="cbc"), time_limit=20.0, backend="cbc").decide(
+        RoundProblem.from_dict(data))
+    assert "encoding=prices" not in decision.message and decision.status == "optimal"
