@@ -17,8 +17,9 @@ relaxation for every ``lambda`` (weak duality), and its least value is the LP re
 choices are integral per job). Up to ``LP_ROWS`` rows the LP itself is solved (HiGHS through SciPy), its
 optimum is the bound and its duals the prices; before it (and alone above ``LP_ROWS``, or when the LP is not
 solved in its share) ``L`` is minimised by Kelley's cutting planes in a box (``ITERATIONS`` at most, within
-``CUT_SHARE`` of the limit, ``BOUND_SHARE`` above ``LP_ROWS``); the least value met is the bound. Cost: one pass over the rows
-per step, vectorised (rows x constraints, a few dozen constraints), and an LP of one variable per constraint.
+``CUT_SHARE`` of the limit, ``BOUND_SHARE`` above ``LP_ROWS``); the least value met is the bound. Cost: one
+pass over the rows per step, vectorised (rows x constraints, a few dozen constraints), and an LP of one variable
+per constraint.
 
 **The incumbent** (:func:`price_guided`): at the prices of the best bound and of the last step, each job ranks
 its rows by ``value - lambda . use``; the running jobs whose best row is their current one keep it where it

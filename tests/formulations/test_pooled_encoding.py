@@ -1,7 +1,8 @@
 """The pooled encoding of the Rubick round (formulations/rubick_round.py, "Encodings"; issue 29): its
 per-size GPU limits by hand (with a part held in place), and, on small rounds of configurations of 1, 2, 4
-GPUs on one node and whole nodes (Sia's), the pooled model plus placement reaching the brute-force per-node optimum, also where outside
-work leaves nodes partly free; the default encoding of such a round above the per-node size is pooled."""
+GPUs on one node and whole nodes (Sia's), the pooled model plus placement reaching the brute-force per-node
+optimum, also where outside work leaves nodes partly free or running jobs are held in place; the default
+encoding of such a round above the per-node size is pooled."""
 
 from __future__ import annotations
 

@@ -176,7 +176,8 @@ def test_nothing_unreachable_same_decision_with_and_without_the_option(method: s
     deferring = solve(problem, method, time_limit=10, defer_unreachable_guarantees=True)
     if method == "exact":  # deferring starts from Algorithm 1 (its admission binds the model), the plain solve need not
         assert deferring.warm_start and plain.status == "optimal"
-        plain, deferring = (replace(d, heuristic_objective=None, warm_start=False, message="") for d in (plain, deferring))
+        plain, deferring = (replace(d, heuristic_objective=None, warm_start=False, message="")
+                            for d in (plain, deferring))
     assert _same(plain, deferring)
     if method in ("rubick", "exact"):
         assert plain.job("big").protected and plain.job("big").allocation is not None
