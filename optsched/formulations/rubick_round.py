@@ -538,7 +538,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                     use_m[ci].append((v, _mib_up(share.mem_gib)))
                     if encoding == "aggregated" and share.gpus * 2 > cls_g[ci]:
                         big[ci].append((v, 1))
-                    held_at[node_index[node]].append((v, share.gpus))
+                    if pooled:
+                        held_at[node_index[node]].append((v, share.gpus))
             if k not in demand:  # a row of a required topology rule that fits no domain
                 continue
             v = m.new_bool_var(f"m{k}" if keep else f"y{k}")
@@ -572,7 +573,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                     use_m[ci].append((v, mem * mult))
                     if encoding == "aggregated" and s * 2 > cls_g[ci]:
                         big[ci].append((v, mult))
-                    sized[ci].append((v, s, mult))
+                    if pooled:
+                        sized[ci].append((v, s, mult))
                     continue
                 vs = []
                 for ci in ok:
@@ -600,7 +602,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                         use_m[ci].append((p, mem))
                         if encoding == "aggregated" and s * 2 > cls_g[ci]:
                             big[ci].append((p, 1))
-                        sized[ci].append((p, s, 1))
+                        if pooled:
+                            sized[ci].append((p, s, 1))
                 m.add(sum(vs) == mult * v) if vs else m.add(v == 0)
                 n_cons += 1
             if encoding == "per-node":
@@ -628,7 +631,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                     use_m[ci].append((v, mem))
                     if encoding == "aggregated" and s * 2 > cls_g[ci]:
                         big[ci].append((v, 1))
-                    held_at[i].append((v, s))
+                    if pooled:
+                        held_at[i].append((v, s))
         if name in floors:
             m.add(sum(ys) == 1) if ys else m.add_bool_or([])
             n_cons += 1
