@@ -32,7 +32,8 @@ from optsched.core.events import CapacityChange, PoolTarget
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.rounds.lyra.cluster import INFERENCE_GPU, inference_name, two_pool_cluster
-from optsched.sim.loaning import UsageSeries, load_usage_csv, loan_targets, opportunistic_changes, synthetic_usage
+from optsched.sim.loaning import (UsageSeries, check_burst, load_usage_csv, loan_targets, opportunistic_changes,
+                                  synthetic_usage)
 from optsched.sim.lyra_truth import HETEROGENEOUS_EFFICIENCY, LyraGroundTruth
 from optsched.sim.traces.lyra import (JobMix, job_mix, lyra_jobs, philly_rows, philly_window, scenario_jobs,
                                       synthetic_rows)
@@ -129,7 +130,8 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
                     window_start: str = "busiest", fungible_load: float | None = None,
                     elastic_load: float | None = None, elastic_count: float = 0.05,
                     offered_load: float | None = None, scenario: str = "basic",
-                    heterogeneous_efficiency: float = HETEROGENEOUS_EFFICIENCY) -> LyraSimulation:
+                    heterogeneous_efficiency: float = HETEROGENEOUS_EFFICIENCY,
+                    usage_burst: float | None = None) -> LyraSimulation:
     """The inputs of a Lyra simulation (module docstring). ``trace``: ``"synthetic"`` (``jobs`` jobs over
     12 hours, :func:`~optsched.sim.traces.lyra.synthetic_rows`) or a Philly CSV (its first ``max_jobs``
     rows); rows asking for more GPUs than the training servers hold are dropped (counted in ``dropped``,
@@ -146,12 +148,20 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     :func:`~optsched.sim.traces.lyra.lyra_jobs`); with ``offered_load``, ``training`` and ``inference``
     are replaced by the cluster :func:`size_by_load` gives for the jobs. ``scenario`` and
     ``heterogeneous_efficiency``: the heterogeneous jobs (module docstring; drawn after the cluster is sized, so
-    a scenario runs the Basic jobs on the Basic cluster)."""
+    a scenario runs the Basic jobs on the Basic cluster). ``usage_burst``: the synthetic series' median 5-minute
+    change, a share of the inference cluster's capacity (Sec. 3.7.1: "the median inference traffic burst within
+    five minutes is ~2% of the inference cluster capacity"; :func:`~optsched.sim.loaning.synthetic_usage`; None:
+    the series as drawn); it shapes the synthetic series only (a CSV or ``"none"`` with it is an error)."""
     for name, v in (("training", training), ("inference", inference)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValidationError(f"lyra simulation: {name} servers must be an integer >= 0, got {v!r}")
     if training + inference < 1:
         raise ValidationError("lyra simulation: needs at least one server")
+    if usage_burst is not None:
+        check_burst(usage_burst)
+        if str(usage) != "synthetic":
+            raise ValidationError(f"lyra simulation: usage_burst shapes the synthetic usage series only, not usage "
+                                  f"{str(usage)!r}")
     window = None
     if str(trace) == "synthetic":
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -182,7 +192,7 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     cluster = two_pool_cluster(training, inference)
     series: UsageSeries | None
     if str(usage) == "synthetic":
-        series = synthetic_usage(usage_days, seed=seed, start_hour=start_hour)
+        series = synthetic_usage(usage_days, seed=seed, start_hour=start_hour, burst=usage_burst)
     elif str(usage) == "none":
         series = None
     else:
