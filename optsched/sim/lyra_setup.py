@@ -35,6 +35,7 @@ from optsched.rounds.lyra.cluster import INFERENCE_GPU, inference_name, two_pool
 from optsched.sim.loaning import (UsageSeries, check_burst, load_usage_csv, loan_targets, opportunistic_changes,
                                   synthetic_usage)
 from optsched.sim.lyra_truth import HETEROGENEOUS_EFFICIENCY, LyraGroundTruth
+from optsched.sim.traces.lyra import elastic_on_inference as allow_elastic_on_inference
 from optsched.sim.traces.lyra import (JobMix, job_mix, lyra_jobs, philly_rows, philly_window, scenario_jobs,
                                       synthetic_rows)
 
@@ -67,6 +68,16 @@ class LyraSimulation:
     sizing: str = ""
     #: the scenario of Sec. 3.7.1 (:data:`~optsched.sim.traces.lyra.SCENARIOS`)
     scenario: str = "basic"
+    #: with ``elastic_on_inference``: the elastic jobs it allowed on inference servers (not drawn fungible);
+    #: None without the option
+    elastic_allowed: int | None = None
+
+    def describe_elastic(self) -> str:
+        """"" without ``elastic_on_inference``, else a sentence saying what it changed."""
+        if self.elastic_allowed is None:
+            return ""
+        return (f"elastic jobs may use inference servers (Sec. 3.5.3): {self.elastic_allowed} elastic jobs not drawn "
+                "fungible allowed there (in the fungible shares above)")
 
     def describe_scenario(self) -> str:
         """The scenario and its heterogeneous jobs: their share of jobs and of GPU time, and their efficiency."""
@@ -114,6 +125,15 @@ class LyraSimulation:
                 "capacity_changes": changes}
 
 
+def yes_no(name: str, value: bool | str) -> bool:
+    """``value`` (True/False, ``"yes"``/``"no"``) as a bool; a ``ValidationError`` naming ``name`` otherwise."""
+    if isinstance(value, bool):
+        return value
+    if value in ("yes", "no"):
+        return value == "yes"
+    raise ValidationError(f"lyra simulation: {name} must be yes or no, got {value!r}")
+
+
 def size_by_load(work: float, days: float, offered_load: float) -> tuple[int, int]:
     """Training and inference 8-GPU servers for ``work`` training-GPU-seconds submitted over ``days`` at
     ``offered_load`` (work / (training GPUs x window)), inference servers in the thesis' proportion
@@ -131,7 +151,7 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
                     elastic_load: float | None = None, elastic_count: float = 0.05,
                     offered_load: float | None = None, scenario: str = "basic",
                     heterogeneous_efficiency: float = HETEROGENEOUS_EFFICIENCY,
-                    usage_burst: float | None = None) -> LyraSimulation:
+                    usage_burst: float | None = None, elastic_on_inference: bool | str = False) -> LyraSimulation:
     """The inputs of a Lyra simulation (module docstring). ``trace``: ``"synthetic"`` (``jobs`` jobs over
     12 hours, :func:`~optsched.sim.traces.lyra.synthetic_rows`) or a Philly CSV (its first ``max_jobs``
     rows); rows asking for more GPUs than the training servers hold are dropped (counted in ``dropped``,
@@ -151,12 +171,16 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     a scenario runs the Basic jobs on the Basic cluster). ``usage_burst``: the synthetic series' median 5-minute
     change, a share of the inference cluster's capacity (Sec. 3.7.1: "the median inference traffic burst within
     five minutes is ~2% of the inference cluster capacity"; :func:`~optsched.sim.loaning.synthetic_usage`; None:
-    the series as drawn); it shapes the synthetic series only (a CSV or ``"none"`` with it is an error)."""
+    the series as drawn); it shapes the synthetic series only (a CSV or ``"none"`` with it is an error).
+    ``elastic_on_inference`` (True/False or ``"yes"``/``"no"``): every elastic job may use inference servers,
+    after the scenario is drawn (:func:`~optsched.sim.traces.lyra.elastic_on_inference`, Sec. 3.5.3; off: only
+    those drawn fungible)."""
     for name, v in (("training", training), ("inference", inference)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValidationError(f"lyra simulation: {name} servers must be an integer >= 0, got {v!r}")
     if training + inference < 1:
         raise ValidationError("lyra simulation: needs at least one server")
+    on_inference = yes_no("elastic_on_inference", elastic_on_inference)
     if usage_burst is not None:
         check_burst(usage_burst)
         if str(usage) != "synthetic":
@@ -200,13 +224,16 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     max_gpus = 8 * training
     basic = lyra_jobs(rows, seed=seed, max_gpus=max_gpus, **mix)  # type: ignore[arg-type]
     made, het = scenario_jobs(basic, scenario, seed)
+    allowed = 0
+    if on_inference:
+        made, allowed = allow_elastic_on_inference(made)
     jobs = tuple(made)
     return LyraSimulation(cluster, jobs,
                           LyraGroundTruth(frozenset({INFERENCE_GPU}), heterogeneous=het,
                                           heterogeneous_efficiency=heterogeneous_efficiency),
                           tuple(inference_name(i) for i in range(inference)), series, name,
                           dropped=sum(1 for r in rows if r[2] > max_gpus), max_gpus=max_gpus, window=window,
-                          sizing=sizing, scenario=scenario)
+                          sizing=sizing, scenario=scenario, elastic_allowed=allowed if on_inference else None)
 
 
-__all__ = ["LyraSimulation", "OPPORTUNISTIC", "lyra_simulation"]
+__all__ = ["LyraSimulation", "OPPORTUNISTIC", "lyra_simulation", "yes_no"]

@@ -4,6 +4,7 @@ per inference server per day beside the preemption ratio."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -13,8 +14,14 @@ import pytest
 
 from optsched.cli import main
 from optsched.core.errors import ValidationError
+from optsched.core.job import Job
+from optsched.policies import PolicyOptions, make_policy
+from optsched.rounds.lyra.cluster import inference_name, two_pool_cluster
+from optsched.rounds.lyra.jobs import is_elastic
+from optsched.rounds.lyra_sim import LyraSimRound
 from optsched.sim.loaning import BURST_TOLERANCE, median_burst, synthetic_usage
 from optsched.sim.lyra_setup import lyra_simulation
+from optsched.sim.traces.lyra import elastic_on_inference
 
 
 def test_median_burst_by_hand() -> None:
@@ -87,3 +94,48 @@ def test_usage_burst_from_the_command_line(tmp_path: Path, capsys: pytest.Captur
     assert code == 0, out
     code, _, out = _cli(tmp_path, capsys, "--usage", "none", "--usage-burst", "0.02")
     assert code != 0 and "usage_burst shapes the synthetic usage series only" in out
+
+
+def _placed(elastic_on: bool) -> dict[str, dict[str, int]]:
+    """GPUs per node of each job in one ``lyra`` round: one 8-GPU training server, two loaned inference servers;
+    an inelastic 6-GPU job and an elastic non-fungible one (1..2 workers of 2 GPUs) queued."""
+    jobs = [Job("blk", "cnn", 6, 6 * 600, gpus_per_worker=2, submit_time=0.0),
+            Job("el", "bert", 2, 2 * 7200, min_gpus=2, max_gpus=4, gpus_per_worker=2, submit_time=1.0)]
+    if elastic_on:
+        jobs, made = elastic_on_inference(jobs)
+        assert made == 1
+    inf = (inference_name(0), inference_name(1))
+    p = LyraSimRound(cluster=two_pool_cluster(1, 2), jobs=tuple(jobs), inference_nodes=inf, time=10.0)
+    d = make_policy("lyra", PolicyOptions(time_limit=5), kind="lyra").decide(p)
+    return {jd.job: {n: s.gpus for n, s in jd.allocation.placement.shares} for jd in d.payload.jobs if jd.allocation}
+
+
+def test_elastic_jobs_on_inference_servers_by_the_option() -> None:
+    # off: the elastic job is not fungible, so it takes the 2 GPUs the training server has left and cannot scale
+    assert _placed(False) == {"blk": {"train-000": 6}, "el": {"train-000": 2}}
+    # on: Sec. 3.5.3, elastic jobs prefer inference servers: its base worker (2 training GPUs = 4 T4 GPUs) on one
+    # loaned server and its flexible worker on the other (separate groups)
+    assert _placed(True) == {"blk": {"train-000": 6}, "el": {"inf-000": 4, "inf-001": 4}}
+
+
+def _sim_jobs(path: Path, on: bool) -> tuple[Job, ...]:
+    sim = lyra_simulation(path, training=4, inference=4, seed=0, fungible_load=0.21, elastic_load=0.36,
+                          elastic_count=0.2, elastic_on_inference="yes" if on else "no", usage="none")
+    assert (sim.elastic_allowed is not None) == on and ("may use inference servers" in sim.describe_elastic()) == on
+    return sim.jobs
+
+
+def test_elastic_on_inference_touches_elastic_jobs_only(tmp_path: Path) -> None:
+    csv = tmp_path / "p.csv"
+    csv.write_text("timestamp,duration,num_gpus\n" + "".join(
+        f"2017-10-01 {i // 60:02d}:{i % 60:02d}:00,3600,{(1, 2, 4, 8)[i % 4]}\n" for i in range(200)))
+    off, on = _sim_jobs(csv, False), _sim_jobs(csv, True)
+    changed = [(a, b) for a, b in zip(off, on) if a != b]
+    assert changed and all(is_elastic(a) and not a.fungible and b == dataclasses.replace(a, fungible=True)
+                           for a, b in changed)
+    assert all(b.fungible for b in on if is_elastic(b)) and not all(a.fungible for a in off if is_elastic(a))
+
+
+def test_elastic_on_inference_refuses_other_values() -> None:
+    with pytest.raises(ValidationError, match="elastic_on_inference must be yes or no, got 'maybe'"):
+        lyra_simulation("synthetic", jobs=5, elastic_on_inference="maybe")

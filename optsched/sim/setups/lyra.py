@@ -47,6 +47,9 @@ OPTIONS = (
                      "accounting for 36%% of total training resources'); with --fungible-load", "SHARE"),
     SimulationOption("elastic_count", float, 0.05, "share of jobs that are elastic (Sec. 3.7.1: '~5%% of all jobs'; "
                      "default 0.05)", "SHARE"),
+    SimulationOption("elastic_on_inference", str, "no", "yes: every elastic job may use loaned inference servers, "
+                     "as fungible jobs do (thesis Sec. 3.5.3: 'If the job is elastic, we prefer to place it on "
+                     "inference servers'); no: only those drawn fungible (default no)", "yes|no"),
     SimulationOption("offered_load", float, None, "size the cluster for this offered load: training servers for the "
                      "jobs' GPU time over the window, inference servers in the thesis' 4,160:3,544 GPU proportion "
                      "(replaces --training/--inference)", "LOAD"),
@@ -79,6 +82,7 @@ def build(request: SimulationRequest) -> SimulationInputs:
                           scenario=SETUP.option(request, "scenario"),
                           heterogeneous_efficiency=SETUP.option(request, "hetero_efficiency"),
                           usage_burst=SETUP.option(request, "usage_burst"),
+                          elastic_on_inference=SETUP.option(request, "elastic_on_inference"),
                           **{n: SETUP.option(request, n) for n in ("window_days", "window_start", "fungible_load",
                                                                    "elastic_load", "elastic_count", "offered_load")})
     training, inference = sim.cluster_sizes()
@@ -100,13 +104,15 @@ def build(request: SimulationRequest) -> SimulationInputs:
                             f"+ {inference} inference servers), usage {usage}" + (f" ({dropped})" if dropped else ""),
                             notes=tuple(n for n in (sim.window and f"window: {sim.window}", sim.sizing,
                                                     burst_note,
-                                                    "job mix: " + sim.mix().describe(), sim.describe_scenario(),
+                                                    "job mix: " + sim.mix().describe(), sim.describe_elastic(),
+                                                    sim.describe_scenario(),
                                                     predictor.describe()) if n),
                             named_policies={"no_loaning": unlent},
                             runs={"policy_extras": {PREDICTOR_OPTION: predictor}}, per_method=events,
                             summary={"window": sim.window, "sizing": sim.sizing or None,
                                      "usage_median_burst": None if burst is None else round(burst, 6),
                                      "job_mix": dataclasses.asdict(sim.mix()),
+                                     "elastic_on_inference": sim.elastic_allowed is not None,
                                      "scenario": {"name": sim.scenario,
                                                   "heterogeneous_jobs": len(sim.truth.heterogeneous),
                                                   "efficiency": sim.truth.heterogeneous_efficiency},
