@@ -34,6 +34,9 @@ pool, and a simulation with capacity loaning (issue "Lyra", Must show).
    ours and ours/thesis; the reductions over the Baseline ("Duration of a scheme compared / Duration of
    Lyra", Sec. 3.7.1, here Baseline / scheme) beside the thesis'; writes ``lyra_thesis_runs.csv``,
    ``lyra_table_3_5.csv`` and ``lyra_table_3_9.csv``. ``--processes 2`` runs two simulations at once.
+   Beside each preemption ratio: preemptions per inference server per day (ours: preemptions / (inference
+   servers x window days)) and the thesis' derived the same way, ratio x 50,390 jobs / (520 servers x 15 days)
+   (our derivation; Sec. 3.7.1's jobs and days, Sec. 3.1's 4,160 inference GPUs at 8 a server).
    Also (issue 25 item 3, the part left open): Lyra in the Advanced scenario (row 3, ``--scenario advanced``:
    10% of the jobs heterogeneous at 70% of the ideal rate on inference GPUs) and the Pollux-like baseline with
    no loaning (row 12, policy ``pollux``), and Table 3.8's percentiles (50, 75, 95, 99) of queuing time and JCT
@@ -71,7 +74,8 @@ from optsched.rounds.lyra_allocate.items import flexible_items  # noqa: E402
 from optsched.rounds.lyra_reclaim import ReclaimView, generate_reclaim_round  # noqa: E402
 from optsched.sim.config import SimConfig  # noqa: E402
 from optsched.sim.engine import Simulator  # noqa: E402
-from optsched.sim.lyra_setup import lyra_simulation  # noqa: E402
+from optsched.sim.loaning import median_burst  # noqa: E402
+from optsched.sim.lyra_setup import lyra_simulation, preemptions_per_server_day  # noqa: E402
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
 PHILLY = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "philly" / "philly_busiest12h.csv"
@@ -182,6 +186,22 @@ TABLE_3_5 = {
     "heterogeneous": (4, "Lyra, Heterogeneous", (1944, 27, 3574), (12113, 604, 57392), 0.1123),
     "pollux": (12, "Pollux, elastic scaling (Basic)", (2791, 58, 5883), (14534, 721, 72123), None),
 }
+#: the thesis' trace (Sec. 3.7.1: "a 15-day job trace ... There are 50,390 training jobs") and inference servers
+#: (Sec. 3.1: "4,160 inference GPUs"; 8 GPUs a server is ours, from the testbed's "four 8-GPU inference servers",
+#: Sec. 3.7.1: the text does not give the production servers' size)
+THESIS_JOBS = 50_390
+THESIS_DAYS = 15.0
+THESIS_INFERENCE_SERVERS = 4160 // 8
+
+
+def thesis_per_server_day(ratio: float) -> float:
+    """The thesis' preemptions per inference server per day, derived (ours; the thesis gives the ratio only):
+    ratio x 50,390 jobs / (520 inference servers x 15 days), e.g. 12.24% (Table 3.5 row 2) -> 0.79."""
+    rate = preemptions_per_server_day(ratio * THESIS_JOBS, THESIS_INFERENCE_SERVERS, THESIS_DAYS)
+    assert rate is not None
+    return rate
+
+
 #: Table 3.8 (Sec. 3.7.4, "obtained without capacity loaning in Basic scenario"): 50/75/95/99th percentiles of
 #: queuing time and JCT (s) of the rows we run. Pollux's is the row the table labels AFS: the table's AFS and
 #: Pollux labels are swapped against Table 3.5 (rows 11, 12: Pollux 58/5883 s queuing, 721/72123 s JCT) and the
@@ -227,8 +247,12 @@ def _thesis_run(job: tuple) -> dict[str, object]:  # type: ignore[type-arg]
             "queue_pct": tuple(float(np.percentile(q, k)) for k in PERCENTILES),
             "jct_pct": tuple(float(np.percentile(jct, k)) for k in PERCENTILES),
             "preemptions": s["preemptions"], "preemption_ratio": s["preemption_ratio"],
+            "per_server_day": setup.preemptions_per_server_day(s["preemptions"]),
+            "inference_servers": len(setup.inference_nodes), "trace_days": setup.trace_days,
             "gpu_util": s["gpu_utilisation"], "wall_s": time.perf_counter() - t0,
-            "setting": f"{setup.window}; {setup.sizing}; {setup.mix().describe()}; {setup.describe_scenario()}"}
+            "setting": f"{setup.window}; {setup.sizing}; {setup.mix().describe()}; {setup.describe_elastic()}; "
+                       f"{setup.describe_scenario()}; usage median 5-minute change "
+                       f"{100 * median_burst(setup.usage.values, setup.usage.step_s):.2f}%" if setup.usage else ""}
 
 
 def thesis_tables(days: float, errors: list[float], processes: int) -> None:
@@ -245,14 +269,20 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
     with ProcessPoolExecutor(max_workers=max(1, processes)) as pool:
         runs = {r["key"]: r for r in pool.map(_thesis_run, jobs)}
     print(f"\nthe thesis' setting (preset lyra-thesis, --window-days {days:g}): {runs['baseline']['setting']}")
+    print(f"preemptions per inference server per day = preemptions / (inference servers x days of the window): ours "
+          f"over {runs['baseline']['inference_servers']} servers x {runs['baseline']['trace_days']:g} days; the "
+          f"thesis' derived (ours) as ratio x {THESIS_JOBS:,} jobs (Sec. 3.7.1) / ({THESIS_INFERENCE_SERVERS} servers "
+          f"(Sec. 3.1: 4,160 inference GPUs / 8) x {THESIS_DAYS:g} days (Sec. 3.7.1)), e.g. Lyra Basic 12.24% -> "
+          f"{thesis_per_server_day(0.1224):.3f}")
     print(f"Advanced (row 3): {runs['advanced']['setting']}")
     print(f"Heterogeneous (row 4): {runs['heterogeneous']['setting']}")
     emit(("run", "method", "loaning", "wrong_predictions", "jobs", "unfinished", "queue_mean_s", "queue_median_s",
-          "queue_p95_s", "jct_mean_s", "jct_median_s", "jct_p95_s", "preemptions", "preemption_ratio", "gpu_util",
-          "wall_s"),
+          "queue_p95_s", "jct_mean_s", "jct_median_s", "jct_p95_s", "preemptions", "preemption_ratio",
+          "preemptions_per_inference_server_day", "gpu_util", "wall_s"),
          [(k, r["method"], "yes" if r["loaning"] else "no", r["wrong"], r["jobs"], r["unfinished"],
            *(round(v) for v in r["queue"]), *(round(v) for v in r["jct"]), r["preemptions"],
-           r["preemption_ratio"], None if r["gpu_util"] is None else round(r["gpu_util"], 3), round(r["wall_s"], 1))
+           r["preemption_ratio"], None if r["per_server_day"] is None else round(r["per_server_day"], 4),
+           None if r["gpu_util"] is None else round(r["gpu_util"], 3), round(r["wall_s"], 1))
           for k, r in runs.items()], "lyra_thesis_runs.csv")
     base = runs["baseline"]
     rows = []
@@ -268,6 +298,12 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
         rows.append((row, label, "preemption ratio (preemptions / jobs submitted)",
                      "NA" if tp is None else f"{100 * tp:.2f}%", f"{100 * ratio:.2f}%",
                      round(ratio / tp, 2) if tp else "-"))
+        rate = r["per_server_day"]
+        derived = None if tp is None else thesis_per_server_day(tp)
+        rows.append((row, label, "preemptions per inference server per day (thesis derived: ratio x 50,390 / (520 x "
+                     "15))", "NA" if derived is None else round(derived, 3),
+                     "-" if rate is None else round(rate, 3),
+                     round(rate / derived, 2) if derived and rate is not None else "-"))
         if key != "baseline":
             for metric, i, tb, tt in (("queuing time mean", 0, TABLE_3_5["baseline"][2][0], tq[0]),
                                       ("JCT mean", 0, TABLE_3_5["baseline"][3][0], tj[0])):

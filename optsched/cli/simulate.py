@@ -177,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
         out("measured share of job-time: " + ", ".join(f"{n} {v:.2f}" for n, v in shares.items())
             + (" (candidates restricted to measured configurations)" if restricted else ""))
     extra = {"preset": args.preset, **inputs.summary} if inputs.summary else None
-    written = write_outputs(results, args.out, config, extra=extra, plots=not args.no_plots and not plots_skipped())
+    written = write_outputs(results, args.out, config, extra=extra, plots=not args.no_plots and not plots_skipped(),
+                            policy_summary=inputs.policy_summary)
     out("wrote " + ", ".join(str(p) for p in written))
     return 0

@@ -68,6 +68,9 @@ class LyraSimulation:
     sizing: str = ""
     #: the scenario of Sec. 3.7.1 (:data:`~optsched.sim.traces.lyra.SCENARIOS`)
     scenario: str = "basic"
+    #: days over which the jobs were submitted: the window's length, else the span from the first submission to the
+    #: last (None for a trace submitted all at once)
+    trace_days: float | None = None
     #: with ``elastic_on_inference``: the elastic jobs it allowed on inference servers (not drawn fungible);
     #: None without the option
     elastic_allowed: int | None = None
@@ -89,6 +92,11 @@ class LyraSimulation:
         return (f"scenario {self.scenario}: {len(het)} heterogeneous jobs ({100 * len(het) / len(self.jobs):.1f}% of "
                 f"jobs, {100 * load:.1f}% of GPU time) at {self.truth.heterogeneous_efficiency:g} of the ideal rate "
                 "on inference servers")
+
+    def preemptions_per_server_day(self, preemptions: int) -> float | None:
+        """``preemptions`` per inference server per day of the trace (:func:`preemptions_per_server_day` with
+        this simulation's inference servers and :attr:`trace_days`)."""
+        return preemptions_per_server_day(preemptions, len(self.inference_nodes), self.trace_days)
 
     def cluster_sizes(self) -> tuple[int, int]:
         """Training and inference servers of the cluster."""
@@ -123,6 +131,20 @@ class LyraSimulation:
         changes: tuple[CapacityChange, ...] = ()
         return {"round_fields": {"inference_nodes": self.inference_nodes}, "pool_targets": targets,
                 "capacity_changes": changes}
+
+
+def preemptions_per_server_day(preemptions: float, inference_servers: int, days: float | None) -> float | None:
+    """Preemptions per inference server per day: ``preemptions / (inference_servers x days)``, ``days`` the days
+    over which the jobs were submitted (the trace's window; the thesis' 15 days, Sec. 3.7.1). A rate beside the
+    preemption ratio of Table 3.5 (preemptions / jobs submitted), which divides by jobs: it does not grow with a
+    trace's job density. None without an inference server or a span of days. ``preemptions`` may be a count or,
+    for a paper's figure, a ratio times its jobs."""
+    if isinstance(preemptions, bool) or not isinstance(preemptions, (int, float)) or not (
+            math.isfinite(preemptions) and preemptions >= 0):
+        raise ValidationError(f"preemptions per server-day: preemptions must be a number >= 0, got {preemptions!r}")
+    if not inference_servers or not days:
+        return None
+    return preemptions / (inference_servers * days)
 
 
 def yes_no(name: str, value: bool | str) -> bool:
@@ -228,12 +250,18 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     if on_inference:
         made, allowed = allow_elastic_on_inference(made)
     jobs = tuple(made)
+    if window_days is not None:
+        trace_days: float | None = float(window_days)
+    else:
+        span = (max(j.submit_time for j in jobs) - min(j.submit_time for j in jobs)) / 86400.0
+        trace_days = span if span > 0 else None
     return LyraSimulation(cluster, jobs,
                           LyraGroundTruth(frozenset({INFERENCE_GPU}), heterogeneous=het,
                                           heterogeneous_efficiency=heterogeneous_efficiency),
                           tuple(inference_name(i) for i in range(inference)), series, name,
                           dropped=sum(1 for r in rows if r[2] > max_gpus), max_gpus=max_gpus, window=window,
-                          sizing=sizing, scenario=scenario, elastic_allowed=allowed if on_inference else None)
+                          sizing=sizing, scenario=scenario, trace_days=trace_days,
+                          elastic_allowed=allowed if on_inference else None)
 
 
-__all__ = ["LyraSimulation", "OPPORTUNISTIC", "lyra_simulation", "yes_no"]
+__all__ = ["LyraSimulation", "OPPORTUNISTIC", "lyra_simulation", "preemptions_per_server_day", "yes_no"]

@@ -14,13 +14,18 @@ import pytest
 
 from optsched.cli import main
 from optsched.core.errors import ValidationError
+from optsched.core.events import PoolTarget
 from optsched.core.job import Job
+from optsched.experiments.compare import summary_document
 from optsched.policies import PolicyOptions, make_policy
 from optsched.rounds.lyra.cluster import inference_name, two_pool_cluster
 from optsched.rounds.lyra.jobs import is_elastic
 from optsched.rounds.lyra_sim import LyraSimRound
+from optsched.sim.config import SimConfig
+from optsched.sim.engine import Simulator
 from optsched.sim.loaning import BURST_TOLERANCE, median_burst, synthetic_usage
-from optsched.sim.lyra_setup import lyra_simulation
+from optsched.sim.lyra_setup import lyra_simulation, preemptions_per_server_day
+from optsched.sim.lyra_truth import LyraGroundTruth
 from optsched.sim.traces.lyra import elastic_on_inference
 
 
@@ -139,3 +144,42 @@ def test_elastic_on_inference_touches_elastic_jobs_only(tmp_path: Path) -> None:
 def test_elastic_on_inference_refuses_other_values() -> None:
     with pytest.raises(ValidationError, match="elastic_on_inference must be yes or no, got 'maybe'"):
         lyra_simulation("synthetic", jobs=5, elastic_on_inference="maybe")
+
+
+def test_preemptions_per_inference_server_day_of_a_tiny_run() -> None:
+    # f and g (fungible, 8 GPUs) run on the four lent servers and lose them at 1800 s; t (16 GPUs) holds the
+    # training servers: 2 preemptions. Over 4 inference servers and a quarter of a day: 2 / (4 x 0.25) = 2.0
+    inf = tuple(inference_name(i) for i in range(4))
+    jobs = [Job("f", "cnn", 8, 8 * 7200, gpus_per_worker=2, fungible=True),
+            Job("g", "cnn", 8, 8 * 7200, gpus_per_worker=2, fungible=True, checkpointing=True),
+            Job("t", "cnn", 16, 16 * 3600, gpus_per_worker=2)]
+    cfg = SimConfig(preempt_restart_s=63.0, checkpoint_on_preempt=False, checkpoint_interval_s=0.0)
+    res = Simulator(two_pool_cluster(2, 4), jobs, make_policy("lyra", PolicyOptions(time_limit=5), kind="lyra"),
+                    LyraGroundTruth(frozenset({"T4"})), cfg, round_fields={"inference_nodes": inf},
+                    pool_targets=[PoolTarget(0.0, inf, 4), PoolTarget(1800.0, inf, 0)]).run()
+    doc = summary_document({"lyra": res}, cfg, policy_summary=lambda s: {
+        "preemptions_per_inference_server_day": preemptions_per_server_day(s["preemptions"], 4, 0.25)})
+    pol = doc["policies"]["lyra"]
+    assert pol["preemptions"] == 2 and pol["preemptions_per_inference_server_day"] == pytest.approx(2.0)
+    keys = list(pol)
+    assert keys[keys.index("preemption_ratio") + 1] == "preemptions_per_inference_server_day"   # beside the ratio
+    assert preemptions_per_server_day(0, 4, 15.0) == 0.0 and preemptions_per_server_day(3, 0, 1.0) is None
+    # the thesis' figure (Table 3.5 row 2, Sec. 3.7.1, 3.1): 12.24% x 50,390 jobs / (520 servers x 15 days)
+    assert preemptions_per_server_day(0.1224 * 50390, 4160 // 8, 15.0) == pytest.approx(0.7908, abs=1e-4)
+    for bad in (-1, math.nan, "2"):
+        with pytest.raises(ValidationError, match="preemptions must be a number >= 0"):
+            preemptions_per_server_day(bad, 4, 1.0)  # type: ignore[arg-type]
+
+
+def test_trace_days_and_summary_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv = tmp_path / "p.csv"
+    csv.write_text("timestamp,duration,num_gpus\n2017-10-01 00:00:00,600,1\n2017-10-01 03:00:00,600,2\n"
+                   "2017-10-01 06:00:00,600,1\n")
+    assert lyra_simulation(csv, usage="none").trace_days == pytest.approx(0.25)   # first to last submission
+    assert lyra_simulation(csv, usage="none", window_days=2.0).trace_days == 2.0  # the window
+    code, doc, out = _cli(tmp_path, capsys, "--usage-burst", "0.05", "--inference", "3", "--policy", "fifo")
+    assert code == 0, out
+    assert doc["inference_servers"] == 3 and doc["trace_days"] > 0
+    for pol in doc["policies"].values():
+        assert pol["preemptions_per_inference_server_day"] == pytest.approx(
+            pol["preemptions"] / (3 * doc["trace_days"]), abs=1e-6)

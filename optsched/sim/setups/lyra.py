@@ -8,7 +8,7 @@ Table 3.9) while the jobs run at the truth."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Mapping
 
 from optsched.core.errors import ValidationError
 from optsched.rounds.lyra.prediction import PREDICTOR_OPTION, TABLE_3_9_MARGIN, runtime_predictor
@@ -99,6 +99,10 @@ def build(request: SimulationRequest) -> SimulationInputs:
         if not 0.0 <= v <= top:
             raise ValidationError(f"--kind lyra: {flag} must lie in [0, 1{')' if top < 1 else ']'}, got {v}")
     predictor = runtime_predictor(sim.jobs, share, margin, seed=request.seed)
+    def per_server_day(summary: Mapping[str, Any]) -> dict[str, Any]:
+        rate = sim.preemptions_per_server_day(summary["preemptions"])
+        return {"preemptions_per_inference_server_day": None if rate is None else round(rate, 6)}
+
     return SimulationInputs(sim.cluster, sim.jobs, sim.truth, sim.trace_name,
                             f"trace {sim.trace_name}: {len(sim.jobs)} jobs on {sim.cluster.name} ({training} training "
                             f"+ {inference} inference servers), usage {usage}" + (f" ({dropped})" if dropped else ""),
@@ -109,10 +113,12 @@ def build(request: SimulationRequest) -> SimulationInputs:
                                                     predictor.describe()) if n),
                             named_policies={"no_loaning": unlent},
                             runs={"policy_extras": {PREDICTOR_OPTION: predictor}}, per_method=events,
+                            policy_summary=per_server_day,
                             summary={"window": sim.window, "sizing": sim.sizing or None,
                                      "usage_median_burst": None if burst is None else round(burst, 6),
                                      "job_mix": dataclasses.asdict(sim.mix()),
                                      "elastic_on_inference": sim.elastic_allowed is not None,
+                                     "inference_servers": inference, "trace_days": sim.trace_days,
                                      "scenario": {"name": sim.scenario,
                                                   "heterogeneous_jobs": len(sim.truth.heterogeneous),
                                                   "efficiency": sim.truth.heterogeneous_efficiency},
