@@ -255,7 +255,7 @@ def _thesis_run(job: tuple) -> dict[str, object]:  # type: ignore[type-arg]
                        f"{100 * median_burst(setup.usage.values, setup.usage.step_s):.2f}%" if setup.usage else ""}
 
 
-def thesis_tables(days: float, errors: list[float], processes: int) -> None:
+def thesis_tables(days: float, errors: list[float], processes: int, skip: frozenset[str] = frozenset()) -> None:
     from concurrent.futures import ProcessPoolExecutor
     if not PHILLY_FULL.exists():
         print(f"({PHILLY_FULL} not found: the thesis mode needs the Philly trace)")
@@ -266,16 +266,28 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
             ("heterogeneous", "lyra", True, 0.0, days, "heterogeneous"),
             ("pollux", "pollux", False, 0.0, days, "basic")]
     jobs += [(f"scaling-err{e:g}", "lyra", False, e, days, "basic") for e in errors]
+    kept = {"baseline", "scaling"}
+    unknown = sorted(skip - {j[0] for j in jobs} - kept)
+    if skip & kept or unknown:
+        raise SystemExit(f"--skip: the Baseline and scaling-only runs are needed; unknown runs: {unknown}")
+    jobs = [j for j in jobs if j[0] not in skip]
+    runs: dict[str, dict[str, object]] = {}
     with ProcessPoolExecutor(max_workers=max(1, processes)) as pool:
-        runs = {r["key"]: r for r in pool.map(_thesis_run, jobs)}
+        for r in pool.map(_thesis_run, jobs):
+            runs[str(r["key"])] = r
+            print(f"run {r['key']} ({r['method']}, loaning {'yes' if r['loaning'] else 'no'}): {r['jobs']} jobs, "
+                  f"{r['preemptions']} preemptions, wall {r['wall_s']:.0f} s", flush=True)
+    if skip:
+        print(f"left out (--skip): {', '.join(sorted(skip))}")
     print(f"\nthe thesis' setting (preset lyra-thesis, --window-days {days:g}): {runs['baseline']['setting']}")
     print(f"preemptions per inference server per day = preemptions / (inference servers x days of the window): ours "
           f"over {runs['baseline']['inference_servers']} servers x {runs['baseline']['trace_days']:g} days; the "
           f"thesis' derived (ours) as ratio x {THESIS_JOBS:,} jobs (Sec. 3.7.1) / ({THESIS_INFERENCE_SERVERS} servers "
           f"(Sec. 3.1: 4,160 inference GPUs / 8) x {THESIS_DAYS:g} days (Sec. 3.7.1)), e.g. Lyra Basic 12.24% -> "
           f"{thesis_per_server_day(0.1224):.3f}")
-    print(f"Advanced (row 3): {runs['advanced']['setting']}")
-    print(f"Heterogeneous (row 4): {runs['heterogeneous']['setting']}")
+    for key, row in (("advanced", "Advanced (row 3)"), ("heterogeneous", "Heterogeneous (row 4)")):
+        if key in runs:
+            print(f"{row}: {runs[key]['setting']}")
     emit(("run", "method", "loaning", "wrong_predictions", "jobs", "unfinished", "queue_mean_s", "queue_median_s",
           "queue_p95_s", "jct_mean_s", "jct_median_s", "jct_p95_s", "preemptions", "preemption_ratio",
           "preemptions_per_inference_server_day", "gpu_util", "wall_s"),
@@ -287,6 +299,8 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
     base = runs["baseline"]
     rows = []
     for key, (row, label, tq, tj, tp) in TABLE_3_5.items():
+        if key not in runs:
+            continue
         r = runs[key]
         for metric, thesis, ours in (("queuing time mean s", tq[0], r["queue"][0]),
                                      ("queuing time median s", tq[1], r["queue"][1]),
@@ -314,13 +328,15 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
     emit(("row", "scheme", "metric", "thesis", "ours", "ours/thesis"), rows, "lyra_table_3_5.csv")
     rows = []
     for key, (label, tq, tj) in TABLE_3_8.items():
+        if key not in runs:
+            continue
         r = runs[key]
         for metric, thesis, ours in (("queuing time", tq, r["queue_pct"]), ("JCT", tj, r["jct_pct"])):
             for k, t, o in zip(PERCENTILES, thesis, ours):
                 rows.append((label, f"{metric} p{k} s", t, round(o), round(o / t, 2)))
     # Sec. 3.7.4: Lyra's improvement over Pollux in median and 95%ile (Pollux / Lyra: 1.23x, 1.69x queuing;
     # 1.20x, 1.25x JCT)
-    for k, i in (("50", 0), ("95", 2)):
+    for k, i in (("50", 0), ("95", 2)) if "pollux" in runs else ():
         for metric, part, col in (("queuing time", "queue_pct", 1), ("JCT", "jct_pct", 2)):
             thesis = TABLE_3_8["pollux"][col][i] / TABLE_3_8["scaling"][col][i]
             ours = runs["pollux"][part][i] / runs["scaling"][part][i]
@@ -329,7 +345,10 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
     emit(("scheme", "metric", "thesis", "ours", "ours/thesis"), rows, "lyra_table_3_8.csv")
     rows = []
     for e in [0.0, *errors]:
-        r = runs["scaling" if e == 0.0 else f"scaling-err{e:g}"]
+        key = "scaling" if e == 0.0 else f"scaling-err{e:g}"
+        if key not in runs:
+            continue
+        r = runs[key]
         q_red, j_red = base["queue"][0] / r["queue"][0], base["jct"][0] / r["jct"][0]
         tq, tj = TABLE_3_9.get(e, (None, None))
         rows.append((f"{100 * e:g}%", tq if tq else "-", round(q_red, 2), round(q_red / tq, 2) if tq else "-",
@@ -366,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window-days", type=float, default=15.0, help="thesis mode: days of the Philly trace (15)")
     ap.add_argument("--errors", default="0.2,0.4,0.6", help="thesis mode: shares of wrong predictions (Table 3.9)")
     ap.add_argument("--processes", type=int, default=1, help="thesis mode: simulations run at once (1)")
+    ap.add_argument("--skip", default="", help="thesis mode: runs left out, comma-separated (of lyra, loaning, "
+                    "advanced, heterogeneous, pollux, scaling-errE; their rows are then not printed)")
     ap.add_argument("--noise-ratios", default="1,4,16", help="pollux-sweep: Pollux's gradient-noise ratios r = phi / "
                     "M0 (ours; default 1,4,16)")
     args = ap.parse_args(argv)
@@ -377,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     if "sim" in parts:
         sim_table(600 if args.quick and args.jobs is None else args.jobs, args.training, args.inference, args.full)
     if "thesis" in parts:
-        thesis_tables(args.window_days, [float(e) for e in args.errors.split(",") if e], args.processes)
+        thesis_tables(args.window_days, [float(e) for e in args.errors.split(",") if e], args.processes,
+                      frozenset(k for k in args.skip.split(",") if k))
     if "pollux-sweep" in parts:
         pollux_sweep(args.window_days, [float(r) for r in args.noise_ratios.split(",") if r])
     return 0
