@@ -25,7 +25,8 @@ pool, and a simulation with capacity loaning (issue "Lyra", Must show).
 
 4. **Thesis** (``--parts thesis``; issue 25 item 3): Table 3.5 and Table 3.9 in the thesis' setting, the
    ``lyra-thesis`` preset (:mod:`optsched.sim.presets`: its simulator settings and options, each with its
-   source): ``--window-days`` (the preset's 15; ``--window-days 3`` runs in 1-5 minutes a simulation) of
+   source): ``--window-days`` (the preset's 15; a Lyra run takes 35-41 s on 3 days, Pollux's 508 s, and
+   155-241 s on 15 days, one at a time on the shared 2-core machine) of
    the full Philly trace (``../shared/data/traces/philly/philly.csv``, the busiest window), the job mix by
    load, the cluster sized for an 82% offered load. Runs: the Baseline (FIFO, no loaning), Lyra (Basic,
    row 2), loaning only (row 9, ``lyra-loan``), scaling only (row 13, ``lyra`` with no loaning), and
