@@ -124,8 +124,10 @@ from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.core.phases import phase
 from optsched.formulations import milp
-from optsched.formulations.cpsat import cp_solver, solve_scaled
-from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, OutOfTime, Solution, solver_seconds
+from optsched.formulations.cpsat import cp_solver
+from optsched.formulations.solution import (CPSAT_BACKENDS, MIN_SOLVER_SECONDS, ModelSize, OutOfTime, Solution,
+                                           solver_seconds)
+from optsched.formulations.switch import solve_scaled_by
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
@@ -149,9 +151,9 @@ DEFAULT_MAX_NODE_VARS = 60_000
 PER_NODE_FIRST_VARS = 5_000
 #: the encodings of :func:`build` (module docstring, "Encodings")
 ENCODINGS = ("per-node", "pooled", "aggregated")
-#: the solvers :func:`solve` runs the model on: CP-SAT, or the MILP of the same model through pulp
-#: (:mod:`optsched.formulations.milp`)
-BACKENDS = ("cpsat", *milp.BACKENDS)
+#: the solvers :func:`solve` runs the model on: CP-SAT, CP-SAT then HiGHS when it stalls
+#: (:mod:`optsched.formulations.switch`), or the MILP of the same model through pulp (:mod:`optsched.formulations.milp`)
+BACKENDS = (*CPSAT_BACKENDS, *milp.BACKENDS)
 
 
 @dataclass
@@ -1039,7 +1041,7 @@ def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_l
     except OutOfTime:
         return Solution("unknown", None, None, time.perf_counter() - t0, bool(hint), ModelSize(0, 0, "unbuilt"),
                         {"reason": f"the time limit ({time_limit:g} s) passed while the model was being built", **tag})
-    if backend == "cpsat":
+    if backend in CPSAT_BACKENDS:
         if hint:
             _hint(built, hint)
         solver = cp_solver(solver_seconds(time_limit, t0), seed, workers)
@@ -1054,7 +1056,9 @@ def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_l
         for key, value in params.items():
             setattr(solver.parameters, key, value)
         with phase("solver"):
-            name, found, bound, values = solve_scaled(solver, built.model, SCALE, built.offset, trace, t0)
+            name, found, bound, values, ran = solve_scaled_by(backend, solver, built.model, SCALE, built.offset,
+                                                              t0 + time_limit, trace, t0)
+        tag.update(ran)
     else:
         start = None if not hint else {v.index: value for v, value in _hint_values(built, hint)}
         with phase("solver"):

@@ -323,7 +323,7 @@ class ExactPolicy:
         with phase("model"):
             sol = c.solve(ctx, warm, time_limit=max(deadline.remaining() - reserve, MIN_SOLVER_SECONDS), seed=self.seed,
                           workers=self.workers, backend=self.backend)
-        note = c.describe(sol)
+        note = join_notes(c.describe(sol), f"back ends {sol.payload['backends']}" if "backends" in sol.payload else "")
         if later:
             if sol.status == "optimal" and sol.objective is not None and c.answer(sol) is not None:
                 return decision(c.answer(sol), "optimal", join_notes(note, "no warm start: the solver proved its "

@@ -10,11 +10,11 @@ from typing import Any, Mapping
 
 from optsched.core.checks import require_seed
 from optsched.core.errors import ValidationError
-from optsched.formulations.solution import MILP_BACKENDS
+from optsched.formulations.solution import CPSAT_BACKENDS, MILP_BACKENDS
 from optsched.perf.lookup import ConfigFilter, FittedModels, PerfSource
 
-#: what may solve an exact formulation: CP-SAT, or a MILP through pulp
-BACKENDS: tuple[str, ...] = ("cpsat", *MILP_BACKENDS)
+#: what may solve an exact formulation: CP-SAT, CP-SAT then HiGHS when it stalls (``switch``), or a MILP through pulp
+BACKENDS: tuple[str, ...] = (*CPSAT_BACKENDS, *MILP_BACKENDS)
 
 #: seconds a solver-backed policy gets per round unless told otherwise
 DEFAULT_TIME_LIMIT = 10.0
@@ -32,8 +32,10 @@ class PolicyOptions:
       replacing the built-in ones (:class:`~optsched.perf.lookup.PerfSource`);
     * ``extras``: options of the round kind (Rubick: ``defer_unreachable_guarantees``); each kind's
       methods say which they read (:func:`optsched.policies.registry.kind_extras`);
-    * ``backend``: what solves the exact formulations: ``"cpsat"`` (default), ``"cbc"`` or ``"highs"``
-      (a MILP through pulp, :mod:`optsched.formulations.milp`; HiGHS when ``highspy`` is installed);
+    * ``backend``: what solves the exact formulations: ``"cpsat"`` (default); ``"switch"``, CP-SAT and then,
+      when it stalls, HiGHS (:mod:`optsched.formulations.switch`; the ``rubick`` and ``crius`` exact methods);
+      ``"cbc"`` or ``"highs"`` (a MILP through pulp, :mod:`optsched.formulations.milp`; HiGHS when ``highspy`` is
+      installed);
     * ``clock_start``: the ``time.perf_counter()`` reading the time limit counts from (e.g. when a
       command started, so that parsing counts); None: each ``decide`` call starts its own clock;
     * ``allowed_configs``: which configurations the policy may offer a job
