@@ -47,8 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="what a job that fails validation does to a round that does not say (its on_invalid_job "
                         "field wins): error (default) fails the round; skip leaves the job out, listed with the "
                         "error in the decision's skipped list, and solves the rest (rubick rounds)")
-    p.add_argument("--backend", default="cpsat", choices=BACKENDS,
-                   help="what solves exact formulations: CP-SAT (default); switch, CP-SAT and then HiGHS (SciPy's) "
+    p.add_argument("--backend", default="auto", choices=("auto", *BACKENDS),
+                   help="what solves exact formulations: auto (default), switch where the method offers it, else "
+                        "cpsat; cpsat, CP-SAT alone; switch, CP-SAT and then HiGHS (SciPy's) "
                         "when CP-SAT spends its deterministic stall budget without a proof ("
                         + "; ".join(f"{k}: {', '.join(m)}" for k, m in backend_methods("switch").items())
                         + "); or a MILP through pulp with CBC, or HiGHS when highspy is installed ("

@@ -12,14 +12,14 @@ not use, :func:`make_policy`, rather than ignore it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from optsched.core.errors import UnknownNameError, ValidationError
 from optsched.core.kinds import round_kind, round_kinds
 from optsched.core.policy import Policy
 from optsched.formulations.solution import MILP_BACKENDS
-from optsched.policies.options import BACKENDS, PolicyOptions
+from optsched.policies.options import AUTO_BACKEND, BACKENDS, PolicyOptions
 
 #: the kind ``make_policy`` and ``optsched simulate`` assume when none is named (the kind of the
 #: built-in traces)
@@ -38,6 +38,11 @@ class Method:
     summary: str
     extras: tuple[str, ...] = ()
     backends: tuple[str, ...] = ("cpsat",)
+
+    @property
+    def default_backend(self) -> str:
+        """What ``backend="auto"`` means for it: ``switch`` when it offers it, else ``cpsat``."""
+        return "switch" if "switch" in self.backends else "cpsat"
 
     @property
     def uses_backend(self) -> bool:
@@ -104,12 +109,15 @@ def describe_methods() -> dict[str, dict[str, str]]:
 def make_policy(method_name: str, options: PolicyOptions | None = None, *, kind: str = DEFAULT_KIND) -> Policy:
     """A fresh policy for ``method_name`` of ``kind`` with ``options`` (defaults when None). Extras that
     no method of the kind reads are a ``ValidationError`` naming them; a method ignores the extras of
-    its kind that it does not read. A back end other than ``cpsat`` for a method it does not solve is a
+    its kind that it does not read. ``backend="auto"`` (the default) becomes the method's
+    :attr:`Method.default_backend`; another back end than ``cpsat`` for a method it does not solve is a
     ``ValidationError`` naming the methods it does (:func:`backend_methods`)."""
     options = options or PolicyOptions()
     if not isinstance(options, PolicyOptions):
         raise ValidationError(f"options must be a PolicyOptions, got {type(options).__name__}")
     m = method(kind, method_name)
+    if options.backend == AUTO_BACKEND:
+        options = replace(options, backend=m.default_backend)
     if options.backend not in m.backends:  # cpsat, the default, is every method's: no choice made
         what = "a MILP back end" if options.backend in MILP_BACKENDS else f"backend {options.backend!r}"
         users = "; ".join(f"{k}: {', '.join(names)}" for k, names in
