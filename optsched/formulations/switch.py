@@ -25,10 +25,13 @@ every round. The switch costs nothing on rounds CP-SAT proves within its budget 
 and bounds the time a stalled CP-SAT spends before the other back end tries.
 
 **The budget** (:func:`stall_budget`): :data:`STALL_DTIME_PER_VAR` deterministic seconds per model variable, at
-least :data:`STALL_DTIME_MIN`. Measured on the Sia-shaped rounds of ``benchmarks/peer_instances.py`` (pooled
-encoding, seeds 0-23 at 1,024 GPUs, 0-9 at 2,048): CP-SAT proves them optimal in 0.31-0.67 deterministic seconds
-at 1,024 GPUs (about 3,000 variables); the budget is several times the most it needed, so that a round is only
-switched when CP-SAT needs well over what its size usually takes.
+least :data:`STALL_DTIME_MIN`; ours, chosen from what CP-SAT needed where it proved (one worker, no warm start):
+0.30-0.67 deterministic seconds on the Sia-shaped ``hard`` rounds of ``benchmarks/peer_instances.py`` at 1,024
+GPUs (pooled, about 3,000 variables, seeds 0-23; 1e-4 to 2.3e-4 a variable, and up to 1.6e-4 in the aggregated
+encoding), 0.7-2.3 on generated 300-job Crius rounds (3,800-4,800 variables, up to 5.8e-4 a variable), where two
+of six seeds did not prove within 30 s (12-13 deterministic seconds) and HiGHS proved them in 3.3 and 8.2 s. The
+budget is about twice the most a proving Crius round needed and 4-10 times what the Rubick rounds needed, so a
+round is handed over only when CP-SAT needs well over what rounds of its size usually take.
 
 **HiGHS's run** is on a thread of its own (HiGHS releases the GIL) that this one watches: when the wall-clock
 limit passes (or the enclosing :func:`~optsched.core.deadline.cancel_scope` is cancelled) the call returns at once
