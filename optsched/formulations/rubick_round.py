@@ -434,6 +434,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     spread: set[int] = set()
     n_node_vars = 0
     n_eligible: dict[tuple[str, int, int, int], int] = {}
+    #: a row's GPUs per node -> its part sizes, largest first, with how many parts of each (rows share shapes)
+    shapes: dict[tuple[int, ...], list[tuple[int, int]]] = {}
     for j, rows in rows_of.items():
         if deadline is not None and deadline.expired():
             raise OutOfTime
@@ -444,7 +446,11 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 if topo.jobs[j][1]:  # required: the row is no candidate
                     continue
             d = []
-            for s, mult in sorted(Counter(table.gpus_per_node[k]).items(), reverse=True):
+            gpn = tuple(table.gpus_per_node[k])
+            sizes = shapes.get(gpn)
+            if sizes is None:
+                sizes = shapes[gpn] = sorted(Counter(gpn).items(), reverse=True)
+            for s, mult in sizes:
                 cpus, mem = part_share(table, k, s)
                 need = (table.gpu_type[k], s, cpus, _mib_up(mem))
                 d.append((s, mult, cpus, need[3]))
@@ -508,6 +514,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     sized: list[list[tuple[cp_model.IntVar, int, int]]] = [[] for _ in classes]
     held_at: dict[int, list[tuple[cp_model.IntVar, int]]] = defaultdict(list)
     blocks: dict[tuple[int, int], cp_model.IntVar] = {}
+    #: (part GPUs, CPUs, memory, GPU type) -> the classes that can hold such a part (no node rule applying)
+    holders: dict[tuple[int, int, int, str], np.ndarray] = {}
     for j, rows in rows_of.items():
         if deadline is not None and deadline.expired():
             raise OutOfTime
@@ -559,9 +567,15 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             per_node: dict[int, list] = defaultdict(list)
             for s, mult, cpus, mem in demand[k]:
                 by_sub = sub_classes and j in rules.selecting  # its nodes are chosen per sub-class below
-                ok = np.flatnonzero((cls_g >= s) & (cls_c >= cpus) & (cls_m >= mem)
-                                    & (cls_type_arr == table.gpu_type[k])
-                                    & (rules.classes_for(j, s) if rules.active and not by_sub else True))
+                if rules.active and not by_sub:
+                    ok = np.flatnonzero((cls_g >= s) & (cls_c >= cpus) & (cls_m >= mem)
+                                        & (cls_type_arr == table.gpu_type[k]) & rules.classes_for(j, s))
+                else:  # the classes that hold such a part depend on the part alone: found once per kind of part
+                    key = (s, cpus, mem, table.gpu_type[k])
+                    ok = holders.get(key)
+                    if ok is None:
+                        ok = holders[key] = np.flatnonzero((cls_g >= s) & (cls_c >= cpus) & (cls_m >= mem)
+                                                           & (cls_type_arr == table.gpu_type[k]))
                 if encoding != "per-node" and not by_sub and ok.size == 1:
                     # one class can hold these parts: their count is mult x v, so v stands for it (no count
                     # variable, no linking constraint; module docstring, "Encodings")
@@ -665,7 +679,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
         for terms, cap in (*gpu_terms, (use_c[ci], tot_c[ci]), (use_m[ci], tot_m[ci]), (big[ci], cls_n[ci]),
                            *pool_terms):
             if terms and sum(c for _, c in terms if c > 0) > cap:  # else it always holds (blocks count >= 0)
-                m.add(sum(c * v for v, c in terms) <= int(cap))
+                m.add(_weighted(terms) <= int(cap))
                 n_cons += 1
     for (ci, lab), terms in sub_use.items():  # what the selecting jobs hold of a sub-class fits it
         members = rules.subclasses(ci)[lab]
@@ -678,10 +692,16 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
         if len(large) > len(members):
             m.add(sum(large) <= len(members))
             n_cons += 1
-    m.maximize(sum(c * v for v, c in obj_terms))
+    m.maximize(_weighted(obj_terms))
     n_cons += len(blocks)
     return RubickRoundModel(problem, table, admission, encoding, m, y, parts, trims, classes, nodes, offset, n_cons,
                             rules, sub_parts, frozenset(banned), topo, domains, moves, blocks)
+
+
+def _weighted(terms: Sequence[tuple[cp_model.IntVar, int]]) -> cp_model.LinearExprT:
+    """``sum c v`` over ``terms`` (variable, coefficient), made by CP-SAT in one call (a Python ``sum`` builds one
+    expression node a term)."""
+    return cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [int(c) for _, c in terms])
 
 
 def _pool_limits(m: cp_model.CpModel, sized: Sequence[tuple[cp_model.IntVar, int, int]], members: Sequence[int],
