@@ -424,8 +424,6 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     #: running jobs on a draining node: their current row is an ordinary row (a move), never kept
     banned = {j for j in range(len(table.jobs)) if table.current_row[j] >= 0
               and must_leave(problem, problem.job(table.jobs[j]))}
-    cur_rows = {int(table.current_row[j]) for j in range(len(table.jobs)) if table.current_row[j] >= 0
-                and j not in banned}
 
     # per row: its parts and their per-node demand
     demand: dict[int, list[tuple[int, int, int, int]]] = {}  # row -> [(size, mult, cpus, mem MiB)]
