@@ -346,5 +346,6 @@ def test_the_model_moves_a_running_job_whose_only_row_is_its_current_one() -> No
     assert len(moved) == 1 and choices[moved[0]].row == int(table.current_row[table.index_of(moved[0])])
     import optsched
     decision = optsched.solve(problem, "exact", time_limit=20)
-    assert {x.job: x.action for x in decision.jobs}[moved[0]] == "reconfigure"
+    actions = {x.job: x.action for x in decision.jobs}
+    assert sorted((actions["a"], actions["d"])) == ["keep", "reconfigure"]  # either one moves beside the other
     assert decision.status == "optimal"
