@@ -25,7 +25,8 @@ pool, and a simulation with capacity loaning (issue "Lyra", Must show).
 
 4. **Thesis** (``--parts thesis``; issue 25 item 3): Table 3.5 and Table 3.9 in the thesis' setting, the
    ``lyra-thesis`` preset (:mod:`optsched.sim.presets`: its simulator settings and options, each with its
-   source): ``--window-days`` (the preset's 15; ``--window-days 3`` runs in 1-5 minutes a simulation) of
+   source): ``--window-days`` (the preset's 15; a Lyra run takes 35-41 s on 3 days, Pollux's 508 s, and
+   155-241 s on 15 days, one at a time on the shared 2-core machine) of
    the full Philly trace (``../shared/data/traces/philly/philly.csv``, the busiest window), the job mix by
    load, the cluster sized for an 82% offered load. Runs: the Baseline (FIFO, no loaning), Lyra (Basic,
    row 2), loaning only (row 9, ``lyra-loan``), scaling only (row 13, ``lyra`` with no loaning), and
@@ -34,6 +35,9 @@ pool, and a simulation with capacity loaning (issue "Lyra", Must show).
    ours and ours/thesis; the reductions over the Baseline ("Duration of a scheme compared / Duration of
    Lyra", Sec. 3.7.1, here Baseline / scheme) beside the thesis'; writes ``lyra_thesis_runs.csv``,
    ``lyra_table_3_5.csv`` and ``lyra_table_3_9.csv``. ``--processes 2`` runs two simulations at once.
+   Beside each preemption ratio: preemptions per inference server per day (ours: preemptions / (inference
+   servers x window days)) and the thesis' derived the same way, ratio x 50,390 jobs / (520 servers x 15 days)
+   (our derivation; Sec. 3.7.1's jobs and days, Sec. 3.1's 4,160 inference GPUs at 8 a server).
    Also (issue 25 item 3, the part left open): Lyra in the Advanced scenario (row 3, ``--scenario advanced``:
    10% of the jobs heterogeneous at 70% of the ideal rate on inference GPUs) and the Pollux-like baseline with
    no loaning (row 12, policy ``pollux``), and Table 3.8's percentiles (50, 75, 95, 99) of queuing time and JCT
@@ -71,7 +75,8 @@ from optsched.rounds.lyra_allocate.items import flexible_items  # noqa: E402
 from optsched.rounds.lyra_reclaim import ReclaimView, generate_reclaim_round  # noqa: E402
 from optsched.sim.config import SimConfig  # noqa: E402
 from optsched.sim.engine import Simulator  # noqa: E402
-from optsched.sim.lyra_setup import lyra_simulation  # noqa: E402
+from optsched.sim.loaning import median_burst  # noqa: E402
+from optsched.sim.lyra_setup import lyra_simulation, preemptions_per_server_day  # noqa: E402
 from report import emit  # noqa: E402  (benchmarks/report.py, next to this script)
 
 PHILLY = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "philly" / "philly_busiest12h.csv"
@@ -182,6 +187,22 @@ TABLE_3_5 = {
     "heterogeneous": (4, "Lyra, Heterogeneous", (1944, 27, 3574), (12113, 604, 57392), 0.1123),
     "pollux": (12, "Pollux, elastic scaling (Basic)", (2791, 58, 5883), (14534, 721, 72123), None),
 }
+#: the thesis' trace (Sec. 3.7.1: "a 15-day job trace ... There are 50,390 training jobs") and inference servers
+#: (Sec. 3.1: "4,160 inference GPUs"; 8 GPUs a server is ours, from the testbed's "four 8-GPU inference servers",
+#: Sec. 3.7.1: the text does not give the production servers' size)
+THESIS_JOBS = 50_390
+THESIS_DAYS = 15.0
+THESIS_INFERENCE_SERVERS = 4160 // 8
+
+
+def thesis_per_server_day(ratio: float) -> float:
+    """The thesis' preemptions per inference server per day, derived (ours; the thesis gives the ratio only):
+    ratio x 50,390 jobs / (520 inference servers x 15 days), e.g. 12.24% (Table 3.5 row 2) -> 0.79."""
+    rate = preemptions_per_server_day(ratio * THESIS_JOBS, THESIS_INFERENCE_SERVERS, THESIS_DAYS)
+    assert rate is not None
+    return rate
+
+
 #: Table 3.8 (Sec. 3.7.4, "obtained without capacity loaning in Basic scenario"): 50/75/95/99th percentiles of
 #: queuing time and JCT (s) of the rows we run. Pollux's is the row the table labels AFS: the table's AFS and
 #: Pollux labels are swapped against Table 3.5 (rows 11, 12: Pollux 58/5883 s queuing, 721/72123 s JCT) and the
@@ -227,11 +248,15 @@ def _thesis_run(job: tuple) -> dict[str, object]:  # type: ignore[type-arg]
             "queue_pct": tuple(float(np.percentile(q, k)) for k in PERCENTILES),
             "jct_pct": tuple(float(np.percentile(jct, k)) for k in PERCENTILES),
             "preemptions": s["preemptions"], "preemption_ratio": s["preemption_ratio"],
+            "per_server_day": setup.preemptions_per_server_day(s["preemptions"]),
+            "inference_servers": len(setup.inference_nodes), "trace_days": setup.trace_days,
             "gpu_util": s["gpu_utilisation"], "wall_s": time.perf_counter() - t0,
-            "setting": f"{setup.window}; {setup.sizing}; {setup.mix().describe()}; {setup.describe_scenario()}"}
+            "setting": f"{setup.window}; {setup.sizing}; {setup.mix().describe()}; {setup.describe_elastic()}; "
+                       f"{setup.describe_scenario()}; usage median 5-minute change "
+                       f"{100 * median_burst(setup.usage.values, setup.usage.step_s):.2f}%" if setup.usage else ""}
 
 
-def thesis_tables(days: float, errors: list[float], processes: int) -> None:
+def thesis_tables(days: float, errors: list[float], processes: int, skip: frozenset[str] = frozenset()) -> None:
     from concurrent.futures import ProcessPoolExecutor
     if not PHILLY_FULL.exists():
         print(f"({PHILLY_FULL} not found: the thesis mode needs the Philly trace)")
@@ -242,21 +267,41 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
             ("heterogeneous", "lyra", True, 0.0, days, "heterogeneous"),
             ("pollux", "pollux", False, 0.0, days, "basic")]
     jobs += [(f"scaling-err{e:g}", "lyra", False, e, days, "basic") for e in errors]
+    kept = {"baseline", "scaling"}
+    unknown = sorted(skip - {j[0] for j in jobs} - kept)
+    if skip & kept or unknown:
+        raise SystemExit(f"--skip: the Baseline and scaling-only runs are needed; unknown runs: {unknown}")
+    jobs = [j for j in jobs if j[0] not in skip]
+    runs: dict[str, dict[str, object]] = {}
     with ProcessPoolExecutor(max_workers=max(1, processes)) as pool:
-        runs = {r["key"]: r for r in pool.map(_thesis_run, jobs)}
+        for r in pool.map(_thesis_run, jobs):
+            runs[str(r["key"])] = r
+            print(f"run {r['key']} ({r['method']}, loaning {'yes' if r['loaning'] else 'no'}): {r['jobs']} jobs, "
+                  f"{r['preemptions']} preemptions, wall {r['wall_s']:.0f} s", flush=True)
+    if skip:
+        print(f"left out (--skip): {', '.join(sorted(skip))}")
     print(f"\nthe thesis' setting (preset lyra-thesis, --window-days {days:g}): {runs['baseline']['setting']}")
-    print(f"Advanced (row 3): {runs['advanced']['setting']}")
-    print(f"Heterogeneous (row 4): {runs['heterogeneous']['setting']}")
+    print(f"preemptions per inference server per day = preemptions / (inference servers x days of the window): ours "
+          f"over {runs['baseline']['inference_servers']} servers x {runs['baseline']['trace_days']:g} days; the "
+          f"thesis' derived (ours) as ratio x {THESIS_JOBS:,} jobs (Sec. 3.7.1) / ({THESIS_INFERENCE_SERVERS} servers "
+          f"(Sec. 3.1: 4,160 inference GPUs / 8) x {THESIS_DAYS:g} days (Sec. 3.7.1)), e.g. Lyra Basic 12.24% -> "
+          f"{thesis_per_server_day(0.1224):.3f}")
+    for key, row in (("advanced", "Advanced (row 3)"), ("heterogeneous", "Heterogeneous (row 4)")):
+        if key in runs:
+            print(f"{row}: {runs[key]['setting']}")
     emit(("run", "method", "loaning", "wrong_predictions", "jobs", "unfinished", "queue_mean_s", "queue_median_s",
-          "queue_p95_s", "jct_mean_s", "jct_median_s", "jct_p95_s", "preemptions", "preemption_ratio", "gpu_util",
-          "wall_s"),
+          "queue_p95_s", "jct_mean_s", "jct_median_s", "jct_p95_s", "preemptions", "preemption_ratio",
+          "preemptions_per_inference_server_day", "gpu_util", "wall_s"),
          [(k, r["method"], "yes" if r["loaning"] else "no", r["wrong"], r["jobs"], r["unfinished"],
            *(round(v) for v in r["queue"]), *(round(v) for v in r["jct"]), r["preemptions"],
-           r["preemption_ratio"], None if r["gpu_util"] is None else round(r["gpu_util"], 3), round(r["wall_s"], 1))
+           r["preemption_ratio"], None if r["per_server_day"] is None else round(r["per_server_day"], 4),
+           None if r["gpu_util"] is None else round(r["gpu_util"], 3), round(r["wall_s"], 1))
           for k, r in runs.items()], "lyra_thesis_runs.csv")
     base = runs["baseline"]
     rows = []
     for key, (row, label, tq, tj, tp) in TABLE_3_5.items():
+        if key not in runs:
+            continue
         r = runs[key]
         for metric, thesis, ours in (("queuing time mean s", tq[0], r["queue"][0]),
                                      ("queuing time median s", tq[1], r["queue"][1]),
@@ -268,6 +313,12 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
         rows.append((row, label, "preemption ratio (preemptions / jobs submitted)",
                      "NA" if tp is None else f"{100 * tp:.2f}%", f"{100 * ratio:.2f}%",
                      round(ratio / tp, 2) if tp else "-"))
+        rate = r["per_server_day"]
+        derived = None if tp is None else thesis_per_server_day(tp)
+        rows.append((row, label, "preemptions per inference server per day (thesis derived: ratio x 50,390 / (520 x "
+                     "15))", "NA" if derived is None else round(derived, 3),
+                     "-" if rate is None else round(rate, 3),
+                     round(rate / derived, 2) if derived and rate is not None else "-"))
         if key != "baseline":
             for metric, i, tb, tt in (("queuing time mean", 0, TABLE_3_5["baseline"][2][0], tq[0]),
                                       ("JCT mean", 0, TABLE_3_5["baseline"][3][0], tj[0])):
@@ -278,13 +329,15 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
     emit(("row", "scheme", "metric", "thesis", "ours", "ours/thesis"), rows, "lyra_table_3_5.csv")
     rows = []
     for key, (label, tq, tj) in TABLE_3_8.items():
+        if key not in runs:
+            continue
         r = runs[key]
         for metric, thesis, ours in (("queuing time", tq, r["queue_pct"]), ("JCT", tj, r["jct_pct"])):
             for k, t, o in zip(PERCENTILES, thesis, ours):
                 rows.append((label, f"{metric} p{k} s", t, round(o), round(o / t, 2)))
     # Sec. 3.7.4: Lyra's improvement over Pollux in median and 95%ile (Pollux / Lyra: 1.23x, 1.69x queuing;
     # 1.20x, 1.25x JCT)
-    for k, i in (("50", 0), ("95", 2)):
+    for k, i in (("50", 0), ("95", 2)) if "pollux" in runs else ():
         for metric, part, col in (("queuing time", "queue_pct", 1), ("JCT", "jct_pct", 2)):
             thesis = TABLE_3_8["pollux"][col][i] / TABLE_3_8["scaling"][col][i]
             ours = runs["pollux"][part][i] / runs["scaling"][part][i]
@@ -293,7 +346,10 @@ def thesis_tables(days: float, errors: list[float], processes: int) -> None:
     emit(("scheme", "metric", "thesis", "ours", "ours/thesis"), rows, "lyra_table_3_8.csv")
     rows = []
     for e in [0.0, *errors]:
-        r = runs["scaling" if e == 0.0 else f"scaling-err{e:g}"]
+        key = "scaling" if e == 0.0 else f"scaling-err{e:g}"
+        if key not in runs:
+            continue
+        r = runs[key]
         q_red, j_red = base["queue"][0] / r["queue"][0], base["jct"][0] / r["jct"][0]
         tq, tj = TABLE_3_9.get(e, (None, None))
         rows.append((f"{100 * e:g}%", tq if tq else "-", round(q_red, 2), round(q_red / tq, 2) if tq else "-",
@@ -330,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window-days", type=float, default=15.0, help="thesis mode: days of the Philly trace (15)")
     ap.add_argument("--errors", default="0.2,0.4,0.6", help="thesis mode: shares of wrong predictions (Table 3.9)")
     ap.add_argument("--processes", type=int, default=1, help="thesis mode: simulations run at once (1)")
+    ap.add_argument("--skip", default="", help="thesis mode: runs left out, comma-separated (of lyra, loaning, "
+                    "advanced, heterogeneous, pollux, scaling-errE; their rows are then not printed)")
     ap.add_argument("--noise-ratios", default="1,4,16", help="pollux-sweep: Pollux's gradient-noise ratios r = phi / "
                     "M0 (ours; default 1,4,16)")
     args = ap.parse_args(argv)
@@ -341,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     if "sim" in parts:
         sim_table(600 if args.quick and args.jobs is None else args.jobs, args.training, args.inference, args.full)
     if "thesis" in parts:
-        thesis_tables(args.window_days, [float(e) for e in args.errors.split(",") if e], args.processes)
+        thesis_tables(args.window_days, [float(e) for e in args.errors.split(",") if e], args.processes,
+                      frozenset(k for k in args.skip.split(",") if k))
     if "pollux-sweep" in parts:
         pollux_sweep(args.window_days, [float(r) for r in args.noise_ratios.split(",") if r])
     return 0

@@ -145,9 +145,12 @@ def _request(args: argparse.Namespace) -> SimulationRequest:
         wanted = {k: v for k, v in preset.request.items()
                   if args.trace == "synthetic" or k not in ("trace", "jobs", "load", "arrival_rate")}
     given = {n: getattr(args, n) for n in sorted(own) if getattr(args, n) is not None}
-    # --load replaces a preset's arrival rate (the synthetic trace takes one or the other)
-    options = {**{k: v for k, v in wanted.items() if k in own and not (k == "arrival_rate" and args.load is not None)},
-               **given}
+    # --load replaces a preset's arrival rate (the synthetic trace takes one or the other); a usage series other than
+    # the synthetic one drops a preset's usage_burst (it shapes the synthetic series only)
+    dropped = {"arrival_rate"} if args.load is not None else set()
+    if getattr(args, "usage", None) not in (None, "synthetic"):
+        dropped.add("usage_burst")
+    options = {**{k: v for k, v in wanted.items() if k in own and k not in dropped}, **given}
     jobs = args.jobs if args.jobs is not None else wanted.get("jobs", 120)
     return SimulationRequest(trace=args.trace, jobs=jobs, load=1.0 if args.load is None else args.load,
                              max_jobs=args.max_jobs, infeasible_plans=args.infeasible_plans, seed=args.seed,
@@ -174,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
         out("measured share of job-time: " + ", ".join(f"{n} {v:.2f}" for n, v in shares.items())
             + (" (candidates restricted to measured configurations)" if restricted else ""))
     extra = {"preset": args.preset, **inputs.summary} if inputs.summary else None
-    written = write_outputs(results, args.out, config, extra=extra, plots=not args.no_plots and not plots_skipped())
+    written = write_outputs(results, args.out, config, extra=extra, plots=not args.no_plots and not plots_skipped(),
+                            policy_summary=inputs.policy_summary)
     out("wrote " + ", ".join(str(p) for p in written))
     return 0

@@ -12,7 +12,7 @@ import csv
 import json
 import logging
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -121,22 +121,41 @@ def comparison_rows(results: Mapping[str, SimResult]) -> tuple[list[str], list[l
 
 
 # -- files ---------------------------------------------------------------------------------------
-def summary_document(results: Mapping[str, SimResult], config: SimConfig, extra: Mapping[str, Any] | None = None
+def summary_document(results: Mapping[str, SimResult], config: SimConfig, extra: Mapping[str, Any] | None = None,
+                     policy_summary: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
                      ) -> dict[str, Any]:
-    """The content of ``summary.json``: ``{"policies": {NAME: summary}}`` plus the run's context."""
+    """The content of ``summary.json``: ``{"policies": {NAME: summary}}`` plus the run's context;
+    ``policy_summary`` adds to each policy's summary (:attr:`~optsched.sim.setup.SimulationInputs.policy_summary`)."""
     first = next(iter(results.values()))
     doc: dict[str, Any] = {"format": SUMMARY_FORMAT, "trace": first.trace, "cluster": first.cluster,
                            "ground_truth": first.ground_truth,
                            "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
-                           "policies": {name: r.summary() for name, r in results.items()},
+                           "policies": {name: _policy_summary(r, policy_summary) for name, r in results.items()},
                            "messages": {name: list(r.messages) for name, r in results.items() if r.messages}}
     if extra:
         doc.update(extra)
     return doc
 
 
+def _policy_summary(result: SimResult, more: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
+                    ) -> dict[str, Any]:
+    """``result.summary()`` with what ``more`` adds, placed after ``preemption_ratio``."""
+    summary = result.summary()
+    if more is None:
+        return summary
+    added = dict(more(summary))
+    out: dict[str, Any] = {}
+    for key, value in summary.items():
+        out[key] = value
+        if key == "preemption_ratio":
+            out.update(added)
+    out.update(added)
+    return out
+
+
 def write_outputs(results: Mapping[str, SimResult], out_dir: str | Path, config: SimConfig,
-                  extra: Mapping[str, Any] | None = None, plots: bool = True) -> list[Path]:
+                  extra: Mapping[str, Any] | None = None, plots: bool = True,
+                  policy_summary: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None) -> list[Path]:
     """Write ``summary.json``, ``jobs.csv`` (one row per policy and job), ``timeline.csv`` (the
     cluster after every event) and, when matplotlib imports, ``jct_cdf.png`` and
     ``throughput.png``. Returns the paths written."""
@@ -146,7 +165,8 @@ def write_outputs(results: Mapping[str, SimResult], out_dir: str | Path, config:
     except OSError as exc:
         raise ValidationError(f"{out}: cannot create output directory ({exc.strerror or exc})") from None
     written = [out / "summary.json", out / "jobs.csv", out / "timeline.csv"]
-    written[0].write_text(json.dumps(summary_document(results, config, extra), indent=2) + "\n", encoding="utf-8")
+    document = summary_document(results, config, extra, policy_summary)
+    written[0].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     with written[1].open("w", newline="", encoding="utf-8") as f:
         fields = ["policy"] + list(JobRecord.__dataclass_fields__)
         w = None

@@ -22,6 +22,17 @@ about four hours at night" (a plateau 20:00-24:00 at ``peak``), the trough befor
 ``peak / peak_to_trough``: 95% and 42% for the defaults, the caption's range, ratio about 2.2), a
 rising ramp through the day and a falling one after midnight whose steepness is solved so that the
 mean is ``mean`` (65%), plus small noise from the given seed.
+
+**The 5-minute burst** (``burst``, the ``usage_burst`` option of a Lyra simulation): Sec. 3.7.1, "we find
+that the median inference traffic burst within five minutes is ~2% of the inference cluster capacity based
+on our GPU utilization trace". :func:`median_burst` measures it on a series: the median absolute change
+over five minutes, as a share of the inference cluster's capacity (the series' unit). The series above
+moves about 0.3% (its smoothed noise and the diurnal ramps). Given ``burst``, independent Gaussian noise,
+one draw per point from the same seed, is added to that series (then clipped to [0, 1]), its scale solved
+by bisection so that :func:`median_burst` of the result is ``burst``. The text gives the median only: the
+bursts' shape (independent from one point to the next, Gaussian) is ours. Without ``burst`` the series is
+unchanged. A ``burst`` below the series' own median change, or above what clipped noise can reach, is
+refused naming the reachable bound.
 """
 
 from __future__ import annotations
@@ -44,6 +55,10 @@ from optsched.core.hardware import Cluster
 HEADROOM = 0.02
 #: seconds between two points of a usage series (Fig. 3.1: 5-minute intervals)
 STEP_S = 300.0
+#: the span of a burst (Sec. 3.7.1: "the median inference traffic burst within five minutes")
+BURST_SPAN_S = 300.0
+#: how close :func:`synthetic_usage` brings :func:`median_burst` to the ``burst`` asked (share of capacity)
+BURST_TOLERANCE = 1e-4
 
 
 @dataclass(frozen=True)
@@ -82,10 +97,63 @@ def _shape(hours: np.ndarray, power: float) -> np.ndarray:
     return out
 
 
+def median_burst(values: Sequence[float] | np.ndarray, step_s: float = STEP_S) -> float:
+    """The median absolute change of a usage series over :data:`BURST_SPAN_S` (five minutes; the points
+    that far apart, at least one step), as a share of the inference cluster's capacity (module
+    docstring); 0 for a series of one point."""
+    v = np.asarray(values, dtype=float)
+    lag = max(1, int(round(BURST_SPAN_S / step_s)))
+    if v.size <= lag:
+        return 0.0
+    return float(np.median(np.abs(v[lag:] - v[:-lag])))
+
+
+def check_burst(burst: object) -> float:
+    """``burst`` as a float when it is a number in [0, 1]; a ``ValidationError`` naming the option otherwise."""
+    if isinstance(burst, bool) or not isinstance(burst, (int, float)) or not (math.isfinite(burst)
+                                                                             and 0.0 <= burst <= 1.0):
+        raise ValidationError(f"usage_burst (the median 5-minute change of the inference usage series, a share of "
+                              f"the inference cluster's capacity) must be a number in [0, 1], got {burst!r}")
+    return float(burst)
+
+
+def _with_burst(base: np.ndarray, z: np.ndarray, burst: float, step_s: float) -> np.ndarray:
+    """``clip(base + s z, 0, 1)`` with the scale ``s`` found by bisection so that its :func:`median_burst` is
+    ``burst`` (module docstring)."""
+    def series(s: float) -> np.ndarray:
+        return np.clip(base + s * z, 0.0, 1.0)
+
+    lowest = median_burst(series(0.0), step_s)
+    if burst < lowest - BURST_TOLERANCE:
+        raise ValidationError(f"usage_burst {burst:g}: the synthetic series already moves {lowest:.4f} (median "
+                              "5-minute change) without bursts; give at least that")
+    hi = 0.01
+    while median_burst(series(hi), step_s) < burst:
+        hi *= 2.0
+        if hi > 64.0:
+            raise ValidationError(f"usage_burst {burst:g}: noise clipped to [0, 1] reaches a median 5-minute change "
+                                  f"of {median_burst(series(hi), step_s):.4f} at most; give less")
+    lo = 0.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        got = median_burst(series(mid), step_s)
+        if abs(got - burst) <= BURST_TOLERANCE / 4:
+            return series(mid)
+        if got < burst:
+            lo = mid
+        else:
+            hi = mid
+    return series(hi)
+
+
 def synthetic_usage(days: float = 7.0, *, seed: int = 0, peak: float = 0.95, peak_to_trough: float = 2.2,
                     mean: float = 0.65, noise: float = 0.01, start_hour: float = 0.0,
-                    step_s: float = STEP_S) -> UsageSeries:
-    """The synthetic diurnal series (module docstring); ``start_hour``: wall-clock hour of time 0."""
+                    step_s: float = STEP_S, burst: float | None = None) -> UsageSeries:
+    """The synthetic diurnal series (module docstring); ``start_hour``: wall-clock hour of time 0; ``burst``:
+    the median 5-minute change to give it (module docstring, "The 5-minute burst"; None: the series as
+    drawn)."""
+    if burst is not None:
+        burst = check_burst(burst)
     trough = peak / peak_to_trough
     if not 0 < trough < mean < peak <= 1:
         raise ValidationError(f"synthetic usage: need 0 < trough ({trough:.3f}) < mean ({mean}) < peak ({peak}) <= 1")
@@ -104,6 +172,8 @@ def synthetic_usage(days: float = 7.0, *, seed: int = 0, peak: float = 0.95, pea
     rng = np.random.default_rng(seed)
     smooth = np.convolve(rng.normal(0.0, noise, n + 5), np.ones(6) / 6, mode="valid")[:n]
     values = np.clip(trough + (peak - trough) * _shape(hours, math.sqrt(lo * hi)) + smooth, 0.0, 1.0)
+    if burst is not None:
+        values = _with_burst(values, rng.standard_normal(n), burst, step_s)
     return UsageSeries(tuple(values.tolist()), step_s)
 
 
@@ -184,4 +254,5 @@ def opportunistic_changes(usage: UsageSeries, cluster: Cluster, nodes: Sequence[
     return out
 
 
-__all__ = ["HEADROOM", "opportunistic_changes", "STEP_S", "UsageSeries", "load_usage_csv", "loan_targets", "synthetic_usage"]
+__all__ = ["BURST_SPAN_S", "BURST_TOLERANCE", "HEADROOM", "opportunistic_changes", "STEP_S", "UsageSeries",
+           "check_burst", "load_usage_csv", "loan_targets", "median_burst", "synthetic_usage"]

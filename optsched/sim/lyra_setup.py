@@ -33,8 +33,10 @@ from optsched.core.events import CapacityChange, PoolTarget
 from optsched.core.hardware import Cluster
 from optsched.core.job import Job
 from optsched.rounds.lyra.cluster import INFERENCE_GPU, inference_name, two_pool_cluster
-from optsched.sim.loaning import UsageSeries, load_usage_csv, loan_targets, opportunistic_changes, synthetic_usage
+from optsched.sim.loaning import (UsageSeries, check_burst, load_usage_csv, loan_targets, opportunistic_changes,
+                                  synthetic_usage)
 from optsched.sim.lyra_truth import HETEROGENEOUS_EFFICIENCY, LyraGroundTruth
+from optsched.sim.traces.lyra import elastic_on_inference as allow_elastic_on_inference
 from optsched.sim.traces.lyra import (JobMix, job_mix, lyra_jobs, philly_rows, philly_window, scenario_jobs,
                                       synthetic_rows)
 
@@ -67,6 +69,19 @@ class LyraSimulation:
     sizing: str = ""
     #: the scenario of Sec. 3.7.1 (:data:`~optsched.sim.traces.lyra.SCENARIOS`)
     scenario: str = "basic"
+    #: days over which the jobs were submitted: the window's length, else the span from the first submission to the
+    #: last (None for a trace submitted all at once)
+    trace_days: float | None = None
+    #: with ``elastic_on_inference``: the elastic jobs it allowed on inference servers (not drawn fungible);
+    #: None without the option
+    elastic_allowed: int | None = None
+
+    def describe_elastic(self) -> str:
+        """"" without ``elastic_on_inference``, else a sentence saying what it changed."""
+        if self.elastic_allowed is None:
+            return ""
+        return (f"elastic jobs may use inference servers (Sec. 3.5.3): {self.elastic_allowed} elastic jobs not drawn "
+                "fungible allowed there (in the fungible shares above)")
 
     def describe_scenario(self) -> str:
         """The scenario and its heterogeneous jobs: their share of jobs and of GPU time, and their efficiency."""
@@ -81,6 +96,11 @@ class LyraSimulation:
         return (f"scenario {self.scenario}: {len(het)} heterogeneous jobs ({100 * len(het) / len(self.jobs):.1f}% of "
                 f"jobs, {100 * load:.1f}% of GPU time) at {self.truth.heterogeneous_efficiency:g} of the ideal rate "
                 "on inference servers")
+
+    def preemptions_per_server_day(self, preemptions: int) -> float | None:
+        """``preemptions`` per inference server per day of the trace (:func:`preemptions_per_server_day` with
+        this simulation's inference servers and :attr:`trace_days`)."""
+        return preemptions_per_server_day(preemptions, len(self.inference_nodes), self.trace_days)
 
     def cluster_sizes(self) -> tuple[int, int]:
         """Training and inference servers of the cluster."""
@@ -117,6 +137,29 @@ class LyraSimulation:
                 "capacity_changes": changes}
 
 
+def preemptions_per_server_day(preemptions: float, inference_servers: int, days: float | None) -> float | None:
+    """Preemptions per inference server per day: ``preemptions / (inference_servers x days)``, ``days`` the days
+    over which the jobs were submitted (the trace's window; the thesis' 15 days, Sec. 3.7.1). A rate beside the
+    preemption ratio of Table 3.5 (preemptions / jobs submitted), which divides by jobs: it does not grow with a
+    trace's job density. None without an inference server or a span of days. ``preemptions`` may be a count or,
+    for a paper's figure, a ratio times its jobs."""
+    if isinstance(preemptions, bool) or not isinstance(preemptions, (int, float)) or not (
+            math.isfinite(preemptions) and preemptions >= 0):
+        raise ValidationError(f"preemptions per server-day: preemptions must be a number >= 0, got {preemptions!r}")
+    if not inference_servers or not days:
+        return None
+    return preemptions / (inference_servers * days)
+
+
+def yes_no(name: str, value: bool | str) -> bool:
+    """``value`` (True/False, ``"yes"``/``"no"``) as a bool; a ``ValidationError`` naming ``name`` otherwise."""
+    if isinstance(value, bool):
+        return value
+    if value in ("yes", "no"):
+        return value == "yes"
+    raise ValidationError(f"lyra simulation: {name} must be yes or no, got {value!r}")
+
+
 def size_by_load(work: float, days: float, offered_load: float) -> tuple[int, int]:
     """Training and inference 8-GPU servers for ``work`` training-GPU-seconds submitted over ``days`` at
     ``offered_load`` (work / (training GPUs x window)), inference servers in the thesis' proportion
@@ -133,7 +176,8 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
                     window_start: str = "busiest", fungible_load: float | None = None,
                     elastic_load: float | None = None, elastic_count: float = 0.05,
                     offered_load: float | None = None, scenario: str = "basic",
-                    heterogeneous_efficiency: float = HETEROGENEOUS_EFFICIENCY) -> LyraSimulation:
+                    heterogeneous_efficiency: float = HETEROGENEOUS_EFFICIENCY,
+                    usage_burst: float | None = None, elastic_on_inference: bool | str = False) -> LyraSimulation:
     """The inputs of a Lyra simulation (module docstring). ``trace``: ``"synthetic"`` (``jobs`` jobs over
     12 hours, :func:`~optsched.sim.traces.lyra.synthetic_rows`) or a Philly CSV (its first ``max_jobs``
     rows); rows asking for more GPUs than the training servers hold are dropped (counted in ``dropped``,
@@ -150,12 +194,24 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     :func:`~optsched.sim.traces.lyra.lyra_jobs`); with ``offered_load``, ``training`` and ``inference``
     are replaced by the cluster :func:`size_by_load` gives for the jobs. ``scenario`` and
     ``heterogeneous_efficiency``: the heterogeneous jobs (module docstring; drawn after the cluster is sized, so
-    a scenario runs the Basic jobs on the Basic cluster)."""
+    a scenario runs the Basic jobs on the Basic cluster). ``usage_burst``: the synthetic series' median 5-minute
+    change, a share of the inference cluster's capacity (Sec. 3.7.1: "the median inference traffic burst within
+    five minutes is ~2% of the inference cluster capacity"; :func:`~optsched.sim.loaning.synthetic_usage`; None:
+    the series as drawn); it shapes the synthetic series only (a CSV or ``"none"`` with it is an error).
+    ``elastic_on_inference`` (True/False or ``"yes"``/``"no"``): every elastic job may use inference servers,
+    after the scenario is drawn (:func:`~optsched.sim.traces.lyra.elastic_on_inference`, Sec. 3.5.3; off: only
+    those drawn fungible)."""
     for name, v in (("training", training), ("inference", inference)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValidationError(f"lyra simulation: {name} servers must be an integer >= 0, got {v!r}")
     if training + inference < 1:
         raise ValidationError("lyra simulation: needs at least one server")
+    on_inference = yes_no("elastic_on_inference", elastic_on_inference)
+    if usage_burst is not None:
+        check_burst(usage_burst)
+        if str(usage) != "synthetic":
+            raise ValidationError(f"lyra simulation: usage_burst shapes the synthetic usage series only, not usage "
+                                  f"{str(usage)!r}")
     window = None
     if str(trace) == "synthetic":
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -186,7 +242,7 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     cluster = two_pool_cluster(training, inference)
     series: UsageSeries | None
     if str(usage) == "synthetic":
-        series = synthetic_usage(usage_days, seed=seed, start_hour=start_hour)
+        series = synthetic_usage(usage_days, seed=seed, start_hour=start_hour, burst=usage_burst)
     elif str(usage) == "none":
         series = None
     else:
@@ -194,13 +250,22 @@ def lyra_simulation(trace: str | Path = "synthetic", *, training: int = 2, infer
     max_gpus = 8 * training
     basic = lyra_jobs(rows, seed=seed, max_gpus=max_gpus, **mix)  # type: ignore[arg-type]
     made, het = scenario_jobs(basic, scenario, seed)
+    allowed = 0
+    if on_inference:
+        made, allowed = allow_elastic_on_inference(made)
     jobs = tuple(made)
+    if window_days is not None:
+        trace_days: float | None = float(window_days)
+    else:
+        span = (max(j.submit_time for j in jobs) - min(j.submit_time for j in jobs)) / 86400.0
+        trace_days = span if span > 0 else None
     return LyraSimulation(cluster, jobs,
                           LyraGroundTruth(frozenset({INFERENCE_GPU}), heterogeneous=het,
                                           heterogeneous_efficiency=heterogeneous_efficiency),
                           tuple(inference_name(i) for i in range(inference)), series, name,
                           dropped=sum(1 for r in rows if r[2] > max_gpus), max_gpus=max_gpus, window=window,
-                          sizing=sizing, scenario=scenario)
+                          sizing=sizing, scenario=scenario, trace_days=trace_days,
+                          elastic_allowed=allowed if on_inference else None)
 
 
-__all__ = ["LyraSimulation", "OPPORTUNISTIC", "lyra_simulation"]
+__all__ = ["LyraSimulation", "OPPORTUNISTIC", "lyra_simulation", "preemptions_per_server_day", "yes_no"]

@@ -179,7 +179,8 @@ PRESETS: Mapping[str, SimPreset] = MappingProxyType({p.name: p for p in (
                                         "beginning)"},
               kind="lyra",
               request={"window_days": 15.0, "window_start": "busiest", "fungible_load": 0.21, "elastic_load": 0.36,
-                       "elastic_count": 0.05, "offered_load": 0.82, "no_loaning": "fifo"},
+                       "elastic_count": 0.05, "offered_load": 0.82, "no_loaning": "fifo", "usage_burst": 0.02,
+                       "elastic_on_inference": "yes"},
               request_sources={
                   "window_days": "Sec. 3.7.1: 'a 15-day job trace' (of the Philly trace with --trace PHILLY.csv)",
                   "window_start": "ours: the busiest window of the trace (the thesis' trace is from a busy production "
@@ -192,6 +193,14 @@ PRESETS: Mapping[str, SimPreset] = MappingProxyType({p.name: p for p in (
                   "offered_load": "Fig. 3.2: 'The cluster has ~3,500 GPUs, and the average utilization is 82%'",
                   "no_loaning": "Sec. 3.7.1: 'Baseline: A FIFO cluster scheduler with no capacity loaning or elastic "
                                 "scaling'",
+                  "elastic_on_inference": "Sec. 3.5.3: 'If the job is elastic, we prefer to place it on inference "
+                                          "servers in order to maximize the potential for scaling in during "
+                                          "reclaiming and reduce job preemptions' (every elastic job may use loaned "
+                                          "servers, not only those drawn fungible)",
+                  "usage_burst": "Sec. 3.7.1, Headroom in inference cluster: 'we find that the median inference "
+                                 "traffic burst within five minutes is ~2% of the inference cluster capacity based on "
+                                 "our GPU utilization trace' (the synthetic series' median 5-minute change; dropped "
+                                 "with --usage CSV|none)",
                   "policies": "Table 3.5: Baseline (fifo), Lyra (Basic: loaning and scaling), Lyra with loaning only "
                               "(row 9: lyra-loan)"},
               policies=("fifo", "lyra", "lyra-loan")),

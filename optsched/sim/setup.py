@@ -87,8 +87,8 @@ class SimulationInputs:
     trace's name, the ``heading`` line and ``notes`` a comparison prints before its table, the keyword
     arguments of every run (``runs``: e.g. ``round_fields``, ``perf_models``, ``time_scale``,
     ``allowed_configs``) and of one method's run (``per_method``, e.g. Lyra's loans), and what the
-    summary file adds (``summary``); ``named_policies``: the policies a kind's option names (e.g. Lyra's
-    ``no_loaning``), which a simulation checks against those it runs."""
+    summary file adds (``summary``, and per policy ``policy_summary``); ``named_policies``: the policies a kind's
+    option names (e.g. Lyra's ``no_loaning``), which a simulation checks against those it runs."""
 
     cluster: Cluster
     jobs: tuple[Job, ...]
@@ -101,6 +101,9 @@ class SimulationInputs:
     summary: Mapping[str, Any] = field(default_factory=dict)
     #: policies an option of the request names (option -> names), each to be among the policies run
     named_policies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: what a policy's entry of ``summary.json`` adds to its summary (given that summary), e.g. Lyra's preemptions
+    #: per inference server per day; None: nothing
+    policy_summary: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
 
     def run_options(self, method: str) -> dict[str, Any]:
         """The keyword arguments of the run of ``method``: :attr:`runs`, then :attr:`per_method`'s."""

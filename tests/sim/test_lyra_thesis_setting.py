@@ -82,11 +82,14 @@ def test_lyra_thesis_preset_values_and_sources() -> None:
     p = get_preset("lyra-thesis")
     assert p.kind == "lyra" and p.policies == ("fifo", "lyra", "lyra-loan")
     assert dict(p.request) == {"window_days": 15.0, "window_start": "busiest", "fungible_load": 0.21,
-                               "elastic_load": 0.36, "elastic_count": 0.05, "offered_load": 0.82, "no_loaning": "fifo"}
+                               "elastic_load": 0.36, "elastic_count": 0.05, "offered_load": 0.82, "no_loaning": "fifo",
+                               "usage_burst": 0.02, "elastic_on_inference": "yes"}
     c = p.config()
     assert (c.preempt_restart_s, c.reconfig_overhead_s, c.checkpoint_on_preempt, c.round_interval_s) == \
         (63.0, 0.0, False, 300.0)
     assert "63 seconds" in p.sources["preempt_restart_s"] and "21% of total" in p.request_sources["fungible_load"]
+    assert "median inference traffic burst within five minutes is ~2%" in p.request_sources["usage_burst"]
+    assert "If the job is elastic, we prefer to place it on inference" in p.request_sources["elastic_on_inference"]
     assert set(p.sources) == set(p.settings) and set(p.request_sources) == set(p.request) | {"policies"}
 
 

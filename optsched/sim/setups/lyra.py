@@ -8,10 +8,11 @@ Table 3.9) while the jobs run at the truth."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Mapping
 
 from optsched.core.errors import ValidationError
 from optsched.rounds.lyra.prediction import PREDICTOR_OPTION, TABLE_3_9_MARGIN, runtime_predictor
+from optsched.sim.loaning import median_burst
 from optsched.sim.lyra_setup import lyra_simulation
 from optsched.sim.lyra_truth import HETEROGENEOUS_EFFICIENCY
 from optsched.sim.traces.lyra import SCENARIOS
@@ -25,6 +26,10 @@ OPTIONS = (
     SimulationOption("inference", int, 2, "8xT4 inference servers (2)", "N"),
     SimulationOption("usage", str, "synthetic", "inference usage series deciding the loans: synthetic (Fig. 3.1 "
                      "shape), none (no loaning) or a time_s,usage CSV (default synthetic)", "synthetic|none|CSV"),
+    SimulationOption("usage_burst", float, None, "the synthetic usage series' median 5-minute change, a share of the "
+                     "inference cluster's capacity (thesis Sec. 3.7.1: 'the median inference traffic burst within five "
+                     "minutes is ~2%% of the inference cluster capacity'; default: the series as drawn, about 0.3%%)",
+                     "SHARE"),
     SimulationOption("prediction_error", float, 0.0, "share of jobs whose running time the scheduler mispredicts "
                      "(thesis Table 3.9: '%% Wrong Prediction'; default 0, the oracle)", "SHARE"),
     SimulationOption("prediction_margin", float, TABLE_3_9_MARGIN, "largest relative error of a wrong prediction, "
@@ -42,6 +47,9 @@ OPTIONS = (
                      "accounting for 36%% of total training resources'); with --fungible-load", "SHARE"),
     SimulationOption("elastic_count", float, 0.05, "share of jobs that are elastic (Sec. 3.7.1: '~5%% of all jobs'; "
                      "default 0.05)", "SHARE"),
+    SimulationOption("elastic_on_inference", str, "no", "yes: every elastic job may use loaned inference servers, "
+                     "as fungible jobs do (thesis Sec. 3.5.3: 'If the job is elastic, we prefer to place it on "
+                     "inference servers'); no: only those drawn fungible (default no)", "yes|no"),
     SimulationOption("offered_load", float, None, "size the cluster for this offered load: training servers for the "
                      "jobs' GPU time over the window, inference servers in the thesis' 4,160:3,544 GPU proportion "
                      "(replaces --training/--inference)", "LOAD"),
@@ -75,6 +83,8 @@ def build(request: SimulationRequest) -> SimulationInputs:
                           max_jobs=request.max_jobs, usage=usage, seed=request.seed,
                           scenario=SETUP.option(request, "scenario"),
                           heterogeneous_efficiency=SETUP.option(request, "hetero_efficiency"),
+                          usage_burst=SETUP.option(request, "usage_burst"),
+                          elastic_on_inference=SETUP.option(request, "elastic_on_inference"),
                           **{n: SETUP.option(request, n) for n in ("window_days", "window_start", "fungible_load",
                                                                    "elastic_load", "elastic_count", "offered_load")})
     training, inference = sim.cluster_sizes()
@@ -84,21 +94,33 @@ def build(request: SimulationRequest) -> SimulationInputs:
         return sim.events(method, loaning=method not in unlent)
 
     dropped = sim.describe_dropped()
+    burst = None if sim.usage is None else median_burst(sim.usage.values, sim.usage.step_s)
+    burst_note = "" if burst is None else f"usage: median 5-minute change {100 * burst:.2f}% of the inference servers"
     share, margin = SETUP.option(request, "prediction_error"), SETUP.option(request, "prediction_margin")
     for flag, v, top in (("--prediction-error", share, 1.0), ("--prediction-margin", margin, 0.999999)):
         if not 0.0 <= v <= top:
             raise ValidationError(f"--kind lyra: {flag} must lie in [0, 1{')' if top < 1 else ']'}, got {v}")
     predictor = runtime_predictor(sim.jobs, share, margin, seed=request.seed)
+    def per_server_day(summary: Mapping[str, Any]) -> dict[str, Any]:
+        rate = sim.preemptions_per_server_day(summary["preemptions"])
+        return {"preemptions_per_inference_server_day": None if rate is None else round(rate, 6)}
+
     return SimulationInputs(sim.cluster, sim.jobs, sim.truth, sim.trace_name,
                             f"trace {sim.trace_name}: {len(sim.jobs)} jobs on {sim.cluster.name} ({training} training "
                             f"+ {inference} inference servers), usage {usage}" + (f" ({dropped})" if dropped else ""),
                             notes=tuple(n for n in (sim.window and f"window: {sim.window}", sim.sizing,
-                                                    "job mix: " + sim.mix().describe(), sim.describe_scenario(),
+                                                    burst_note,
+                                                    "job mix: " + sim.mix().describe(), sim.describe_elastic(),
+                                                    sim.describe_scenario(),
                                                     predictor.describe()) if n),
                             named_policies={"no_loaning": unlent},
                             runs={"policy_extras": {PREDICTOR_OPTION: predictor}}, per_method=events,
+                            policy_summary=per_server_day,
                             summary={"window": sim.window, "sizing": sim.sizing or None,
+                                     "usage_median_burst": None if burst is None else round(burst, 6),
                                      "job_mix": dataclasses.asdict(sim.mix()),
+                                     "elastic_on_inference": sim.elastic_allowed is not None,
+                                     "inference_servers": inference, "trace_days": sim.trace_days,
                                      "scenario": {"name": sim.scenario,
                                                   "heterogeneous_jobs": len(sim.truth.heterogeneous),
                                                   "efficiency": sim.truth.heterogeneous_efficiency},

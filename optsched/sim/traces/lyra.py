@@ -45,6 +45,7 @@ import numpy as np
 from optsched.core.checks import require_seed
 from optsched.core.errors import ValidationError
 from optsched.core.job import Job
+from optsched.rounds.lyra.jobs import is_elastic as _is_elastic
 from optsched.sim.traces.csv_rows import (RowError, RowErrors, check_field_count, gpu_count_field, non_negative_field,
                                           read_csv, text_field)
 
@@ -294,7 +295,7 @@ def ideal_jobs(jobs: Sequence[Job]) -> list[Job]:
     its resource allocation")."""
     out = []
     for j in jobs:
-        if j.max_gpus is not None and j.max_gpus > j.min_gpus:
+        if _is_elastic(j):
             out.append(dataclasses.replace(j, fungible=True))
         else:
             out.append(dataclasses.replace(j, fungible=True, min_gpus=j.requested_gpus,
@@ -302,5 +303,26 @@ def ideal_jobs(jobs: Sequence[Job]) -> list[Job]:
     return out
 
 
-__all__ = ["JobMix", "RawRow", "SCENARIOS", "TraceWindow", "ideal_jobs", "job_mix", "lyra_jobs", "philly_rows",
-           "philly_window", "scenario_jobs", "synthetic_rows"]
+def elastic_on_inference(jobs: Sequence[Job]) -> tuple[list[Job], int]:
+    """``jobs`` with every elastic job allowed on inference servers (``fungible`` set), and how many were not
+    before: the ``elastic_on_inference`` option of a Lyra simulation. Thesis Sec. 3.5.3 (Worker Placement): "If
+    the job is elastic, we prefer to place it on inference servers in order to maximize the potential for
+    scaling in during reclaiming and reduce job preemptions. If it is inelastic, we prefer to place it on
+    training servers. When placing elastic jobs, we also place their base and flexible demands on separate
+    groups of inference servers"; Sec. 3.1: "placing the inelastic jobs on training servers, and
+    elastic jobs on on-loan servers as much as feasible". Without the option an elastic job uses loaned servers
+    only when drawn fungible (the mix by load draws the two sets independently, :func:`lyra_jobs`). Departure:
+    our jobs run on one pool at a time, so an elastic job's base and flexible workers share the pool (the
+    thesis puts them on separate groups of inference servers); what the placement prefers is
+    :mod:`optsched.heuristics.lyra_allocate`'s rule for fungible elastic jobs (inference first)."""
+    out, made = [], 0
+    for j in jobs:
+        if _is_elastic(j) and not j.fungible:
+            j = dataclasses.replace(j, fungible=True)
+            made += 1
+        out.append(j)
+    return out, made
+
+
+__all__ = ["JobMix", "RawRow", "SCENARIOS", "TraceWindow", "elastic_on_inference", "ideal_jobs", "job_mix",
+           "lyra_jobs", "philly_rows", "philly_window", "scenario_jobs", "synthetic_rows"]
