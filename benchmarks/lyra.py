@@ -43,7 +43,10 @@ pool, and a simulation with capacity loaning (issue "Lyra", Must show).
    no loaning (row 12, policy ``pollux``), and Table 3.8's percentiles (50, 75, 95, 99) of queuing time and JCT
    for the Baseline, Pollux and Lyra scaling only, with the text's Pollux / Lyra ratios
    (``lyra_table_3_8.csv``; the table's Pollux and AFS labels are swapped, see ``TABLE_3_8``); Lyra in the
-   Heterogeneous scenario (row 4). ``--parts pollux-sweep --noise-ratios 1,4,16``: Pollux at other values of
+   Heterogeneous scenario (row 4); Lyra in the Ideal scenario (row 5, ``--scenario ideal``: every job elastic to
+   twice its request and on inference servers at the ideal rate). Row 14 (Lyra+TunedJobs, Pollux's job agent
+   tuning batch size and learning rate) is not run: our jobs carry no batch-size or learning-rate model.
+   ``--parts pollux-sweep --noise-ratios 1,4,16``: Pollux at other values of
    its efficiency model's ratio (ours), ``lyra_pollux_sweep.csv``.
 
 Prints the tables and writes ``benchmarks/out/lyra_mckp.csv``, ``lyra_reclaim.csv``, ``lyra_sim.csv``.
@@ -185,6 +188,7 @@ TABLE_3_5 = {
     "scaling": (13, "Lyra, elastic scaling only", (2275, 47, 3475), (12048, 602, 57597), None),
     "advanced": (3, "Lyra, Advanced", (1835, 24, 3238), (10434, 525, 56553), 0.0735),
     "heterogeneous": (4, "Lyra, Heterogeneous", (1944, 27, 3574), (12113, 604, 57392), 0.1123),
+    "ideal": (5, "Lyra, Ideal", (1157, 22, 3204), (8891, 422, 41146), 0.0572),
     "pollux": (12, "Pollux, elastic scaling (Basic)", (2791, 58, 5883), (14534, 721, 72123), None),
 }
 #: the thesis' trace (Sec. 3.7.1: "a 15-day job trace ... There are 50,390 training jobs") and inference servers
@@ -265,6 +269,7 @@ def thesis_tables(days: float, errors: list[float], processes: int, skip: frozen
             ("loaning", "lyra-loan", True, 0.0, days, "basic"), ("scaling", "lyra", False, 0.0, days, "basic"),
             ("advanced", "lyra", True, 0.0, days, "advanced"),
             ("heterogeneous", "lyra", True, 0.0, days, "heterogeneous"),
+            ("ideal", "lyra", True, 0.0, days, "ideal"),
             ("pollux", "pollux", False, 0.0, days, "basic")]
     jobs += [(f"scaling-err{e:g}", "lyra", False, e, days, "basic") for e in errors]
     kept = {"baseline", "scaling"}
@@ -286,7 +291,8 @@ def thesis_tables(days: float, errors: list[float], processes: int, skip: frozen
           f"thesis' derived (ours) as ratio x {THESIS_JOBS:,} jobs (Sec. 3.7.1) / ({THESIS_INFERENCE_SERVERS} servers "
           f"(Sec. 3.1: 4,160 inference GPUs / 8) x {THESIS_DAYS:g} days (Sec. 3.7.1)), e.g. Lyra Basic 12.24% -> "
           f"{thesis_per_server_day(0.1224):.3f}")
-    for key, row in (("advanced", "Advanced (row 3)"), ("heterogeneous", "Heterogeneous (row 4)")):
+    for key, row in (("advanced", "Advanced (row 3)"), ("heterogeneous", "Heterogeneous (row 4)"),
+                     ("ideal", "Ideal (row 5)")):
         if key in runs:
             print(f"{row}: {runs[key]['setting']}")
     emit(("run", "method", "loaning", "wrong_predictions", "jobs", "unfinished", "queue_mean_s", "queue_median_s",
@@ -387,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--errors", default="0.2,0.4,0.6", help="thesis mode: shares of wrong predictions (Table 3.9)")
     ap.add_argument("--processes", type=int, default=1, help="thesis mode: simulations run at once (1)")
     ap.add_argument("--skip", default="", help="thesis mode: runs left out, comma-separated (of lyra, loaning, "
-                    "advanced, heterogeneous, pollux, scaling-errE; their rows are then not printed)")
+                    "advanced, heterogeneous, ideal, pollux, scaling-errE; their rows are then not printed)")
     ap.add_argument("--noise-ratios", default="1,4,16", help="pollux-sweep: Pollux's gradient-noise ratios r = phi / "
                     "M0 (ours; default 1,4,16)")
     args = ap.parse_args(argv)

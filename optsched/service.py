@@ -45,7 +45,8 @@ Rules:
   (INFO) and nothing is answered. What does not stop early: parsing the round's JSON (before the solve
   starts), the parts of a partitioned solve (``partitions``, solved in other processes) and HiGHS run
   in-process through ``highspy`` (``backend`` ``highs`` with the ``highs`` extra: it stops at its own time
-  limit, which the request's bounds); a CBC or ``highs`` binary process is killed within about 0.05 s
+  limit, which the request's bounds) and the HiGHS run of the ``switch`` back end after a CP-SAT stall (the call
+  returns at once; HiGHS stops at its limit); a CBC or ``highs`` binary process is killed within about 0.05 s
   (:mod:`optsched.formulations.hard_stop`).
 * **Sharing.** Each request parses its own round and gets a fresh policy (:func:`optsched.solve`), so
   requests share no mutable state; what they share is read-only: the catalogue, the registries and pure, thread-safe
@@ -200,7 +201,7 @@ def solve_request(data: Any, options: Mapping[str, Any], clock_start: float,
     extras = {DEFER: True} if options.get("defer_unreachable") else {}
     decision = solve(problem, options.get("method", "exact"), options.get("time_limit", DEFAULT_TIME_LIMIT),
                      options.get("seed", 0), clock_start=clock_start, partitions=options.get("partitions"),
-                     backend=options.get("backend", "cpsat"), cancel=cancel, **extras)
+                     backend=options.get("backend", "auto"), cancel=cancel, **extras)
     return decision.to_dict()
 
 

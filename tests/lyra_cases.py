@@ -34,3 +34,25 @@ def two_jobs(a_max: int, a_work: int, gpw_a: int = 1, capacity: int = 8):  # noq
                 gpus_per_worker=gpw_a),
             Job("B", "bert", 2, 120, min_gpus=2, max_gpus=6))
     return LyraAllocateRound(cluster=cluster, jobs=jobs)
+
+
+def lent_servers_reclaimed():  # noqa: ANN201
+    """The reclaim case of ``test_lyra_loaning``: two training servers, four inference servers lent at 0 s and all
+    taken back at 1800 s; f and g (fungible, 8 GPUs, 2 h of work) run on the lent servers and lose them, t (16
+    GPUs) holds the training servers: 2 preemptions of 3 jobs. Returns (the simulation's result, its config)."""
+    from optsched.core.events import PoolTarget
+    from optsched.policies import PolicyOptions, make_policy
+    from optsched.rounds.lyra.cluster import inference_name
+    from optsched.sim.config import SimConfig
+    from optsched.sim.engine import Simulator
+    from optsched.sim.lyra_truth import LyraGroundTruth
+
+    inf = tuple(inference_name(i) for i in range(4))
+    jobs = [Job("f", "cnn", 8, 8 * 7200, gpus_per_worker=2, fungible=True),
+            Job("g", "cnn", 8, 8 * 7200, gpus_per_worker=2, fungible=True, checkpointing=True),
+            Job("t", "cnn", 16, 16 * 3600, gpus_per_worker=2)]
+    cfg = SimConfig(preempt_restart_s=63.0, checkpoint_on_preempt=False, checkpoint_interval_s=0.0)
+    res = Simulator(two_pool_cluster(2, 4), jobs, make_policy("lyra", PolicyOptions(time_limit=5), kind="lyra"),
+                    LyraGroundTruth(frozenset({"T4"})), cfg, round_fields={"inference_nodes": inf},
+                    pool_targets=[PoolTarget(0.0, inf, 4), PoolTarget(1800.0, inf, 0)]).run()
+    return res, cfg

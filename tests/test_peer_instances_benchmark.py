@@ -79,7 +79,7 @@ def test_reference_and_optsched_reach_the_brute_force_optimum(seed: int) -> None
     decision = optsched.solve(RoundProblem.from_dict(data), "exact", 30.0)
     assert decision.objective == pytest.approx(best)  # weight = reference throughput: the objective is the utility sum
     assert set(ph) == {*pi.PHASES, "bound", "encoding"} and ph["total"] >= ph["read"] + ph["solver"]
-    assert ph["bound"] == pytest.approx(best) and ph["encoding"] == "per-node"
+    assert ph["bound"] == pytest.approx(best) and ph["encoding"] == "pooled"
 
 
 def test_a_small_run_writes_the_table(tmp_path: Path, monkeypatch: Any) -> None:

@@ -14,7 +14,7 @@ from optsched.core.errors import ValidationError
 from optsched.core.jsonio import parse_json_text, read_json
 from optsched.core.round import RoundProblem
 from optsched.perf.lookup import fitted_models
-from optsched.policies.options import DEFAULT_TIME_LIMIT
+from optsched.policies.options import BACKENDS, DEFAULT_TIME_LIMIT
 from optsched.policies.registry import backend_methods, describe_methods
 from optsched.rounds.rubick.admission import DEFER_OPTION as DEFER
 from optsched.policies.solve import solve
@@ -47,11 +47,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="what a job that fails validation does to a round that does not say (its on_invalid_job "
                         "field wins): error (default) fails the round; skip leaves the job out, listed with the "
                         "error in the decision's skipped list, and solves the rest (rubick rounds)")
-    p.add_argument("--backend", default="cpsat", choices=("cpsat", "cbc", "highs"),
-                   help="what solves exact formulations: CP-SAT (default), or a MILP through pulp with CBC, or HiGHS "
-                        "when highspy is installed; cbc and highs only for the methods they solve ("
+    p.add_argument("--backend", default="auto", choices=("auto", *BACKENDS),
+                   help="what solves exact formulations: auto (default), switch where the method offers it, else "
+                        "cpsat; cpsat, CP-SAT alone; switch, CP-SAT and then HiGHS (SciPy's) "
+                        "when CP-SAT spends its deterministic stall budget without a proof ("
+                        + "; ".join(f"{k}: {', '.join(m)}" for k, m in backend_methods("switch").items())
+                        + "); or a MILP through pulp with CBC, or HiGHS when highspy is installed ("
                         + "; ".join(f"{k}: {', '.join(m)}" for k, m in backend_methods().items())
-                        + "), any other method refuses them")
+                        + "); any other method refuses them")
     p.add_argument("--partitions", type=int, metavar="K",
                    help="solve K parts of the round (nodes and jobs split with --seed) in parallel processes and join "
                         "their decisions (POP-style; faster on large rounds, not optimal)")

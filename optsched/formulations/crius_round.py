@@ -59,8 +59,9 @@ from ortools.sat.python import cp_model
 
 from optsched.core.phases import phase
 from optsched.formulations import milp
-from optsched.formulations.cpsat import cp_solver, solve_scaled
-from optsched.formulations.solution import ModelSize, Solution, solver_seconds
+from optsched.formulations.cpsat import cp_solver
+from optsched.formulations.solution import CPSAT_BACKENDS, ModelSize, Solution, solver_seconds
+from optsched.formulations.switch import solve_scaled_by
 from optsched.rounds.crius.admission import CriusAdmission, admit, allowed_rows
 from optsched.rounds.crius.capacity import MIB, NodeState, place, slot_rates
 from optsched.rounds.crius.choice import Choice, is_kept, is_late, keep_choice
@@ -71,7 +72,7 @@ from optsched.rounds.crius.table import CriusTable
 #: integer units per objective unit (normalised weights, or raw samples/s: at most about 10^4 a Cell, so
 #: about 10^10 a coefficient, far inside CP-SAT's 64-bit range)
 SCALE = 1_000_000
-BACKENDS = ("cpsat", *milp.BACKENDS)
+BACKENDS = (*CPSAT_BACKENDS, *milp.BACKENDS)
 
 
 def _sizes(unit: int) -> list[int]:
@@ -400,7 +401,7 @@ def solve(problem: CriusRound, table: CriusTable, *, time_limit: float, seed: in
         built = build(problem, table, admission=admission)
     tag = {"backend": backend}
     start = _hint_values(built, hint) if hint else None
-    if backend == "cpsat":
+    if backend in CPSAT_BACKENDS:
         if start:
             unique = {v.index: v for v in (*built.x.values(), *built.keep.values(), *built.avail.values(),
                                            *built.q.values(), *built.pin.values())}
@@ -411,7 +412,9 @@ def solve(problem: CriusRound, table: CriusTable, *, time_limit: float, seed: in
         # default level leaves open at 300 jobs
         solver.parameters.linearization_level = 2
         with phase("solver"):
-            name, found, bound, values = solve_scaled(solver, built.model, SCALE, built.offset, trace, t0)
+            name, found, bound, values, ran = solve_scaled_by(backend, solver, built.model, SCALE, built.offset,
+                                                              t0 + time_limit, trace, t0)
+        tag.update(ran)
     else:
         with phase("solver"):
             res = milp.solve_milp(built.model, backend, solver_seconds(time_limit, t0), hint=start or {},

@@ -496,14 +496,14 @@ def _status(prob: pulp.LpProblem) -> str:
 
 def check_solve_options(time_limit: float, backend: str, backends: Sequence[str]) -> None:
     """What a formulation that solves by CP-SAT or as a MILP checks before it builds: a positive
-    ``time_limit`` and a ``backend`` among ``backends`` (``"cpsat"`` and :data:`BACKENDS`), installed
-    when it is a MILP back end (:func:`require_backend`). ``ValidationError`` or
+    ``time_limit`` and a ``backend`` among ``backends`` (:data:`~optsched.formulations.solution.CPSAT_BACKENDS`
+    and :data:`BACKENDS`), installed when it is a MILP back end (:func:`require_backend`). ``ValidationError`` or
     :class:`BackendUnavailableError` otherwise."""
     if not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ValidationError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
     if backend not in backends:
         raise ValidationError(f"unknown backend {backend!r}; known: {', '.join(backends)}")
-    if backend != "cpsat":
+    if backend in BACKENDS:
         require_backend(backend)
 
 

@@ -58,8 +58,9 @@ constraint; most rows of clusters with few GPU types). Size: ``|rows| + sum_k |p
 variables at most, ``|jobs| + 4 |classes|`` constraints plus one per row whose parts more than one class
 can hold.
 
-The ``pooled`` encoding (the default above :data:`PER_NODE_FIRST_VARS` when no job selects nodes or
-has a topology rule) pools the nodes of a GPU type and state whatever their free GPUs, and replaces the
+The ``pooled`` encoding (the default, at every size, when no job selects nodes or has a topology rule;
+measured on Sia-shaped rounds of 32-128 GPUs, seeds 0-2: the same proven optimum as per node, 2.4-33x sooner,
+e.g. 0.018-0.023 s against 0.195-0.372 s at 64 GPUs, ``hard``) pools the nodes of a GPU type and state whatever their free GPUs, and replaces the
 per-class GPU totals and the half-node count by one limit per part size ``s`` in use
 (:func:`_pool_limits`): with sizes that divide one another (1, 2, 4, 8 GPUs and whole nodes, as Sia's
 and most schedulers' configurations are), the GPUs of parts of at least ``s`` GPUs are at most
@@ -124,8 +125,10 @@ from optsched.core.deadline import Deadline
 from optsched.core.errors import ValidationError
 from optsched.core.phases import phase
 from optsched.formulations import milp
-from optsched.formulations.cpsat import cp_solver, solve_scaled
-from optsched.formulations.solution import MIN_SOLVER_SECONDS, ModelSize, OutOfTime, Solution, solver_seconds
+from optsched.formulations.cpsat import cp_solver
+from optsched.formulations.solution import (CPSAT_BACKENDS, MIN_SOLVER_SECONDS, ModelSize, OutOfTime, Solution,
+                                           solver_seconds)
+from optsched.formulations.switch import solve_scaled_by
 from optsched.perf.coefficients import CoefficientTable
 from optsched.rounds.rubick.admission import Admission
 from optsched.rounds.rubick.choice import Choice, change_penalty, part_share, placement_of
@@ -141,17 +144,17 @@ SCALE = 1_000_000
 MIB = 1024
 #: the per-node encoding is never built with more part variables than this
 DEFAULT_MAX_NODE_VARS = 60_000
-#: up to this many part variables the per-node encoding is solved directly; above, the aggregated
-#: encoding first (measured, ``benchmarks/gap_study.py``: per-node rounds of 192-512 GPUs spent the
+#: a round with a node rule (selector, topology) of up to this many part variables is solved per node directly;
+#: above, the aggregated encoding first (measured, ``benchmarks/gap_study.py``: per-node rounds of 192-512 GPUs spent the
 #: whole 10 s in presolve probing without a solution, the aggregated encoding proved them optimal in
 #: 0.4-1.2 s), then the per-node one, hinted with the aggregated answer and without probing, when the
 #: aggregated answer is not proven optimal and time is left
 PER_NODE_FIRST_VARS = 5_000
 #: the encodings of :func:`build` (module docstring, "Encodings")
 ENCODINGS = ("per-node", "pooled", "aggregated")
-#: the solvers :func:`solve` runs the model on: CP-SAT, or the MILP of the same model through pulp
-#: (:mod:`optsched.formulations.milp`)
-BACKENDS = ("cpsat", *milp.BACKENDS)
+#: the solvers :func:`solve` runs the model on: CP-SAT, CP-SAT then HiGHS when it stalls
+#: (:mod:`optsched.formulations.switch`), or the MILP of the same model through pulp (:mod:`optsched.formulations.milp`)
+BACKENDS = (*CPSAT_BACKENDS, *milp.BACKENDS)
 
 
 @dataclass
@@ -407,9 +410,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
           max_node_vars: int = DEFAULT_MAX_NODE_VARS, encoding: str | None = None,
           deadline: Deadline | None = None) -> RubickRoundModel:
     """Build the CP-SAT model (module docstring). ``encoding`` forces one of :data:`ENCODINGS`;
-    by default per-node when it needs at most :data:`PER_NODE_FIRST_VARS` part variables (and
-    ``max_node_vars``), else pooled (aggregated when a job selects nodes or has a topology
-    rule). Raises :class:`OutOfTime` when ``deadline`` passes during the
+    by default pooled, or, when a job selects nodes or has a topology rule, per-node when it needs at most
+    :data:`PER_NODE_FIRST_VARS` part variables (and ``max_node_vars``), else aggregated. Raises :class:`OutOfTime` when ``deadline`` passes during the
     build and :class:`ModelTooLarge` when the per-node encoding is forced on a round that needs more
     than ``max_node_vars`` part variables (both before a variable is made: the count is taken first,
     and each variable costs about 30 us to make)."""
@@ -422,8 +424,6 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     #: running jobs on a draining node: their current row is an ordinary row (a move), never kept
     banned = {j for j in range(len(table.jobs)) if table.current_row[j] >= 0
               and must_leave(problem, problem.job(table.jobs[j]))}
-    cur_rows = {int(table.current_row[j]) for j in range(len(table.jobs)) if table.current_row[j] >= 0
-                and j not in banned}
 
     # per row: its parts and their per-node demand
     demand: dict[int, list[tuple[int, int, int, int]]] = {}  # row -> [(size, mult, cpus, mem MiB)]
@@ -432,6 +432,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     spread: set[int] = set()
     n_node_vars = 0
     n_eligible: dict[tuple[str, int, int, int], int] = {}
+    #: a row's GPUs per node -> its part sizes, largest first, with how many parts of each (rows share shapes)
+    shapes: dict[tuple[int, ...], list[tuple[int, int]]] = {}
     for j, rows in rows_of.items():
         if deadline is not None and deadline.expired():
             raise OutOfTime
@@ -442,7 +444,11 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 if topo.jobs[j][1]:  # required: the row is no candidate
                     continue
             d = []
-            for s, mult in sorted(Counter(table.gpus_per_node[k]).items(), reverse=True):
+            gpn = tuple(table.gpus_per_node[k])
+            sizes = shapes.get(gpn)
+            if sizes is None:
+                sizes = shapes[gpn] = sorted(Counter(gpn).items(), reverse=True)
+            for s, mult in sizes:
                 cpus, mem = part_share(table, k, s)
                 need = (table.gpu_type[k], s, cpus, _mib_up(mem))
                 d.append((s, mult, cpus, need[3]))
@@ -451,8 +457,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
                 n_node_vars += n_eligible[need]
             demand[k] = d
     if encoding is None:
-        encoding = ("per-node" if n_node_vars <= min(max_node_vars, PER_NODE_FIRST_VARS)
-                    else "aggregated" if rules.active or topo.jobs else "pooled")
+        encoding = ("pooled" if not (rules.active or topo.jobs)
+                    else "per-node" if n_node_vars <= min(max_node_vars, PER_NODE_FIRST_VARS) else "aggregated")
     if encoding not in ENCODINGS:
         raise ValidationError(f"unknown encoding {encoding!r}; known: {', '.join(ENCODINGS)}")
     if encoding == "per-node" and n_node_vars > max_node_vars:
@@ -506,6 +512,8 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
     sized: list[list[tuple[cp_model.IntVar, int, int]]] = [[] for _ in classes]
     held_at: dict[int, list[tuple[cp_model.IntVar, int]]] = defaultdict(list)
     blocks: dict[tuple[int, int], cp_model.IntVar] = {}
+    #: (part GPUs, CPUs, memory, GPU type) -> the classes that can hold such a part (no node rule applying)
+    holders: dict[tuple[int, int, int, str], np.ndarray] = {}
     for j, rows in rows_of.items():
         if deadline is not None and deadline.expired():
             raise OutOfTime
@@ -557,9 +565,15 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
             per_node: dict[int, list] = defaultdict(list)
             for s, mult, cpus, mem in demand[k]:
                 by_sub = sub_classes and j in rules.selecting  # its nodes are chosen per sub-class below
-                ok = np.flatnonzero((cls_g >= s) & (cls_c >= cpus) & (cls_m >= mem)
-                                    & (cls_type_arr == table.gpu_type[k])
-                                    & (rules.classes_for(j, s) if rules.active and not by_sub else True))
+                if rules.active and not by_sub:
+                    ok = np.flatnonzero((cls_g >= s) & (cls_c >= cpus) & (cls_m >= mem)
+                                        & (cls_type_arr == table.gpu_type[k]) & rules.classes_for(j, s))
+                else:  # the classes that hold such a part depend on the part alone: found once per kind of part
+                    key = (s, cpus, mem, table.gpu_type[k])
+                    ok = holders.get(key)
+                    if ok is None:
+                        ok = holders[key] = np.flatnonzero((cls_g >= s) & (cls_c >= cpus) & (cls_m >= mem)
+                                                           & (cls_type_arr == table.gpu_type[k]))
                 if encoding != "per-node" and not by_sub and ok.size == 1:
                     # one class can hold these parts: their count is mult x v, so v stands for it (no count
                     # variable, no linking constraint; module docstring, "Encodings")
@@ -663,7 +677,7 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
         for terms, cap in (*gpu_terms, (use_c[ci], tot_c[ci]), (use_m[ci], tot_m[ci]), (big[ci], cls_n[ci]),
                            *pool_terms):
             if terms and sum(c for _, c in terms if c > 0) > cap:  # else it always holds (blocks count >= 0)
-                m.add(sum(c * v for v, c in terms) <= int(cap))
+                m.add(_weighted(terms) <= int(cap))
                 n_cons += 1
     for (ci, lab), terms in sub_use.items():  # what the selecting jobs hold of a sub-class fits it
         members = rules.subclasses(ci)[lab]
@@ -676,10 +690,16 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
         if len(large) > len(members):
             m.add(sum(large) <= len(members))
             n_cons += 1
-    m.maximize(sum(c * v for v, c in obj_terms))
+    m.maximize(_weighted(obj_terms))
     n_cons += len(blocks)
     return RubickRoundModel(problem, table, admission, encoding, m, y, parts, trims, classes, nodes, offset, n_cons,
                             rules, sub_parts, frozenset(banned), topo, domains, moves, blocks)
+
+
+def _weighted(terms: Sequence[tuple[cp_model.IntVar, int]]) -> cp_model.LinearExprT:
+    """``sum c v`` over ``terms`` (variable, coefficient), made by CP-SAT in one call (a Python ``sum`` builds one
+    expression node a term)."""
+    return cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [int(c) for _, c in terms])
 
 
 def _pool_limits(m: cp_model.CpModel, sized: Sequence[tuple[cp_model.IntVar, int, int]], members: Sequence[int],
@@ -974,9 +994,10 @@ def solve(problem: RubickRound, table: CoefficientTable, *, time_limit: float, s
     """Build and solve within ``time_limit`` seconds (building included in the wall time, the solver
     gets what is left, at least :data:`~optsched.formulations.solution.MIN_SOLVER_SECONDS`). ``hint``
     (e.g. the heuristic's choices) warm-starts the solver. ``encoding`` forces one encoding; by default
-    small rounds are solved per node and larger ones aggregated first, then per node when that is not
-    proven optimal and the per-node model has at most ``max_node_vars`` part variables
-    (:data:`PER_NODE_FIRST_VARS`); the better answer is returned with the tighter of the two bounds.
+    the encoding :func:`build` picks (pooled; with node rules, small rounds per node and larger ones
+    aggregated), then per node when that is not proven optimal, at least 1 s is left and the per-node model
+    has at most ``max_node_vars`` part variables; the better answer is returned with the tighter of the two
+    bounds.
     A forced per-node encoding over ``max_node_vars`` raises :class:`ModelTooLarge`. ``backend``
     (:data:`BACKENDS`): ``"cpsat"``, or ``"cbc"``/``"highs"``, the same model solved as a MILP through
     pulp (:func:`optsched.formulations.milp.solve_milp`, on ``workers`` threads; ``seed`` is CP-SAT's
@@ -1039,7 +1060,7 @@ def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_l
     except OutOfTime:
         return Solution("unknown", None, None, time.perf_counter() - t0, bool(hint), ModelSize(0, 0, "unbuilt"),
                         {"reason": f"the time limit ({time_limit:g} s) passed while the model was being built", **tag})
-    if backend == "cpsat":
+    if backend in CPSAT_BACKENDS:
         if hint:
             _hint(built, hint)
         solver = cp_solver(solver_seconds(time_limit, t0), seed, workers)
@@ -1054,7 +1075,9 @@ def _solve_once(problem: RubickRound, table: CoefficientTable, t0: float, time_l
         for key, value in params.items():
             setattr(solver.parameters, key, value)
         with phase("solver"):
-            name, found, bound, values = solve_scaled(solver, built.model, SCALE, built.offset, trace, t0)
+            name, found, bound, values, ran = solve_scaled_by(backend, solver, built.model, SCALE, built.offset,
+                                                              t0 + time_limit, trace, t0)
+        tag.update(ran)
     else:
         start = None if not hint else {v.index: value for v, value in _hint_values(built, hint)}
         with phase("solver"):

@@ -24,6 +24,9 @@ class OutOfTime(Exception):
 #: the MILP back ends (:mod:`optsched.formulations.milp`), named here so that checking an option does not import
 #: pulp and OR-Tools
 MILP_BACKENDS = ("cbc", "highs")
+#: the back ends that search with CP-SAT: ``"cpsat"`` alone, or ``"switch"``, HiGHS after CP-SAT stalls
+#: (:mod:`optsched.formulations.switch`)
+CPSAT_BACKENDS = ("cpsat", "switch")
 
 
 @dataclass(frozen=True)
@@ -63,5 +66,5 @@ def solver_seconds(time_limit: float, started: float) -> float:
     return max(MIN_SOLVER_SECONDS, time_limit - (time.perf_counter() - started))
 
 
-__all__ = ["MILP_BACKENDS", "MIN_SOLVER_SECONDS", "ModelSize", "OutOfTime", "SOLUTION_STATUSES", "Solution",
+__all__ = ["CPSAT_BACKENDS", "MILP_BACKENDS", "MIN_SOLVER_SECONDS", "ModelSize", "OutOfTime", "SOLUTION_STATUSES", "Solution",
            "solver_seconds"]

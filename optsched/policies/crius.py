@@ -42,7 +42,7 @@ from optsched.perf.crius.cell_estimator import EstimatorParams
 from optsched.policies.checks import round_of
 from optsched.policies.exact import ExactKind, Outcome, WarmStart, exact_method, hint_of, register_exact
 from optsched.policies.notes import finishing_deadline, join_notes, table_cut_note
-from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+from optsched.policies.options import BACKENDS, DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.crius.admission import CriusAdmission, admit
 from optsched.rounds.crius.choice import Choice
@@ -216,7 +216,7 @@ for _name, _build, _summary in (
         ("crius-nh", _heuristic("crius-nh", CriusNH, True),
          "Crius-NH: Algorithm 1 without heterogeneity scaling, one GPU type per job (ablation, Sec. 8.6)")):
     register_method("crius", _name, _build, _summary, (ESTIMATOR_PARAMS,),
-                    uses_backend=_name in ("exact", "crius-exact"))
+                    backends=BACKENDS if _name in ("exact", "crius-exact") else ())
 
 
 __all__ = ["CriusContext", "CriusExact", "CriusHeuristicPolicy", "ESTIMATOR_PARAMS", "FINISH_S_PER_JOB"]

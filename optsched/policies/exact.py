@@ -57,7 +57,7 @@ from optsched.core.round import RoundProblem
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, Solution
 from optsched.policies.checks import round_of
 from optsched.policies.notes import join_notes
-from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+from optsched.policies.options import AUTO_BACKEND, DEFAULT_TIME_LIMIT, PolicyOptions
 
 #: relative tolerance of every comparison of two objectives (absolute below 1): float sums of the same
 #: decision computed in two orders differ by far less, a real improvement by far more
@@ -323,7 +323,7 @@ class ExactPolicy:
         with phase("model"):
             sol = c.solve(ctx, warm, time_limit=max(deadline.remaining() - reserve, MIN_SOLVER_SECONDS), seed=self.seed,
                           workers=self.workers, backend=self.backend)
-        note = c.describe(sol)
+        note = join_notes(c.describe(sol), f"back ends {sol.payload['backends']}" if "backends" in sol.payload else "")
         if later:
             if sol.status == "optimal" and sol.objective is not None and c.answer(sol) is not None:
                 return decision(c.answer(sol), "optimal", join_notes(note, "no warm start: the solver proved its "
@@ -379,12 +379,19 @@ def exact_kinds() -> tuple[str, ...]:
 
 
 def exact_contract(kind: str, options: PolicyOptions | None = None) -> ExactKind[Any, Any, Any]:
-    """A fresh contract of ``kind`` built from ``options`` (``ValidationError`` when the kind has none)."""
+    """A fresh contract of ``kind`` built from ``options`` (``ValidationError`` when the kind has none); a
+    ``backend`` of ``auto`` is the kind's ``exact`` method's default, as :func:`~optsched.policies.registry.
+    make_policy` makes it."""
+    from optsched.policies.registry import method
+
     factory = _CONTRACTS.get(kind)
     if factory is None:
         raise ValidationError(f"round kind {kind!r} has no exact contract (kinds with one: "
                               f"{', '.join(exact_kinds()) or 'none'})")
-    return factory(options or PolicyOptions())
+    options = options or PolicyOptions()
+    if options.backend == AUTO_BACKEND:
+        options = replace(options, backend=method(kind, "exact").default_backend)
+    return factory(options)
 
 
 def exact_method(name: str, factory: ContractFactory) -> Callable[[PolicyOptions], ExactPolicy]:

@@ -111,7 +111,7 @@ def _contract(o: PolicyOptions) -> ExpertsExact:
 register_exact("experts", _contract)
 register_method("experts", "exact", exact_method("exact", _contract),
                 "CP-SAT expert packing (minimise the most loaded device) warm-started by Lina; never worse than it",
-                uses_backend=True)
+                backends=("cbc", "highs"))
 register_method("experts", "lina", lambda o: ExpertsHeuristicPolicy("lina", lina_plan),
                 "Lina: Eq. 4.1 device counts and first-fit decreasing (heuristic)")
 register_method("experts", "heuristic", lambda o: ExpertsHeuristicPolicy("heuristic", lina_plan),

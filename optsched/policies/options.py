@@ -10,11 +10,14 @@ from typing import Any, Mapping
 
 from optsched.core.checks import require_seed
 from optsched.core.errors import ValidationError
-from optsched.formulations.solution import MILP_BACKENDS
+from optsched.formulations.solution import CPSAT_BACKENDS, MILP_BACKENDS
 from optsched.perf.lookup import ConfigFilter, FittedModels, PerfSource
 
-#: what may solve an exact formulation: CP-SAT, or a MILP through pulp
-BACKENDS: tuple[str, ...] = ("cpsat", *MILP_BACKENDS)
+#: what may solve an exact formulation: CP-SAT, CP-SAT then HiGHS when it stalls (``switch``), or a MILP through pulp
+BACKENDS: tuple[str, ...] = (*CPSAT_BACKENDS, *MILP_BACKENDS)
+#: the default ``backend``: each method's own (``switch`` for the exact methods of ``rubick`` and ``crius``, ``cpsat``
+#: for every other method; :func:`optsched.policies.registry.make_policy` replaces it with that before building)
+AUTO_BACKEND = "auto"
 
 #: seconds a solver-backed policy gets per round unless told otherwise
 DEFAULT_TIME_LIMIT = 10.0
@@ -32,8 +35,11 @@ class PolicyOptions:
       replacing the built-in ones (:class:`~optsched.perf.lookup.PerfSource`);
     * ``extras``: options of the round kind (Rubick: ``defer_unreachable_guarantees``); each kind's
       methods say which they read (:func:`optsched.policies.registry.kind_extras`);
-    * ``backend``: what solves the exact formulations: ``"cpsat"`` (default), ``"cbc"`` or ``"highs"``
-      (a MILP through pulp, :mod:`optsched.formulations.milp`; HiGHS when ``highspy`` is installed);
+    * ``backend``: what solves the exact formulations: ``"auto"`` (default: ``"switch"`` where a method offers it,
+      else ``"cpsat"``); ``"cpsat"``; ``"switch"``, CP-SAT and then, when it stalls, HiGHS
+      (:mod:`optsched.formulations.switch`; the ``rubick`` and ``crius`` exact methods);
+      ``"cbc"`` or ``"highs"`` (a MILP through pulp, :mod:`optsched.formulations.milp`; HiGHS when ``highspy`` is
+      installed);
     * ``clock_start``: the ``time.perf_counter()`` reading the time limit counts from (e.g. when a
       command started, so that parsing counts); None: each ``decide`` call starts its own clock;
     * ``allowed_configs``: which configurations the policy may offer a job
@@ -46,7 +52,7 @@ class PolicyOptions:
     perf_models: FittedModels | None = field(default=None, compare=False)
     extras: Mapping[str, Any] = field(default_factory=dict)
     clock_start: float | None = None
-    backend: str = "cpsat"
+    backend: str = AUTO_BACKEND
     allowed_configs: ConfigFilter | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -60,8 +66,8 @@ class PolicyOptions:
         if not isinstance(self.extras, Mapping) or not all(isinstance(k, str) for k in self.extras):
             raise ValidationError(f"extras must be a mapping of option names to values, got {self.extras!r}")
         object.__setattr__(self, "extras", MappingProxyType(dict(self.extras)))
-        if self.backend not in BACKENDS:
-            raise ValidationError(f"unknown backend {self.backend!r}; known: {', '.join(BACKENDS)}")
+        if self.backend not in (AUTO_BACKEND, *BACKENDS):
+            raise ValidationError(f"unknown backend {self.backend!r}; known: {', '.join((AUTO_BACKEND, *BACKENDS))}")
         if self.clock_start is not None and (isinstance(self.clock_start, bool)
                                              or not isinstance(self.clock_start, (int, float))):
             raise ValidationError(f"clock_start must be a time.perf_counter() reading, got {self.clock_start!r}")
@@ -74,4 +80,4 @@ class PolicyOptions:
         return PerfSource(self.perf_models, self.allowed_configs)
 
 
-__all__ = ["BACKENDS", "DEFAULT_TIME_LIMIT", "PolicyOptions"]
+__all__ = ["AUTO_BACKEND", "BACKENDS", "DEFAULT_TIME_LIMIT", "PolicyOptions"]

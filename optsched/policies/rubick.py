@@ -54,7 +54,7 @@ from optsched.core.deadline import Deadline
 from optsched.core.decision import Decision
 from optsched.core.errors import InfeasibleError, ValidationError
 from optsched.core.round import RoundProblem
-from optsched.formulations.solution import Solution
+from optsched.formulations.solution import CPSAT_BACKENDS, Solution
 from optsched.heuristics.baselines import antman_round, schedule_fifo, schedule_sia, schedule_synergy
 from optsched.heuristics.baselines.synergy import SYNERGY_TUNE_FRACTION
 from optsched.heuristics.rubick import algorithm1
@@ -63,7 +63,7 @@ from optsched.perf.lookup import PerfLookup, PerfSource, notes_needed, predictio
 from optsched.policies.checks import round_of
 from optsched.policies.exact import ExactKind, Outcome, WarmStart, exact_method, hint_of, register_exact
 from optsched.policies.notes import finishing_deadline, join_notes, table_cut_note
-from optsched.policies.options import DEFAULT_TIME_LIMIT, PolicyOptions
+from optsched.policies.options import BACKENDS, DEFAULT_TIME_LIMIT, PolicyOptions
 from optsched.policies.registry import register_method
 from optsched.rounds.rubick.admission import DEFER_OPTION, NO_GUARANTEES, Admission, admit
 from optsched.rounds.rubick.baseline_tables import BaselineCache, request_table, sia_table, synergy_table
@@ -309,7 +309,7 @@ class RubickExact(ExactKind[RubickRound, RubickContext, Mapping[str, Choice]]):
         default (a MILP back end named by the caller solves the model)."""
         from optsched.formulations import rubick_prices
 
-        return (self.backend == "cpsat" and MODEL_S_PER_ROW2 * len(ctx.table.throughput) ** 2 > 0.5 * time_limit
+        return (self.backend in CPSAT_BACKENDS and MODEL_S_PER_ROW2 * len(ctx.table.throughput) ** 2 > 0.5 * time_limit
                 and rubick_prices.applies(ctx.problem))
 
     def round_of(self, problem: RoundProblem, method: str) -> RubickRound:
@@ -543,7 +543,7 @@ for _name, _build, _summary, _extras in (
         ("synergy", _baseline(SynergyPolicy, "synergy"), "Synergy-like CPU tuning (baseline)", ()),
         ("sia", _baseline(SiaPolicy, "sia"), "Sia-like GPU scaling through DP (baseline)", ()),
         ("antman", _baseline(AntManPolicy, "antman"), "AntMan-like multi-tenant (baseline)", ())):
-    register_method("rubick", _name, _build, _summary, _extras, uses_backend=_name in ("exact", "rubick-exact"))
+    register_method("rubick", _name, _build, _summary, _extras, backends=BACKENDS if _name in ("exact", "rubick-exact") else ())
 
 
 __all__ = ["AntManPolicy", "DEFER", "FifoPolicy", "RubickContext", "RubickExact", "RubickHeuristicPolicy", "SiaPolicy",

@@ -21,7 +21,7 @@ from optsched.policies.registry import make_policy
 @collector_paused
 def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFAULT_TIME_LIMIT, seed: int = 0, *,
           workers: int = 1, perf_models: FittedModels | None = None, clock_start: float | None = None,
-          partitions: int | None = None, backend: str = "cpsat", cancel: threading.Event | None = None,
+          partitions: int | None = None, backend: str = "auto", cancel: threading.Event | None = None,
           **extras: Any) -> Decision:
     """Solve one round with ``method`` of its kind (``optsched.solve``), within ``time_limit`` seconds.
 
@@ -34,14 +34,16 @@ def solve(problem: RoundProblem, method: str = "exact", time_limit: float = DEFA
     the call; a method its limit cuts short returns a feasible decision of status ``partial``. With
     ``partitions=K`` (>= 2; ``None``, the default, for none; 1 is an error) the method runs on K parts of the round
     in parallel processes and the parts' decisions are joined (:mod:`optsched.policies.partitioned`). ``backend``
-    chooses what solves exact formulations (``PolicyOptions.backend``; a MILP back end for a method it does not
-    solve is an error, :func:`~optsched.policies.registry.make_policy`). The round's warnings
+    chooses what solves exact formulations (``PolicyOptions.backend``: ``auto``, the default, is ``switch`` for the
+    exact methods of ``rubick`` and ``crius`` and ``cpsat`` for the others; a back end a method does not use is an
+    error, :func:`~optsched.policies.registry.make_policy`). The round's warnings
     (:meth:`RoundProblem.warnings <optsched.core.round.RoundProblem.warnings>`: numbers implausible for their unit,
     a kind's own, such as Rubick's reconfiguration penalty above its preemption penalty) are named in the decision's
     message, each as ``warning: ...``. ``cancel``: an event the caller sets when it no longer wants the answer (the
     service, when its client hangs up); from then on the call has no time left and returns soon, with what a limit
-    cut short returns (:mod:`optsched.core.deadline`, "Cancellation": the parts of a partitioned solve and HiGHS run
-    in-process through ``highspy`` still stop only at their limits; a CBC or ``highs`` solver process is killed).
+    cut short returns (:mod:`optsched.core.deadline`, "Cancellation": the parts of a partitioned solve, HiGHS run
+    in-process through ``highspy`` and the ``switch`` back end's HiGHS (after a stall; the call returns at once)
+    still stop only at their limits; a CBC or ``highs`` solver process is killed).
     Python's cyclic garbage collector is paused for the call (:mod:`optsched.core.collector`)."""
     if not isinstance(problem, RoundProblem):
         raise ValidationError(f"solve: problem must be a RoundProblem, got {type(problem).__name__}")

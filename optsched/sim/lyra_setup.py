@@ -11,10 +11,11 @@ targets; no loaning: every inference server held by inference from time 0) or, f
 ``opportunistic`` baseline, the capacity changes of inference's usage (no server lent; fungible jobs
 use idle inference GPUs at lower priority and are evicted when inference grows).
 
-The scenario (``scenario``, Sec. 3.7.1: ``basic``, ``advanced``, ``heterogeneous``;
+The scenario (``scenario``, Sec. 3.7.1: ``basic``, ``advanced``, ``heterogeneous``, ``ideal``;
 :func:`~optsched.sim.traces.lyra.scenario_jobs`) marks the heterogeneous jobs: they may run on inference
 servers, where the ground truth runs them at ``heterogeneous_efficiency`` (0.7) of the ideal rate
-(:class:`~optsched.sim.lyra_truth.LyraGroundTruth`). The schedulers are not told which jobs these are (a
+(:class:`~optsched.sim.lyra_truth.LyraGroundTruth`); ``ideal`` makes every job elastic and fungible instead
+(:func:`~optsched.sim.traces.lyra.ideal_jobs`). The schedulers are not told which jobs these are (a
 round has no such field): they plan them as fungible jobs at the ideal rate, and the thesis' rule "Lyra's job
 scheduler considers these jobs with the lowest priority on the remaining servers after all other jobs are
 scheduled" (Sec. 3.6) is not modelled.
@@ -85,6 +86,9 @@ class LyraSimulation:
     def describe_scenario(self) -> str:
         """The scenario and its heterogeneous jobs: their share of jobs and of GPU time, and their efficiency."""
         het = self.truth.heterogeneous
+        if self.scenario == "ideal":
+            return ("scenario ideal: every job elastic (twice its request unless it had a range) and on inference "
+                    "servers at the ideal rate")
         if not het:
             return f"scenario {self.scenario}: no heterogeneous job"
         total = float(sum(j.total_iterations for j in self.jobs)) or 1.0

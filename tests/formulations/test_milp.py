@@ -141,7 +141,7 @@ def test_rubick_round_cbc_warm_start_never_below_the_heuristic() -> None:
 def test_rubick_round_unknown_backend_lists_the_known_ones() -> None:
     problem = generate_rubick_round(1, 8, 4, 0)
     table = build_round_table(problem)
-    with pytest.raises(ValidationError, match="unknown backend 'gurobi'; known: cpsat, cbc, highs"):
+    with pytest.raises(ValidationError, match="unknown backend 'gurobi'; known: cpsat, switch, cbc, highs"):
         rubick_round.solve(problem, table, time_limit=5, backend="gurobi")
 
 

@@ -113,6 +113,10 @@ def test_exact_equals_brute_force_on_tiny_rounds_with_trims(seed: int) -> None:
         agg = rubick_round.solve(problem, table, time_limit=20, encoding=encoding)
         assert agg.bound is not None and agg.bound >= best - 1e-5 and agg.objective <= best + 1e-9
         assert violations(problem, table, agg.payload["choices"]) == []
+    # the default: pooled first, then per node when the pooled answer's placement is not proven optimal
+    default = rubick_round.solve(problem, table, time_limit=20)
+    assert default.status == "optimal" and default.objective == pytest.approx(best, abs=1e-5)
+    assert violations(problem, table, default.payload["choices"]) == []
     if seed < 2:
         cbc = rubick_round.solve(problem, table, time_limit=20, encoding="per-node", backend="cbc")
         assert cbc.objective == pytest.approx(best, abs=1e-5)
@@ -346,5 +350,6 @@ def test_the_model_moves_a_running_job_whose_only_row_is_its_current_one() -> No
     assert len(moved) == 1 and choices[moved[0]].row == int(table.current_row[table.index_of(moved[0])])
     import optsched
     decision = optsched.solve(problem, "exact", time_limit=20)
-    assert {x.job: x.action for x in decision.jobs}[moved[0]] == "reconfigure"
+    actions = {x.job: x.action for x in decision.jobs}
+    assert sorted((actions["a"], actions["d"])) == ["keep", "reconfigure"]  # either one moves beside the other
     assert decision.status == "optimal"

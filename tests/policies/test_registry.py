@@ -148,7 +148,7 @@ def test_solve_dispatches_on_the_kind_of_the_round(echo_kind: None) -> None:
 
 
 def test_backend_option() -> None:
-    with pytest.raises(ValidationError, match="unknown backend 'gurobi'; known: cpsat, cbc, highs"):
+    with pytest.raises(ValidationError, match="unknown backend 'gurobi'; known: auto, cpsat, switch, cbc, highs"):
         PolicyOptions(backend="gurobi")
     problem = generate_rubick_round(2, 8, 8, 4)
     cpsat = solve(problem, "exact", 20.0)

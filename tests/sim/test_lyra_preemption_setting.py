@@ -12,20 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lyra_cases import lent_servers_reclaimed
+
 from optsched.cli import main
 from optsched.core.errors import ValidationError
-from optsched.core.events import PoolTarget
 from optsched.core.job import Job
 from optsched.experiments.compare import summary_document
 from optsched.policies import PolicyOptions, make_policy
 from optsched.rounds.lyra.cluster import inference_name, two_pool_cluster
 from optsched.rounds.lyra.jobs import is_elastic
 from optsched.rounds.lyra_sim import LyraSimRound
-from optsched.sim.config import SimConfig
-from optsched.sim.engine import Simulator
 from optsched.sim.loaning import BURST_TOLERANCE, median_burst, synthetic_usage
 from optsched.sim.lyra_setup import lyra_simulation, preemptions_per_server_day
-from optsched.sim.lyra_truth import LyraGroundTruth
 from optsched.sim.traces.lyra import elastic_on_inference
 
 
@@ -147,16 +145,8 @@ def test_elastic_on_inference_refuses_other_values() -> None:
 
 
 def test_preemptions_per_inference_server_day_of_a_tiny_run() -> None:
-    # f and g (fungible, 8 GPUs) run on the four lent servers and lose them at 1800 s; t (16 GPUs) holds the
-    # training servers: 2 preemptions. Over 4 inference servers and a quarter of a day: 2 / (4 x 0.25) = 2.0
-    inf = tuple(inference_name(i) for i in range(4))
-    jobs = [Job("f", "cnn", 8, 8 * 7200, gpus_per_worker=2, fungible=True),
-            Job("g", "cnn", 8, 8 * 7200, gpus_per_worker=2, fungible=True, checkpointing=True),
-            Job("t", "cnn", 16, 16 * 3600, gpus_per_worker=2)]
-    cfg = SimConfig(preempt_restart_s=63.0, checkpoint_on_preempt=False, checkpoint_interval_s=0.0)
-    res = Simulator(two_pool_cluster(2, 4), jobs, make_policy("lyra", PolicyOptions(time_limit=5), kind="lyra"),
-                    LyraGroundTruth(frozenset({"T4"})), cfg, round_fields={"inference_nodes": inf},
-                    pool_targets=[PoolTarget(0.0, inf, 4), PoolTarget(1800.0, inf, 0)]).run()
+    # lyra_cases.lent_servers_reclaimed: 2 preemptions. Over 4 inference servers and a quarter of a day: 2 / (4 x 0.25)
+    res, cfg = lent_servers_reclaimed()
     doc = summary_document({"lyra": res}, cfg, policy_summary=lambda s: {
         "preemptions_per_inference_server_day": preemptions_per_server_day(s["preemptions"], 4, 0.25)})
     pol = doc["policies"]["lyra"]

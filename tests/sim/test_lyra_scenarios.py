@@ -45,8 +45,8 @@ def test_heterogeneous_scenario_disables_the_fungible_jobs() -> None:
     jobs, het = scenario_jobs(basic, "heterogeneous", seed=4)
     assert len(het) == 20
     assert {j.name for j in jobs if j.fungible} == het   # "we disable the 21% fungible training load"
-    with pytest.raises(ValidationError, match="unknown scenario 'ideal'"):
-        scenario_jobs(basic, "ideal", seed=4)
+    with pytest.raises(ValidationError, match="unknown scenario 'perfect'"):
+        scenario_jobs(basic, "perfect", seed=4)
 
 
 def test_a_heterogeneous_job_runs_at_seventy_percent_on_inference_gpus() -> None:
@@ -76,3 +76,31 @@ def test_the_simulation_inputs_carry_the_scenario() -> None:
     assert sim.describe_scenario().startswith("scenario advanced: 8 heterogeneous jobs (10.0% of jobs")
     basic = lyra_simulation("synthetic", jobs=80, seed=2)
     assert basic.cluster == sim.cluster and not basic.truth.heterogeneous
+
+
+def test_ideal_makes_every_job_elastic_to_twice_its_request_and_fungible() -> None:
+    basic = _basic()
+    jobs, het = scenario_jobs(basic, "ideal", seed=4)
+    assert het == frozenset() and len(jobs) == len(basic)
+    for before, after in zip(basic, jobs):
+        assert after.fungible  # "heterogeneous training with ideal performance": inference servers at the ideal rate
+        if before.max_gpus is not None and before.max_gpus > before.min_gpus:  # "a pre-defined scaling range"
+            assert (after.min_gpus, after.max_gpus) == (before.min_gpus, before.max_gpus)
+        else:  # "its requested demand to be the base demand, and its scaling range is twice that"
+            assert (after.min_gpus, after.max_gpus) == (before.requested_gpus, 2 * before.requested_gpus)
+        assert dataclasses.replace(after, fungible=before.fungible, min_gpus=before.min_gpus,
+                                   max_gpus=before.max_gpus) == before  # nothing else changes
+
+
+def test_an_ideal_job_scales_to_twice_its_request() -> None:
+    # one inelastic job of one 2-GPU worker, 1,000 training-GPU-seconds, alone on a training server of 8 GPUs: as
+    # requested it runs 1000 / 2 s; in Ideal it is elastic to 4 GPUs and runs 1000 / 4 s (linear scaling)
+    job = Job("i", "cnn", 2, 1000, gpus_per_worker=2)
+    ideal = scenario_jobs([job], "ideal", seed=0)[0]
+    cluster = two_pool_cluster(1, 0)
+    for jobs, expect in (([job], 1000 / 2.0), (ideal, 1000 / 4.0)):
+        res = Simulator(cluster, jobs, make_policy("lyra", PolicyOptions(time_limit=5), kind="lyra"),
+                        LyraGroundTruth(frozenset({"T4"})), CFG).run()
+        assert res.jobs[0].jct_s == pytest.approx(expect, rel=1e-6)
+    assert lyra_simulation("synthetic", jobs=20, seed=2, scenario="ideal").describe_scenario().startswith(
+        "scenario ideal: every job elastic")

@@ -9,16 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from lyra_cases import lent_servers_reclaimed
+
 from optsched.cli import main
 from optsched.core.errors import ValidationError
-from optsched.core.events import PoolTarget
-from optsched.core.job import Job
-from optsched.policies import PolicyOptions, make_policy
-from optsched.rounds.lyra.cluster import inference_name, two_pool_cluster
-from optsched.sim.config import SimConfig
-from optsched.sim.engine import Simulator
 from optsched.sim.lyra_setup import size_by_load
-from optsched.sim.lyra_truth import LyraGroundTruth
 from optsched.sim.presets import get_preset
 from optsched.sim.traces.lyra import job_mix, lyra_jobs, philly_window, synthetic_rows
 
@@ -65,15 +60,8 @@ def test_size_by_load() -> None:
 
 
 def test_preemption_ratio_is_preemptions_over_submissions() -> None:
-    # as test_lyra_loaning's reclaim case: f and g lose the lent servers at 1800 s, t never does -> 2 / 3
-    inf = tuple(inference_name(i) for i in range(4))
-    jobs = [Job("f", "cnn", 8, 8 * 7200, gpus_per_worker=2, fungible=True),
-            Job("g", "cnn", 8, 8 * 7200, gpus_per_worker=2, fungible=True, checkpointing=True),
-            Job("t", "cnn", 16, 16 * 3600, gpus_per_worker=2)]
-    cfg = SimConfig(preempt_restart_s=63.0, checkpoint_on_preempt=False, checkpoint_interval_s=0.0)
-    res = Simulator(two_pool_cluster(2, 4), jobs, make_policy("lyra", PolicyOptions(time_limit=5), kind="lyra"),
-                    LyraGroundTruth(frozenset({"T4"})), cfg, round_fields={"inference_nodes": inf},
-                    pool_targets=[PoolTarget(0.0, inf, 4), PoolTarget(1800.0, inf, 0)]).run()
+    # lyra_cases.lent_servers_reclaimed: f and g lose the lent servers at 1800 s, t never does -> 2 / 3
+    res, _ = lent_servers_reclaimed()
     s = res.summary()
     assert s["preemptions"] == 2 and s["preemption_ratio"] == pytest.approx(2 / 3, abs=1e-6)
 

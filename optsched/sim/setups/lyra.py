@@ -58,7 +58,9 @@ OPTIONS = (
                      "get the loans (default: every policy gets them)", "POLICY,..."),
     SimulationOption("scenario", str, "basic", "the scenario of thesis Sec. 3.7.1: basic (no heterogeneous job), "
                      "advanced ('On top of Basic, 10%% of jobs can use heterogeneous GPUs with non-ideal performance') "
-                     "or heterogeneous (no fungible job, the same 10%% heterogeneous) (default basic)",
+                     "heterogeneous (no fungible job, the same 10%% heterogeneous) or ideal ('All jobs support scaling "
+                     "and heterogeneous training with ideal performance': every job elastic to twice its request and "
+                     "allowed on inference servers) (default basic)",
                      "|".join(SCENARIOS)),
     SimulationOption("hetero_efficiency", float, HETEROGENEOUS_EFFICIENCY, "share of the ideal rate a heterogeneous "
                      "job achieves on inference GPUs (Sec. 3.7.1: 'at most 70%% of the ideal results'; default 0.7)",

@@ -248,6 +248,11 @@ SCENARIOS: dict[str, tuple[float, bool]] = {
     # "Heterogeneous: Different from the Advanced scenario, we disable the 21% fungible training load and consider
     # the 10% heterogeneous training non-ideal performance solely"
     "heterogeneous": (0.10, False),
+    # "Ideal: All jobs support scaling and heterogeneous training with ideal performance. For jobs without a
+    # pre-defined scaling range, we consider its requested demand to be the base demand, and its scaling range is
+    # twice that." (:func:`ideal_jobs`; no job is heterogeneous in the 70% sense: every one runs on inference
+    # servers at the ideal rate, as a fungible job does)
+    "ideal": (0.0, True),
 }
 
 
@@ -262,10 +267,12 @@ def scenario_jobs(jobs: Sequence[Job], scenario: str, seed: int) -> tuple[list[J
     would add nothing to it. ``heterogeneous``: no job is fungible ("we disable the 21% fungible training load"),
     then the same draw among all jobs. ``basic``: the jobs as they are. The draw has its own stream
     (``numpy.random.default_rng([seed, 3])``), so the jobs of a scenario are those of Basic with the heterogeneous
-    ones marked."""
+    ones marked. ``ideal``: :func:`ideal_jobs`."""
     if scenario not in SCENARIOS:
         raise ValidationError(f"lyra trace: unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
     require_seed("scenario_jobs", seed)
+    if scenario == "ideal":
+        return ideal_jobs(jobs), frozenset()
     share, keep_fungible = SCENARIOS[scenario]
     out = list(jobs) if keep_fungible else [dataclasses.replace(j, fungible=False) if j.fungible else j for j in jobs]
     if share <= 0.0:
@@ -277,6 +284,23 @@ def scenario_jobs(jobs: Sequence[Job], scenario: str, seed: int) -> tuple[list[J
     for i in picked:
         out[i] = dataclasses.replace(out[i], fungible=True)
     return out, frozenset(out[i].name for i in picked)
+
+
+def ideal_jobs(jobs: Sequence[Job]) -> list[Job]:
+    """``jobs`` in the Ideal scenario (Sec. 3.7.1, quoted at :data:`SCENARIOS`): every job may run on inference
+    servers at the ideal rate (``fungible``), and every job is elastic: one with an elastic range keeps it, any
+    other gets its request as the base demand and twice that as the top of its range (``min_gpus`` = request,
+    ``max_gpus`` = 2 x request, whole workers of its ``gpus_per_worker``). "Ideal performance" is the ground
+    truth's linear scaling (:mod:`optsched.sim.lyra_truth`, Sec. 3.7.1: running time "inversely proportional to
+    its resource allocation")."""
+    out = []
+    for j in jobs:
+        if _is_elastic(j):
+            out.append(dataclasses.replace(j, fungible=True))
+        else:
+            out.append(dataclasses.replace(j, fungible=True, min_gpus=j.requested_gpus,
+                                           max_gpus=2 * j.requested_gpus))
+    return out
 
 
 def elastic_on_inference(jobs: Sequence[Job]) -> tuple[list[Job], int]:
@@ -300,5 +324,5 @@ def elastic_on_inference(jobs: Sequence[Job]) -> tuple[list[Job], int]:
     return out, made
 
 
-__all__ = ["JobMix", "RawRow", "SCENARIOS", "TraceWindow", "elastic_on_inference", "job_mix", "lyra_jobs",
-           "philly_rows", "philly_window", "scenario_jobs", "synthetic_rows"]
+__all__ = ["JobMix", "RawRow", "SCENARIOS", "TraceWindow", "elastic_on_inference", "ideal_jobs", "job_mix",
+           "lyra_jobs", "philly_rows", "philly_window", "scenario_jobs", "synthetic_rows"]
