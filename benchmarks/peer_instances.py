@@ -2,7 +2,8 @@
 aggregated MILP a peer would write (the reference) and by ``optsched.solve`` per back end, timed phase by phase
 in one run, every answer scored by one evaluator.
 
-    python benchmarks/peer_instances.py [--gpus 64,256,1024,2048] [--shapes easy,wide,hard] [--backends auto,cpsat,switch,cbc,highs]
+    python benchmarks/peer_instances.py [--gpus 64,256,1024,2048] [--shapes easy,wide,hard]
+                                        [--backends auto,cpsat,switch,cbc,highs]
                                         [--limit 60] [--repeat 3] [--seed 0]
 
 **The instances** (:func:`sia_instance`) follow Sia's round as its public simulator builds it (SOSP'23 artifact,

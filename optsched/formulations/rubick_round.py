@@ -58,10 +58,10 @@ constraint; most rows of clusters with few GPU types). Size: ``|rows| + sum_k |p
 variables at most, ``|jobs| + 4 |classes|`` constraints plus one per row whose parts more than one class
 can hold.
 
-The ``pooled`` encoding (the default, at every size, when no job selects nodes or has a topology rule;
-measured on Sia-shaped rounds of 32-128 GPUs, seeds 0-2: the same proven optimum as per node, 2.4-33x sooner,
-e.g. 0.018-0.023 s against 0.195-0.372 s at 64 GPUs, ``hard``) pools the nodes of a GPU type and state whatever their free GPUs, and replaces the
-per-class GPU totals and the half-node count by one limit per part size ``s`` in use
+The ``pooled`` encoding (the default, at every size, when no job selects nodes or has a topology rule; measured on
+Sia-shaped rounds of 32-128 GPUs, seeds 0-2: the same proven optimum as per node, 2.4-33x sooner, e.g. 0.018-0.023 s
+against 0.195-0.372 s at 64 GPUs, ``hard``) pools the nodes of a GPU type and state whatever their free GPUs, and
+replaces the per-class GPU totals and the half-node count by one limit per part size ``s`` in use
 (:func:`_pool_limits`): with sizes that divide one another (1, 2, 4, 8 GPUs and whole nodes, as Sia's
 and most schedulers' configurations are), the GPUs of parts of at least ``s`` GPUs are at most
 ``sum_n floor(free_n / s) s``; otherwise their count is at most ``sum_n floor(free_n / s)``. Every
@@ -145,8 +145,8 @@ MIB = 1024
 #: the per-node encoding is never built with more part variables than this
 DEFAULT_MAX_NODE_VARS = 60_000
 #: a round with a node rule (selector, topology) of up to this many part variables is solved per node directly;
-#: above, the aggregated encoding first (measured, ``benchmarks/gap_study.py``: per-node rounds of 192-512 GPUs spent the
-#: whole 10 s in presolve probing without a solution, the aggregated encoding proved them optimal in
+#: above, the aggregated encoding first (measured, ``benchmarks/gap_study.py``: per-node rounds of 192-512 GPUs
+#: spent the whole 10 s in presolve probing without a solution, the aggregated encoding proved them optimal in
 #: 0.4-1.2 s), then the per-node one, hinted with the aggregated answer and without probing, when the
 #: aggregated answer is not proven optimal and time is left
 PER_NODE_FIRST_VARS = 5_000
@@ -411,10 +411,10 @@ def build(problem: RubickRound, table: CoefficientTable, *, admission: Admission
           deadline: Deadline | None = None) -> RubickRoundModel:
     """Build the CP-SAT model (module docstring). ``encoding`` forces one of :data:`ENCODINGS`;
     by default pooled, or, when a job selects nodes or has a topology rule, per-node when it needs at most
-    :data:`PER_NODE_FIRST_VARS` part variables (and ``max_node_vars``), else aggregated. Raises :class:`OutOfTime` when ``deadline`` passes during the
-    build and :class:`ModelTooLarge` when the per-node encoding is forced on a round that needs more
-    than ``max_node_vars`` part variables (both before a variable is made: the count is taken first,
-    and each variable costs about 30 us to make)."""
+    :data:`PER_NODE_FIRST_VARS` part variables (and ``max_node_vars``), else aggregated. Raises
+    :class:`OutOfTime` when ``deadline`` passes during the build and :class:`ModelTooLarge` when the per-node
+    encoding is forced on a round that needs more than ``max_node_vars`` part variables (both before a variable
+    is made: the count is taken first, and each variable costs about 30 us to make)."""
     admission = admission or admit_round(problem, table)
     floors = privileged(admission)  # the jobs that must run (protected, admitted deadlines)
     nodes = _nodes(problem)

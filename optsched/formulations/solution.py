@@ -66,5 +66,5 @@ def solver_seconds(time_limit: float, started: float) -> float:
     return max(MIN_SOLVER_SECONDS, time_limit - (time.perf_counter() - started))
 
 
-__all__ = ["CPSAT_BACKENDS", "MILP_BACKENDS", "MIN_SOLVER_SECONDS", "ModelSize", "OutOfTime", "SOLUTION_STATUSES", "Solution",
-           "solver_seconds"]
+__all__ = ["CPSAT_BACKENDS", "MILP_BACKENDS", "MIN_SOLVER_SECONDS", "ModelSize", "OutOfTime", "SOLUTION_STATUSES",
+           "Solution", "solver_seconds"]

@@ -543,7 +543,8 @@ for _name, _build, _summary, _extras in (
         ("synergy", _baseline(SynergyPolicy, "synergy"), "Synergy-like CPU tuning (baseline)", ()),
         ("sia", _baseline(SiaPolicy, "sia"), "Sia-like GPU scaling through DP (baseline)", ()),
         ("antman", _baseline(AntManPolicy, "antman"), "AntMan-like multi-tenant (baseline)", ())):
-    register_method("rubick", _name, _build, _summary, _extras, backends=BACKENDS if _name in ("exact", "rubick-exact") else ())
+    register_method("rubick", _name, _build, _summary, _extras,
+                    backends=BACKENDS if _name in ("exact", "rubick-exact") else ())
 
 
 __all__ = ["AntManPolicy", "DEFER", "FifoPolicy", "RubickContext", "RubickExact", "RubickHeuristicPolicy", "SiaPolicy",

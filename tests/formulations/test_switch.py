@@ -166,9 +166,9 @@ def test_the_policy_names_the_back_ends_and_other_kinds_refuse_switch() -> None:
         make_policy("exact", PolicyOptions(backend="switch"), kind="experts")
 
 
-@pytest.mark.parametrize(("kind", "name", "expected"), [("rubick", "exact", "switch"), ("rubick", "rubick-exact", "switch"),
-                                                        ("crius", "exact", "switch"), ("experts", "exact", "cpsat"),
-                                                        ("moe-comm", "exact", "cpsat")])
+@pytest.mark.parametrize(("kind", "name", "expected"), [
+    ("rubick", "exact", "switch"), ("rubick", "rubick-exact", "switch"), ("crius", "exact", "switch"),
+    ("experts", "exact", "cpsat"), ("moe-comm", "exact", "cpsat")])
 def test_auto_is_each_methods_default(kind: str, name: str, expected: str) -> None:
     assert PolicyOptions().backend == "auto"
     assert make_policy(name, PolicyOptions(), kind=kind).backend == expected

@@ -20,8 +20,9 @@ def test_the_built_in_kinds_register_their_setups() -> None:
         assert setup.kind == kind and set(setup.default_policies) <= set(methods_of(kind))
     assert simulation_setup("crius").default_cluster == "crius-sim-1280"
     assert [o.name for o in simulation_setup("lyra").options] == [
-        "training", "inference", "usage", "usage_burst", "prediction_error", "prediction_margin", "window_days", "window_start",
-        "fungible_load", "elastic_load", "elastic_count", "elastic_on_inference", "offered_load", "no_loaning", "scenario", "hetero_efficiency"]
+        "training", "inference", "usage", "usage_burst", "prediction_error", "prediction_margin", "window_days",
+        "window_start", "fungible_load", "elastic_load", "elastic_count", "elastic_on_inference", "offered_load",
+        "no_loaning", "scenario", "hetero_efficiency"]
     assert simulation_setup("rubick").policy_extras == {"defer_unreachable_guarantees": True}
     with pytest.raises(UnknownNameError, match="experts"):
         simulation_setup("experts")
