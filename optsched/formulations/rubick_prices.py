@@ -182,10 +182,10 @@ def _lp(rel: _Relaxation, time_limit: float, deadline: Deadline | None = None
     solved in time. Size: rows variables, jobs + pool constraints. HiGHS runs on a thread of its own (it releases
     the GIL) while this one watches ``deadline``: when that passes (or the call is cancelled) the LP is left to
     stop at its own ``time_limit`` and None is returned at once."""
-    import threading
-
     from scipy import sparse
     from scipy.optimize import linprog
+
+    from optsched.formulations.watched import run_watched
 
     n, m = rel.use.shape
     pos_of_row = np.repeat(np.arange(len(rel.jobs)), np.diff(np.append(rel.starts, n)))
@@ -195,19 +195,9 @@ def _lp(rel: _Relaxation, time_limit: float, deadline: Deadline | None = None
     b_ub = np.concatenate([np.ones(len(free_jobs)), rel.capacity])
     must = np.flatnonzero(rel.must)
     kw = {"A_eq": incidence[must], "b_eq": np.ones(len(must))} if len(must) else {}
-    out: dict[str, object] = {}
-
-    def run() -> None:
-        out["res"] = linprog(-rel.value, A_ub=a_ub, b_ub=b_ub, bounds=(0.0, 1.0), method="highs",
-                             options={"time_limit": max(time_limit, 0.01), "presolve": True}, **kw)
-
-    worker = threading.Thread(target=run, name="optsched-price-lp", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.05)
-        if deadline is not None and deadline.expired():
-            return None
-    res = out.get("res")
+    res = run_watched(lambda: linprog(-rel.value, A_ub=a_ub, b_ub=b_ub, bounds=(0.0, 1.0), method="highs",
+                                      options={"time_limit": max(time_limit, 0.01), "presolve": True}, **kw),
+                      lambda: deadline is not None and deadline.expired(), "optsched-price-lp")
     if res is None or res.status != 0 or res.x is None:
         return None
     prices = -np.asarray(res.ineqlin.marginals)[len(free_jobs):]

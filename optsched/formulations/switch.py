@@ -42,7 +42,6 @@ constraint and domain of the CP-SAT model exactly (in integers).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +52,7 @@ from ortools.sat.python import cp_model
 from optsched.core.deadline import current_cancel
 from optsched.formulations.cpsat import SolutionTrace, solve_scaled
 from optsched.formulations.solution import MIN_SOLVER_SECONDS, OutOfTime
+from optsched.formulations.watched import run_watched
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,6 @@ log = logging.getLogger(__name__)
 STALL_DTIME_PER_VAR = 1e-3
 #: the least stall budget, deterministic seconds
 STALL_DTIME_MIN = 0.5
-#: seconds between two looks at the clock and the cancel event while HiGHS runs
-WATCH_S = 0.05
 
 
 def stall_budget(num_vars: int) -> float:
@@ -130,25 +128,17 @@ def _highs(model: cp_model.CpModel, until: float) -> _Highs | None:
     if form.infeasible:
         return _Highs("INFEASIBLE", None, None, None)
     sense = -1.0 if form.maximize else 1.0
-    out: dict[str, Any] = {}
     left = until - time.perf_counter()
     kw: dict[str, Any] = {}
     if form.matrix.shape[0]:
         kw["constraints"] = LinearConstraint(form.matrix, form.row_lo, form.row_hi)
-
-    def run() -> None:
-        out["res"] = scipy_milp(sense * form.objective, integrality=np.ones(form.num_vars),
-                                bounds=Bounds(form.lower, form.upper),
-                                options={"time_limit": max(left, MIN_SOLVER_SECONDS), "mip_rel_gap": 0.0}, **kw)
-
-    worker = threading.Thread(target=run, name="optsched-switch-highs", daemon=True)
-    worker.start()
     cancel = current_cancel()
-    while worker.is_alive():
-        worker.join(WATCH_S)
-        if time.perf_counter() >= until or (cancel is not None and cancel.is_set()):
-            return None
-    res = out.get("res")
+    res = run_watched(lambda: scipy_milp(sense * form.objective, integrality=np.ones(form.num_vars),
+                                         bounds=Bounds(form.lower, form.upper),
+                                         options={"time_limit": max(left, MIN_SOLVER_SECONDS), "mip_rel_gap": 0.0},
+                                         **kw),
+                      lambda: time.perf_counter() >= until or (cancel is not None and cancel.is_set()),
+                      "optsched-switch-highs")
     if res is None:
         return None
     if res.status == 2:
