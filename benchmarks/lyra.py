@@ -256,8 +256,9 @@ def _thesis_run(job: tuple) -> dict[str, object]:  # type: ignore[type-arg]
             "inference_servers": len(setup.inference_nodes), "trace_days": setup.trace_days,
             "gpu_util": s["gpu_utilisation"], "wall_s": time.perf_counter() - t0,
             "setting": f"{setup.window}; {setup.sizing}; {setup.mix().describe()}; {setup.describe_elastic()}; "
-                       f"{setup.describe_scenario()}; usage median 5-minute change "
-                       f"{100 * median_burst(setup.usage.values, setup.usage.step_s):.2f}%" if setup.usage else ""}
+                       f"{setup.describe_scenario()}"
+                       + (f"; usage median 5-minute change "
+                          f"{100 * median_burst(setup.usage.values, setup.usage.step_s):.2f}%" if setup.usage else "")}
 
 
 def thesis_tables(days: float, errors: list[float], processes: int, skip: frozenset[str] = frozenset()) -> None:
